@@ -1,0 +1,149 @@
+/**
+ * Request body capture: turns a fetch `BodyInit` into the exact bytes that are fingerprinted
+ * and re-sent on every attempt.
+ *
+ * @module
+ */
+
+/**
+ * Default cap, in bytes, for buffering a request body: 1 MiB. Raise it with the
+ * `maxBodyBytes` option.
+ *
+ * @default 1_048_576
+ */
+export const DEFAULT_MAX_BODY_BYTES: number = 1_048_576;
+
+/** The outcome of {@link captureBody}. */
+export interface CapturedBody {
+  /** The exact bytes to fingerprint and to send on every attempt; `undefined` for no body. */
+  bytes: Uint8Array<ArrayBuffer> | undefined;
+  /**
+   * The `Content-Type` fetch would add for this body when the caller sets none
+   * (`URLSearchParams`, `string`, typed `Blob`); `undefined` otherwise.
+   */
+  impliedContentType: string | undefined;
+}
+
+const FORM_URLENCODED = 'application/x-www-form-urlencoded;charset=UTF-8';
+const TEXT_PLAIN = 'text/plain;charset=UTF-8';
+
+/**
+ * Reads a fetch `BodyInit` into exact bytes, once, so every attempt re-sends the same bytes and
+ * the fingerprint covers exactly what goes on the wire.
+ *
+ * Accepts `string` (UTF-8, as fetch encodes it), `ArrayBuffer`, any `ArrayBufferView` (only the
+ * view's bytes are copied), `Blob`, `URLSearchParams` and `ReadableStream<Uint8Array>` (consumed).
+ * `null`/`undefined` mean no body. The cap applies to every body type, so the same content is
+ * accepted or refused whatever form it arrives in; a stream is cancelled as soon as it exceeds it.
+ *
+ * @param body - the request body as passed to fetch
+ * @param maxBytes - the largest body accepted, in bytes; `Infinity` disables the cap
+ * @default maxBytes {@link DEFAULT_MAX_BODY_BYTES} (1 MiB)
+ * @returns the bytes and the content type implied by the body
+ * @throws RangeError when the body exceeds `maxBytes`, or `maxBytes` is not a non-negative integer
+ * @throws TypeError for `FormData` (its multipart boundary is random per serialisation, so the
+ *   fingerprint could never match; serialise it yourself) and for unsupported body types
+ * @example
+ * ```ts
+ * const { bytes, impliedContentType } = await captureBody(new URLSearchParams({ q: 'a b' }));
+ * // bytes: 'q=a+b' in UTF-8, impliedContentType: 'application/x-www-form-urlencoded;charset=UTF-8'
+ * ```
+ */
+export async function captureBody(
+  body: BodyInit | null | undefined,
+  maxBytes: number = DEFAULT_MAX_BODY_BYTES,
+): Promise<CapturedBody> {
+  if (!(maxBytes === Infinity || (Number.isSafeInteger(maxBytes) && maxBytes >= 0))) {
+    throw new RangeError(`maxBodyBytes must be a non-negative integer or Infinity, got ${String(maxBytes)}`);
+  }
+  if (body === null || body === undefined) return { bytes: undefined, impliedContentType: undefined };
+  if (typeof body === 'string') {
+    return { bytes: withinCap(new TextEncoder().encode(body), maxBytes), impliedContentType: TEXT_PLAIN };
+  }
+  if (body instanceof URLSearchParams) {
+    return { bytes: withinCap(new TextEncoder().encode(body.toString()), maxBytes), impliedContentType: FORM_URLENCODED };
+  }
+  if (typeof FormData !== 'undefined' && body instanceof FormData) {
+    throw new TypeError(
+      'oncefetch cannot fingerprint a FormData body: its multipart boundary is random on every serialisation, ' +
+        'so the same form would never match itself. Serialise it yourself (e.g. to URLSearchParams, JSON or a ' +
+        'multipart body with a fixed boundary) and pass the result with its Content-Type.',
+    );
+  }
+  if (typeof Blob !== 'undefined' && body instanceof Blob) {
+    checkCap(body.size, maxBytes);
+    const bytes = new Uint8Array(await body.arrayBuffer());
+    return { bytes: withinCap(bytes, maxBytes), impliedContentType: body.type === '' ? undefined : body.type };
+  }
+  if (ArrayBuffer.isView(body)) {
+    checkCap(body.byteLength, maxBytes);
+    // Copy only the view's window, never the whole underlying buffer, and detach from later writes.
+    const bytes = new Uint8Array(body.byteLength);
+    bytes.set(new Uint8Array(body.buffer, body.byteOffset, body.byteLength));
+    return { bytes, impliedContentType: undefined };
+  }
+  if (isArrayBuffer(body)) {
+    checkCap(body.byteLength, maxBytes);
+    return { bytes: new Uint8Array(body.slice(0)), impliedContentType: undefined };
+  }
+  if (typeof ReadableStream !== 'undefined' && body instanceof ReadableStream) {
+    return { bytes: await readStream(body as ReadableStream<unknown>, maxBytes), impliedContentType: undefined };
+  }
+  throw new TypeError(`oncefetch cannot capture a request body of type ${describeBody(body)}`);
+}
+
+async function readStream(stream: ReadableStream<unknown>, maxBytes: number): Promise<Uint8Array<ArrayBuffer>> {
+  const reader = stream.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      if (!(value instanceof Uint8Array)) {
+        // fetch itself rejects such a stream, so refuse it before it is recorded.
+        throw new TypeError(`a request body stream must yield Uint8Array chunks, got ${describeBody(value)}`);
+      }
+      total += value.byteLength;
+      checkCap(total, maxBytes);
+      chunks.push(value.slice());
+    }
+  } catch (error) {
+    await reader.cancel(error).catch(() => undefined);
+    throw error;
+  } finally {
+    reader.releaseLock();
+  }
+  const bytes = new Uint8Array(total);
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return bytes;
+}
+
+function withinCap(bytes: Uint8Array<ArrayBuffer>, maxBytes: number): Uint8Array<ArrayBuffer> {
+  checkCap(bytes.byteLength, maxBytes);
+  return bytes;
+}
+
+function checkCap(size: number, maxBytes: number): void {
+  if (size > maxBytes) {
+    throw new RangeError(
+      `request body exceeds the ${maxBytes}-byte buffering cap (maxBodyBytes); oncefetch keeps the exact bytes ` +
+        'to fingerprint and re-send them, so raise the maxBodyBytes option if larger bodies are expected',
+    );
+  }
+}
+
+/** Cross-realm safe: an ArrayBuffer from another realm fails `instanceof`. */
+function isArrayBuffer(value: unknown): value is ArrayBuffer {
+  return value instanceof ArrayBuffer || Object.prototype.toString.call(value) === '[object ArrayBuffer]';
+}
+
+function describeBody(value: unknown): string {
+  if (typeof value !== 'object' || value === null) return typeof value;
+  const name = (value as { constructor?: { name?: unknown } }).constructor?.name;
+  return typeof name === 'string' && name !== '' ? name : 'object';
+}

@@ -1,0 +1,177 @@
+/**
+ * The request fingerprint: SHA-256 (WebCrypto, so Node and browsers agree) over the method,
+ * the normalised URL and the canonical body. Same scope with a different fingerprint is a
+ * conflict, so two requests share a fingerprint only when they mean the same thing.
+ *
+ * @module
+ */
+
+import { canonicalJson, canonicalizeJsonText } from './canonical-json.js';
+
+/** Version tag at the head of every framed input; bump it if the framing ever changes. */
+const FRAME_TAG = 'oncefetch-fp-v1\n';
+
+/** RFC 9110 `token`: what an HTTP method may be made of (and never a newline). */
+const METHOD_TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+
+const JSON_MEDIA_TYPE = /^(?:application\/json|[^\s/;]+\/[^\s/;]+\+json)$/;
+
+/**
+ * Normalises a URL for fingerprinting: lower-cased scheme and host, default port removed, an
+ * empty path becomes `/` (the WHATWG URL parser does these for http and https), query
+ * parameters sorted stably by name (values of equal names keep their order), empty query
+ * segments and the fragment removed. Userinfo is removed too: credentials are not part of a
+ * request's identity (fetch refuses such URLs anyway) and must not reach a store.
+ *
+ * The path is kept as the URL parser serialises it, which is what fetch sends. Query pairs are
+ * compared as written, without decoding, so `a=%20` and `a=+` stay distinct: a false conflict is
+ * safe, a false match would replay another request's result.
+ *
+ * @param url - an absolute URL (resolve relative ones against the page first)
+ * @returns the normalised URL text
+ * @throws TypeError when `url` is not a valid absolute URL
+ * @example
+ * ```ts
+ * normaliseUrl('HTTPS://API.Example.com:443/orders?b=2&a=1#top');
+ * // 'https://api.example.com/orders?a=1&b=2'
+ * ```
+ */
+export function normaliseUrl(url: string): string {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch (cause) {
+    throw new TypeError(`invalid URL ${JSON.stringify(url)}: an absolute URL is required`, { cause });
+  }
+  parsed.hash = '';
+  parsed.username = '';
+  parsed.password = '';
+  // Special schemes (http, https, ...) already have a lower-cased host; opaque hosts do not.
+  const host = parsed.hostname.toLowerCase();
+  if (host !== parsed.hostname) parsed.hostname = host;
+  if (parsed.pathname === '' && parsed.host !== '') parsed.pathname = '/';
+  const pairs = parsed.search
+    .slice(1)
+    .split('&')
+    .filter((pair) => pair !== '');
+  const byName = pairs.map((pair) => ({ pair, name: pair.split('=', 1)[0] ?? '' }));
+  byName.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)); // stable since ES2019
+  parsed.search = byName.map(({ pair }) => pair).join('&');
+  return parsed.href;
+}
+
+/**
+ * Tells whether a `Content-Type` denotes JSON: `application/json` or any `type/subtype+json`
+ * (`application/problem+json`, `application/vnd.api+json`). Parameters and case are ignored.
+ *
+ * @param contentType - a `Content-Type` header value
+ * @returns true when the body is to be canonicalised as JSON
+ * @example
+ * ```ts
+ * isJsonContentType('Application/JSON; charset=utf-8'); // true
+ * isJsonContentType('text/plain'); // false
+ * ```
+ */
+export function isJsonContentType(contentType: string | null | undefined): boolean {
+  if (contentType === null || contentType === undefined) return false;
+  const essence = (contentType.split(';', 1)[0] ?? '').trim().toLowerCase();
+  return JSON_MEDIA_TYPE.test(essence);
+}
+
+/** What a request fingerprint is computed over. */
+export interface FingerprintInput {
+  /** The HTTP method; compared upper-cased. */
+  method: string;
+  /** The absolute request URL; see {@link normaliseUrl}. */
+  url: string;
+  /** The exact body bytes (see `captureBody`); `undefined` for no body. */
+  body?: Uint8Array | undefined;
+  /** The effective `Content-Type`; a JSON type makes the body compare as canonical JSON. */
+  contentType?: string | null | undefined;
+}
+
+/**
+ * Computes the request fingerprint: lower-case hex SHA-256 over an unambiguous framing of the
+ * upper-cased method, the {@link normaliseUrl normalised URL} and the body. Under a JSON content
+ * type the body counts as its RFC 8785 canonical form (so key order and whitespace do not
+ * matter); otherwise its exact bytes count.
+ *
+ * Framing: `oncefetch-fp-v1\n<METHOD>\n<url>\n` then `none`, or `json:<length>\n<canonical UTF-8>`,
+ * or `bytes:<length>\n<bytes>`. The method is an HTTP token and the URL cannot hold a newline,
+ * and the body is length-prefixed, so no two inputs share a frame.
+ *
+ * @param input - method, URL, body bytes and content type
+ * @returns 64 lower-case hex characters
+ * @throws TypeError for an invalid method or URL, or a JSON-typed body that is not UTF-8 JSON
+ *   JSON can carry faithfully (see `canonicalizeJsonText`)
+ * @example
+ * ```ts
+ * const body = new TextEncoder().encode('{"qty":1,"sku":"A"}');
+ * await fingerprintRequest({ method: 'post', url: 'https://api.example.com/orders', body, contentType: 'application/json' });
+ * ```
+ */
+export async function fingerprintRequest(input: FingerprintInput): Promise<string> {
+  if (!METHOD_TOKEN.test(input.method)) {
+    throw new TypeError(`invalid HTTP method ${JSON.stringify(input.method)}`);
+  }
+  const head = `${FRAME_TAG}${input.method.toUpperCase()}\n${normaliseUrl(input.url)}\n`;
+  const encoder = new TextEncoder();
+  if (input.body === undefined) return sha256Hex([encoder.encode(`${head}none`)]);
+  if (isJsonContentType(input.contentType)) {
+    const canonical = encoder.encode(canonicalBodyText(input.body, input.contentType ?? ''));
+    return sha256Hex([encoder.encode(`${head}json:${canonical.byteLength}\n`), canonical]);
+  }
+  return sha256Hex([encoder.encode(`${head}bytes:${input.body.byteLength}\n`), input.body]);
+}
+
+/**
+ * Fingerprints an arbitrary JSON-able payload, for `client.run()`: lower-case hex SHA-256 of
+ * `oncefetch-fp-v1\nrun\n` followed by {@link canonicalJson}`(payload)`.
+ *
+ * @param payload - what identifies the effect's input; `undefined` is rejected (pass `null`)
+ * @returns 64 lower-case hex characters
+ * @throws TypeError when the payload cannot be carried faithfully by JSON (see `canonicalJson`)
+ * @example
+ * ```ts
+ * await fingerprintPayload({ amount: 500, currency: 'EUR' }) === await fingerprintPayload({ currency: 'EUR', amount: 500 }); // true
+ * ```
+ */
+export async function fingerprintPayload(payload: unknown): Promise<string> {
+  return sha256Hex([new TextEncoder().encode(`${FRAME_TAG}run\n${canonicalJson(payload)}`)]);
+}
+
+function canonicalBodyText(body: Uint8Array, contentType: string): string {
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(body);
+  } catch (cause) {
+    throw new TypeError(`request body declared as ${contentType} is not valid UTF-8`, { cause });
+  }
+  try {
+    return canonicalizeJsonText(text);
+  } catch (cause) {
+    const reason = cause instanceof Error ? cause.message : String(cause);
+    throw new TypeError(`request body declared as ${contentType} cannot be fingerprinted as JSON: ${reason}`, { cause });
+  }
+}
+
+async function sha256Hex(parts: readonly Uint8Array[]): Promise<string> {
+  const subtle = globalThis.crypto?.subtle;
+  if (subtle === undefined) {
+    throw new Error(
+      'WebCrypto (crypto.subtle) is unavailable; browsers expose it only in secure contexts (https or localhost)',
+    );
+  }
+  let length = 0;
+  for (const part of parts) length += part.byteLength;
+  const frame = new Uint8Array(length);
+  let offset = 0;
+  for (const part of parts) {
+    frame.set(part, offset);
+    offset += part.byteLength;
+  }
+  const digest = new Uint8Array(await subtle.digest('SHA-256', frame));
+  let hex = '';
+  for (const byte of digest) hex += byte.toString(16).padStart(2, '0');
+  return hex;
+}

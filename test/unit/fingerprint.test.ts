@@ -1,0 +1,212 @@
+import { createHash } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import {
+  fingerprintPayload,
+  fingerprintRequest,
+  isJsonContentType,
+  normaliseUrl,
+  type FingerprintInput,
+} from '../../src/operation/fingerprint.js';
+
+const utf8 = (text: string): Uint8Array => new TextEncoder().encode(text);
+const sha256 = (...parts: Array<string | Uint8Array>): string => {
+  const hash = createHash('sha256');
+  for (const part of parts) hash.update(part);
+  return hash.digest('hex');
+};
+const URL_A = 'https://api.example.com/orders';
+const json = (body: string, url = URL_A, method = 'POST'): FingerprintInput => ({
+  method,
+  url,
+  body: utf8(body),
+  contentType: 'application/json',
+});
+
+describe('normaliseUrl', () => {
+  it.each([
+    ['HTTPS://API.Example.COM/orders', 'https://api.example.com/orders'],
+    ['https://api.example.com:443/orders', 'https://api.example.com/orders'],
+    ['http://api.example.com:80/orders', 'http://api.example.com/orders'],
+    ['http://api.example.com:8080/orders', 'http://api.example.com:8080/orders'],
+    ['https://api.example.com', 'https://api.example.com/'],
+    ['https://api.example.com/orders#frag', 'https://api.example.com/orders'],
+    ['https://api.example.com/orders?', 'https://api.example.com/orders'],
+    ['https://api.example.com/Orders/', 'https://api.example.com/Orders/'],
+    ['https://api.example.com/a?b=2&a=1&c=3', 'https://api.example.com/a?a=1&b=2&c=3'],
+    ['https://api.example.com/a?b=1&a=z&b=0&a=y', 'https://api.example.com/a?a=z&a=y&b=1&b=0'],
+    ['https://api.example.com/a?b&a=&&c=1', 'https://api.example.com/a?a=&b&c=1'],
+    ['https://api.example.com/a?q=x%20y&p=x+y', 'https://api.example.com/a?p=x+y&q=x%20y'],
+    ['https://api.example.com/a?B=1&a=2', 'https://api.example.com/a?B=1&a=2'], // code-unit order: 'B' < 'a'
+    ['https://user:secret@api.example.com/a', 'https://api.example.com/a'],
+    ['foo://Host.Example/p?b=1&a=2#x', 'foo://host.example/p?a=2&b=1'],
+  ])('%s → %s', (input, expected) => {
+    expect(normaliseUrl(input)).toBe(expected);
+  });
+
+  it.each(['/relative/path', 'not a url', 'http://'])('rejects %s with a TypeError', (input) => {
+    expect(() => normaliseUrl(input)).toThrow(TypeError);
+    expect(() => normaliseUrl(input)).toThrow(/absolute URL/);
+  });
+});
+
+describe('isJsonContentType', () => {
+  it.each<[string | null | undefined, boolean]>([
+    ['application/json', true],
+    ['Application/JSON; charset=utf-8', true],
+    ['  application/json  ;x=y', true],
+    ['application/problem+json', true],
+    ['application/vnd.api+JSON', true],
+    ['text/x-custom+json', true],
+    ['text/plain', false],
+    ['application/jsonp', false],
+    ['application/json-seq', false],
+    ['application/x-www-form-urlencoded', false],
+    ['+json', false],
+    ['application/+json/x', false],
+    ['', false],
+    [null, false],
+    [undefined, false],
+  ])('%s → %s', (contentType, expected) => {
+    expect(isJsonContentType(contentType)).toBe(expected);
+  });
+});
+
+describe('fingerprintRequest', () => {
+  it('is the SHA-256 of the documented framing', async () => {
+    const url = 'https://api.example.com/a?b=1&a=2';
+    const norm = 'https://api.example.com/a?a=2&b=1';
+    expect(await fingerprintRequest({ method: 'post', url })).toBe(sha256(`oncefetch-fp-v1\nPOST\n${norm}\nnone`));
+    expect(await fingerprintRequest({ method: 'PUT', url, body: utf8('{ "b":1, "a":2 }'), contentType: 'application/json' })).toBe(
+      sha256(`oncefetch-fp-v1\nPUT\n${norm}\njson:13\n{"a":2,"b":1}`),
+    );
+    const raw = Uint8Array.from([0, 0xff, 10]);
+    expect(await fingerprintRequest({ method: 'POST', url, body: raw })).toBe(
+      sha256(`oncefetch-fp-v1\nPOST\n${norm}\nbytes:3\n`, raw),
+    );
+    // JSON length is in UTF-8 bytes, not code units
+    expect(await fingerprintRequest(json('"€"', url))).toBe(sha256(`oncefetch-fp-v1\nPOST\n${norm}\njson:5\n"€"`));
+  });
+
+  it('returns 64 lower-case hex characters', async () => {
+    expect(await fingerprintRequest(json('{}'))).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it('ignores JSON key order and whitespace', async () => {
+    const a = await fingerprintRequest(json('{"order":{"sku":"A","qty":1},"note":null}'));
+    const b = await fingerprintRequest(json('{ "note" : null,\n "order": {"qty":1.0, "sku":"A"} }'));
+    expect(a).toBe(b);
+  });
+
+  const base = '{"order":{"sku":"A","qty":1,"tags":["x","y"]},"note":null}';
+  it.each([
+    ['qty changed', '{"order":{"sku":"A","qty":2,"tags":["x","y"]},"note":null}'],
+    ['sku changed', '{"order":{"sku":"B","qty":1,"tags":["x","y"]},"note":null}'],
+    ['array order', '{"order":{"sku":"A","qty":1,"tags":["y","x"]},"note":null}'],
+    ['null → false', '{"order":{"sku":"A","qty":1,"tags":["x","y"]},"note":false}'],
+    ['number → string', '{"order":{"sku":"A","qty":"1","tags":["x","y"]},"note":null}'],
+    ['key added', '{"order":{"sku":"A","qty":1,"tags":["x","y"],"gift":true},"note":null}'],
+    ['key removed', '{"order":{"sku":"A","qty":1,"tags":["x","y"]}}'],
+    ['key renamed', '{"order":{"SKU":"A","qty":1,"tags":["x","y"]},"note":null}'],
+  ])('any leaf change differs: %s', async (_name, changed) => {
+    expect(await fingerprintRequest(json(changed))).not.toBe(await fingerprintRequest(json(base)));
+  });
+
+  it.each<[string, FingerprintInput]>([
+    ['lower-case method', json(base, URL_A, 'post')],
+    ['host and scheme case', json(base, 'HTTPS://API.EXAMPLE.COM/orders')],
+    ['default port', json(base, 'https://api.example.com:443/orders')],
+    ['fragment', json(base, 'https://api.example.com/orders#x')],
+    ['+json content type', { ...json(base), contentType: 'application/vnd.api+json; charset=utf-8' }],
+  ])('normalises %s', async (_name, input) => {
+    expect(await fingerprintRequest(input)).toBe(await fingerprintRequest(json(base)));
+  });
+
+  it('normalises query order', async () => {
+    expect(await fingerprintRequest(json(base, `${URL_A}?b=2&a=1`))).toBe(await fingerprintRequest(json(base, `${URL_A}?a=1&b=2`)));
+  });
+
+  it.each<[string, FingerprintInput, FingerprintInput]>([
+    ['method', json(base, URL_A, 'PUT'), json(base)],
+    ['path', json(base, 'https://api.example.com/orders/'), json(base)],
+    ['path case', json(base, 'https://api.example.com/Orders'), json(base)],
+    ['host', json(base, 'https://api2.example.com/orders'), json(base)],
+    ['port', json(base, 'https://api.example.com:8443/orders'), json(base)],
+    ['scheme', json(base, 'http://api.example.com/orders'), json(base)],
+    ['query value', json(base, `${URL_A}?a=1`), json(base, `${URL_A}?a=2`)],
+    ['query presence', json(base, `${URL_A}?a=1`), json(base)],
+    ['repeated-name order', json(base, `${URL_A}?a=2&a=1`), json(base, `${URL_A}?a=1&a=2`)],
+  ])('differs by %s', async (_name, a, b) => {
+    expect(await fingerprintRequest(a)).not.toBe(await fingerprintRequest(b));
+  });
+
+  it('hashes non-JSON bodies as exact bytes', async () => {
+    const text = (body: string, contentType?: string): FingerprintInput => ({
+      method: 'POST',
+      url: URL_A,
+      body: utf8(body),
+      ...(contentType === undefined ? {} : { contentType }),
+    });
+    expect(await fingerprintRequest(text('{"a":1}', 'text/plain'))).not.toBe(await fingerprintRequest(text('{ "a":1}', 'text/plain')));
+    expect(await fingerprintRequest(text('{"a":1}'))).not.toBe(await fingerprintRequest(text('{ "a":1}')));
+    expect(await fingerprintRequest(text('{"a":1}', 'application/json'))).toBe(await fingerprintRequest(text('{ "a":1}', 'application/json')));
+    // the same bytes as JSON and as text are framed differently
+    expect(await fingerprintRequest(text('{"a":1}', 'application/json'))).not.toBe(await fingerprintRequest(text('{"a":1}', 'text/plain')));
+    // content type does not matter for non-JSON bodies, only the bytes
+    expect(await fingerprintRequest(text('a=1', 'text/plain'))).toBe(await fingerprintRequest(text('a=1', 'application/x-www-form-urlencoded')));
+  });
+
+  it('tells a body from no body, and an empty body from no body', async () => {
+    const none = await fingerprintRequest({ method: 'POST', url: URL_A });
+    expect(await fingerprintRequest({ method: 'POST', url: URL_A, body: undefined, contentType: 'application/json' })).toBe(none);
+    expect(await fingerprintRequest({ method: 'POST', url: URL_A, body: new Uint8Array(0) })).not.toBe(none);
+    expect(await fingerprintRequest({ method: 'POST', url: URL_A, body: utf8('none') })).not.toBe(none);
+    expect(await fingerprintRequest(json('null'))).not.toBe(none);
+  });
+
+  it('reads only the view it is given', async () => {
+    const backing = utf8('xx{"a":1}yy');
+    const view = backing.subarray(2, 9);
+    expect(await fingerprintRequest({ method: 'POST', url: URL_A, body: view })).toBe(
+      await fingerprintRequest({ method: 'POST', url: URL_A, body: utf8('{"a":1}') }),
+    );
+  });
+
+  it.each<[string, FingerprintInput, RegExp]>([
+    ['invalid JSON', json('{"a":}'), /declared as application\/json cannot be fingerprinted as JSON: .*invalid JSON/],
+    ['empty JSON body', json(''), /invalid JSON/],
+    ['duplicate keys', json('{"a":1,"a":2}'), /duplicate key at \$\.a/],
+    ['unsafe integer', json('{"id":12345678901234567890}'), /safe range/],
+    ['invalid UTF-8', { method: 'POST', url: URL_A, body: Uint8Array.from([0x22, 0xff, 0x22]), contentType: 'application/json' }, /not valid UTF-8/],
+    ['invalid URL', { method: 'POST', url: '/orders' }, /absolute URL/],
+    ['method with a newline', { method: 'POST\nhttps://x/', url: URL_A }, /invalid HTTP method/],
+    ['empty method', { method: '', url: URL_A }, /invalid HTTP method/],
+  ])('rejects %s with a TypeError', async (_name, input, message) => {
+    await expect(fingerprintRequest(input)).rejects.toThrow(TypeError);
+    await expect(fingerprintRequest(input)).rejects.toThrow(message);
+  });
+});
+
+describe('fingerprintPayload', () => {
+  it('is the SHA-256 of the documented framing', async () => {
+    expect(await fingerprintPayload({ b: [1, 2], a: 'x' })).toBe(sha256('oncefetch-fp-v1\nrun\n{"a":"x","b":[1,2]}'));
+  });
+
+  it('ignores key order and differs on any leaf change', async () => {
+    const a = await fingerprintPayload({ amount: 500, currency: 'EUR', meta: { x: 1, y: 2 } });
+    expect(await fingerprintPayload({ meta: { y: 2, x: 1 }, currency: 'EUR', amount: 500 })).toBe(a);
+    expect(await fingerprintPayload({ amount: 501, currency: 'EUR', meta: { x: 1, y: 2 } })).not.toBe(a);
+    expect(await fingerprintPayload({ amount: 500, currency: 'EUR', meta: { x: 1, y: 3 } })).not.toBe(a);
+  });
+
+  it('never equals a request fingerprint of the same JSON', async () => {
+    expect(await fingerprintPayload({ a: 1 })).not.toBe(await fingerprintRequest(json('{"a":1}')));
+  });
+
+  it.each<[string, unknown, RegExp]>([
+    ['NaN', { a: NaN }, /\$\.a is NaN/],
+    ['undefined', undefined, /\$ is undefined/],
+    ['bigint', { n: 10n }, /\$\.n is a bigint/],
+  ])('rejects %s', async (_name, payload, message) => {
+    await expect(fingerprintPayload(payload)).rejects.toThrow(message);
+  });
+});
