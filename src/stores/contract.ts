@@ -1,0 +1,63 @@
+/**
+ * The store contract (DESIGN §6). Every backend — memory, SQLite, IndexedDB,
+ * PostgreSQL, or a third party's — implements this and passes the same
+ * contract suite.
+ *
+ * @module
+ */
+import type { OperationRecord, OperationState } from '../operation/record.js';
+
+/** Result of {@link OnceStore.claim}. */
+export interface ClaimResult {
+  /** true when this call inserted the record; false when one already existed. */
+  created: boolean;
+  /** the stored record: the one passed in when created, otherwise the existing one. */
+  record: OperationRecord;
+}
+
+/** Result of {@link OnceStore.compareAndSet}. */
+export type CompareAndSetResult = { ok: true } | { ok: false; current: OperationRecord | undefined };
+
+/** Filter of {@link OnceStore.list}. */
+export interface ListQuery {
+  /** only records in one of these states */
+  states?: readonly OperationState[] | undefined;
+  /** only records with no lease or a lease that expired before this epoch ms */
+  leaseExpiredBefore?: number | undefined;
+  /** only records of this tenant */
+  tenant?: string | undefined;
+  /** at most this many, oldest `updatedAt` first @default 100 */
+  limit?: number | undefined;
+}
+
+/**
+ * A durable home for operation records.
+ *
+ * Rules every implementation keeps:
+ * - `claim` is an atomic insert-if-absent keyed by `record.id`.
+ * - `compareAndSet` replaces the record only when the stored `generation`
+ *   equals `expectedGeneration`; `next.generation` is always greater.
+ * - Everything read back is validated (`parseRecord`); a corrupt row rejects
+ *   with `StoreError`, never resolves as absent.
+ * - A promise that resolves means the write is as durable as the store
+ *   promises (SQLite: committed; PostgreSQL: committed).
+ */
+export interface OnceStore {
+  /** short name for diagnostics, e.g. `'sqlite:/path/db'` */
+  readonly name: string;
+  /** insert-if-absent */
+  claim(record: OperationRecord): Promise<ClaimResult>;
+  /** the record with this id, or undefined when there is none */
+  get(id: string): Promise<OperationRecord | undefined>;
+  /** replace the record if its generation is still `expectedGeneration` */
+  compareAndSet(id: string, expectedGeneration: number, next: OperationRecord): Promise<CompareAndSetResult>;
+  /** records for recovery and inspection, oldest `updatedAt` first */
+  list(query?: ListQuery): Promise<OperationRecord[]>;
+  /** removes terminal records whose `expiresAt` is before `now`; returns how many */
+  purge(now: number): Promise<number>;
+  /** releases resources; further calls reject */
+  close(): Promise<void>;
+}
+
+/** Default `limit` of {@link OnceStore.list}. */
+export const DEFAULT_LIST_LIMIT = 100;

@@ -1,0 +1,136 @@
+/**
+ * The in-memory store: tests and short-lived scripts (DESIGN §6).
+ *
+ * Records are kept as JSON text, so no caller can change stored state through
+ * a reference, and every read is validated like in any other store. Each
+ * method checks and writes without an `await` in between, which is what makes
+ * `claim` and `compareAndSet` atomic in one JavaScript realm.
+ *
+ * @module
+ */
+import type { OperationRecord } from '../operation/record.js';
+import { isTerminal } from '../operation/record.js';
+import type { ClaimResult, CompareAndSetResult, ListQuery, OnceStore } from './contract.js';
+import {
+  checkCompareAndSet,
+  checkPurgeNow,
+  closedError,
+  decodeRecord,
+  encodeRecord,
+  resolveListQuery,
+  type RecordColumns,
+} from './common.js';
+
+/** One stored record: its JSON text plus the columns queries filter on. */
+interface Row extends RecordColumns {
+  id: string;
+  data: string;
+}
+
+const rowsOf = new WeakMap<OnceStore, Map<string, Row>>();
+
+/**
+ * Creates an in-memory {@link OnceStore}. Nothing survives the process.
+ *
+ * @example
+ * ```ts
+ * const client = createClient({ tenant: 't1', store: memoryStore() });
+ * ```
+ */
+export function memoryStore(): OnceStore {
+  const name = 'memory';
+  const rows = new Map<string, Row>();
+  let closed = false;
+
+  const open = (method: string): void => {
+    if (closed) throw closedError(name, method);
+  };
+  const read = (row: Row): OperationRecord =>
+    decodeRecord(row.data, row.id, row.generation, `${name} record ${row.id}`);
+
+  const store: OnceStore = {
+    name,
+
+    async claim(record: OperationRecord): Promise<ClaimResult> {
+      open('claim');
+      const { data, columns } = encodeRecord(record, 'claim');
+      const existing = rows.get(record.id);
+      if (existing !== undefined) return { created: false, record: read(existing) };
+      const row: Row = { id: record.id, data, ...columns };
+      rows.set(record.id, row);
+      return { created: true, record: read(row) };
+    },
+
+    async get(id: string): Promise<OperationRecord | undefined> {
+      open('get');
+      const row = rows.get(id);
+      return row === undefined ? undefined : read(row);
+    },
+
+    async compareAndSet(id: string, expectedGeneration: number, next: OperationRecord): Promise<CompareAndSetResult> {
+      open('compareAndSet');
+      checkCompareAndSet(id, expectedGeneration, next);
+      const { data, columns } = encodeRecord(next, 'compareAndSet');
+      const row = rows.get(id);
+      if (row === undefined) return { ok: false, current: undefined };
+      // Like SQLite's `UPDATE … WHERE generation = ?`, the check uses the
+      // indexed column, not the (possibly corrupt) text.
+      if (row.generation !== expectedGeneration) return { ok: false, current: read(row) };
+      rows.set(id, { id, data, ...columns });
+      return { ok: true };
+    },
+
+    async list(query?: ListQuery): Promise<OperationRecord[]> {
+      open('list');
+      const q = resolveListQuery(query);
+      const states = q.states === undefined ? undefined : new Set(q.states);
+      const matches: Row[] = [];
+      for (const row of rows.values()) {
+        if (states !== undefined && !states.has(row.state)) continue;
+        if (q.tenant !== undefined && row.tenant !== q.tenant) continue;
+        if (
+          q.leaseExpiredBefore !== undefined &&
+          row.leaseExpiresAt !== null &&
+          !(row.leaseExpiresAt < q.leaseExpiredBefore)
+        ) {
+          continue;
+        }
+        matches.push(row);
+      }
+      matches.sort((a, b) => a.updatedAt - b.updatedAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+      return matches.slice(0, q.limit).map(read);
+    },
+
+    async purge(now: number): Promise<number> {
+      open('purge');
+      checkPurgeNow(now);
+      let count = 0;
+      for (const row of [...rows.values()]) {
+        if (isTerminal(row.state) && row.expiresAt < now) {
+          rows.delete(row.id);
+          count++;
+        }
+      }
+      return count;
+    },
+
+    async close(): Promise<void> {
+      closed = true;
+    },
+  };
+  rowsOf.set(store, rows);
+  return store;
+}
+
+/**
+ * Test hook for the contract suite: replaces the stored text of an existing
+ * record behind the store's back, leaving its indexed columns alone, as a
+ * corrupt row in a database would.
+ *
+ * @internal
+ */
+export function corruptMemoryRecord(store: OnceStore, id: string, raw: string): void {
+  const row = rowsOf.get(store)?.get(id);
+  if (row === undefined) throw new Error(`corruptMemoryRecord: no record ${id} in this memory store`);
+  row.data = raw;
+}

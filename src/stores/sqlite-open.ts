@@ -1,0 +1,204 @@
+/**
+ * Opening an SQLite store: option checks, file and directory modes, the
+ * integrity check, pragmas and the schema. A file that is not a database or
+ * fails `PRAGMA quick_check` is reported, never repaired or replaced.
+ *
+ * @internal
+ * @module
+ */
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, statSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, resolve } from 'node:path';
+import type BetterSqlite3 from 'better-sqlite3';
+import { StoreError, isOnceError } from '../errors.js';
+import { TERMINAL_STATES } from '../operation/record.js';
+import type { SqliteStoreOptions } from './sqlite.js';
+
+type Database = BetterSqlite3.Database;
+
+const SCHEMA_VERSION = 1;
+
+/** The terminal states as an SQL list, for `state IN (…)`. */
+export const TERMINAL_SQL = TERMINAL_STATES.map((state) => `'${state}'`).join(', ');
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS oncefetch_meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS oncefetch_records (
+  id TEXT PRIMARY KEY,
+  generation INTEGER NOT NULL,
+  state TEXT NOT NULL,
+  tenant TEXT NOT NULL,
+  lease_expires_at INTEGER,
+  expires_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  data TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS oncefetch_records_recovery ON oncefetch_records (state, lease_expires_at);
+CREATE INDEX IF NOT EXISTS oncefetch_records_purge ON oncefetch_records (state, expires_at)
+  WHERE state IN (${TERMINAL_SQL});
+INSERT OR IGNORE INTO oncefetch_meta (key, value) VALUES ('schema_version', '${SCHEMA_VERSION}');
+`;
+// A rowid table, not WITHOUT ROWID: `data` holds result bodies of several KiB,
+// and WITHOUT ROWID tables suit rows far smaller than a page.
+
+/** What each SQLite primary result code means to a user, most specific first. */
+const CAUSES: ReadonlyArray<readonly [string, string]> = [
+  ['SQLITE_BUSY', 'database is busy: another connection held its lock longer than busyTimeoutMs'],
+  ['SQLITE_LOCKED', 'database table is locked'],
+  ['SQLITE_FULL', 'disk or database is full'],
+  ['SQLITE_READONLY', 'database is read-only'],
+  ['SQLITE_CORRUPT', 'database is corrupt; restore it from a backup (oncefetch never recreates it empty)'],
+  ['SQLITE_NOTADB', 'file is not an SQLite database'],
+  ['SQLITE_IOERR', 'I/O error'],
+  ['SQLITE_CANTOPEN', 'cannot open the database file'],
+  ['SQLITE_PERM', 'permission denied'],
+  ['SQLITE_NOMEM', 'out of memory'],
+  ['SQLITE_PROTOCOL', 'file locking protocol error'],
+  ['SQLITE_TOOBIG', 'record too big'],
+];
+
+let driver: typeof BetterSqlite3 | undefined;
+
+function loadDriver(): typeof BetterSqlite3 {
+  // better-sqlite3 is CommonJS and native: load it only when a store opens.
+  driver ??= createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3;
+  return driver;
+}
+
+/** Options with defaults applied. */
+export interface Resolved {
+  path: string;
+  synchronous: 'NORMAL' | 'FULL';
+  busyTimeoutMs: number;
+}
+
+/** Validates options: a bad one is a `TypeError`/`RangeError` naming it. */
+export function resolveOptions(options: SqliteStoreOptions): Resolved {
+  if (typeof options !== 'object' || options === null) throw new TypeError('sqliteStore: options are required');
+  if (typeof options.path !== 'string' || options.path.length === 0) {
+    throw new TypeError('sqliteStore: path must be a non-empty string');
+  }
+  const durability = options.durability ?? 'process';
+  if (durability !== 'process' && durability !== 'power-loss') {
+    throw new TypeError(`sqliteStore: durability must be 'process' or 'power-loss'`);
+  }
+  const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
+  if (!Number.isSafeInteger(busyTimeoutMs) || busyTimeoutMs < 0) {
+    throw new RangeError('sqliteStore: busyTimeoutMs must be a non-negative integer');
+  }
+  const isFile = options.database === undefined && options.path !== ':memory:';
+  return {
+    path: isFile ? resolve(options.path) : options.path,
+    synchronous: durability === 'power-loss' ? 'FULL' : 'NORMAL',
+    busyTimeoutMs,
+  };
+}
+
+/** Turns anything better-sqlite3 or node:fs throws into a StoreError naming cause and path. */
+export function storeError(cause: unknown, path: string, action: string): Error {
+  if (isOnceError(cause)) return cause;
+  const code = typeof cause === 'object' && cause !== null ? (cause as { code?: unknown }).code : undefined;
+  const detail = cause instanceof Error ? cause.message : String(cause);
+  const known = typeof code === 'string' ? CAUSES.find(([prefix]) => code.startsWith(prefix)) : undefined;
+  const what = known === undefined ? 'failed' : known[1];
+  const tag = typeof code === 'string' ? ` [${code}]` : '';
+  return new StoreError(`SQLite store ${path}: ${what} while ${action}${tag}: ${detail}`, { cause });
+}
+
+/** Creates the directory (0700) and the file (0600) before SQLite opens it, whatever the umask. */
+function prepareFile(path: string): void {
+  const dir = dirname(path);
+  const first = mkdirSync(dir, { recursive: true, mode: 0o700 });
+  if (first !== undefined) {
+    // mkdir applies the umask; chmod every directory this call created.
+    for (let d = dir; ; d = dirname(d)) {
+      chmodSync(d, 0o700);
+      if (d === first || dirname(d) === d) break;
+    }
+  }
+  closeSync(openSync(path, 'a', 0o600));
+  restrict(path);
+}
+
+function restrict(path: string): void {
+  if (existsSync(path) && (statSync(path).mode & 0o777) !== 0o600) chmodSync(path, 0o600);
+}
+
+/** Integrity check, pragmas, schema and companion file modes, in that order. */
+function configure(db: Database, resolved: Resolved, ownsHandle: boolean): void {
+  const { path } = resolved;
+  db.pragma(`busy_timeout = ${resolved.busyTimeoutMs}`);
+  // Check before any write: a corrupt file is reported, never repaired or replaced.
+  const check = db.prepare('PRAGMA quick_check').pluck().all() as unknown[];
+  if (check.length !== 1 || check[0] !== 'ok') {
+    const report = check.slice(0, 3).map(String).join('; ');
+    throw new StoreError(
+      `SQLite store ${path}: database is corrupt (PRAGMA quick_check: ${report}); ` +
+        `restore it from a backup or move it aside. oncefetch never recreates it empty, ` +
+        `because that would forget which operations were already sent: ${path}`,
+    );
+  }
+  if (!db.readonly) db.pragma('journal_mode = WAL');
+  db.pragma(`synchronous = ${resolved.synchronous}`);
+  migrate(db, path);
+  if (ownsHandle && !db.memory) {
+    restrict(`${path}-wal`);
+    restrict(`${path}-shm`);
+  }
+}
+
+function migrate(db: Database, path: string): void {
+  const readVersion = (): unknown => {
+    const table = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'oncefetch_meta'`).get();
+    if (table === undefined) return undefined;
+    return db.prepare(`SELECT value FROM oncefetch_meta WHERE key = 'schema_version'`).pluck().get();
+  };
+  let version = readVersion();
+  if (version === undefined) {
+    // IMMEDIATE: two processes creating the schema at once serialise on the write lock.
+    db.transaction(() => db.exec(SCHEMA)).immediate();
+    version = readVersion();
+  }
+  if (version === String(SCHEMA_VERSION)) return;
+  const n = Number(version);
+  if (Number.isInteger(n) && n > SCHEMA_VERSION) {
+    throw new StoreError(
+      `SQLite store ${path}: schema version ${n} was written by a newer oncefetch (this one reads ${SCHEMA_VERSION}); upgrade oncefetch`,
+    );
+  }
+  throw new StoreError(`SQLite store ${path}: unrecognised schema version ${JSON.stringify(version)}`);
+}
+
+/**
+ * Opens `options.database` or the file at the resolved path, ready for use.
+ * Every failure is a StoreError naming the cause and the path; a handle this
+ * function opened is closed again on failure.
+ */
+export function openDatabase(resolved: Resolved, handle: Database | undefined): Database {
+  const { path } = resolved;
+  let db: Database;
+  try {
+    if (handle !== undefined) {
+      db = handle;
+    } else {
+      if (path !== ':memory:') prepareFile(path);
+      const Driver = loadDriver();
+      db = new Driver(path, { timeout: resolved.busyTimeoutMs });
+    }
+  } catch (cause) {
+    throw storeError(cause, path, 'opening');
+  }
+  try {
+    configure(db, resolved, handle === undefined);
+    return db;
+  } catch (cause) {
+    if (handle === undefined) {
+      try {
+        db.close();
+      } catch {
+        // the open failure is the error worth reporting
+      }
+    }
+    throw storeError(cause, path, 'opening');
+  }
+}

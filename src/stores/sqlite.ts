@@ -1,0 +1,245 @@
+/**
+ * The SQLite store, `oncefetch/sqlite`: the default store on Node (DESIGN §6).
+ *
+ * One file shared by any number of processes: WAL, `busy_timeout`, an atomic
+ * `INSERT … ON CONFLICT DO NOTHING` for `claim` and `UPDATE … WHERE generation = ?`
+ * for `compareAndSet`. The file and its `-wal`/`-shm` companions are mode 0600
+ * because records hold result bodies.
+ *
+ * better-sqlite3 is loaded on the first call of {@link sqliteStore}, so
+ * importing this module costs nothing until a store is opened.
+ *
+ * @module
+ */
+import type BetterSqlite3 from 'better-sqlite3';
+import type { OperationRecord } from '../operation/record.js';
+import type { ClaimResult, CompareAndSetResult, ListQuery, OnceStore } from './contract.js';
+import {
+  checkCompareAndSet,
+  checkPurgeNow,
+  closedError,
+  decodeRecord,
+  encodeRecord,
+  resolveListQuery,
+  type RecordColumns,
+  type ResolvedListQuery,
+} from './common.js';
+import { TERMINAL_SQL, openDatabase, resolveOptions, storeError } from './sqlite-open.js';
+
+type Database = BetterSqlite3.Database;
+type Statement = BetterSqlite3.Statement<unknown[], unknown>;
+
+/** Options of {@link sqliteStore}. */
+export interface SqliteStoreOptions {
+  /**
+   * The database file, created with its parent directory when missing
+   * (directory 0700, file 0600). `':memory:'` gives a private, non-durable
+   * database. When {@link SqliteStoreOptions.database} is given, `path` only
+   * names the store in messages.
+   */
+  path: string;
+  /**
+   * What a resolved write survives.
+   * - `'process'`: WAL with `synchronous=NORMAL`: survives a crash of the
+   *   process, not of the machine; about 5× cheaper per commit.
+   * - `'power-loss'`: WAL with `synchronous=FULL`: every commit is fsynced.
+   *
+   * @default 'process'
+   */
+  durability?: 'process' | 'power-loss' | undefined;
+  /**
+   * How long a write waits for another connection's lock before failing
+   * with a `StoreError` (SQLite `busy_timeout`).
+   *
+   * @default 5000
+   */
+  busyTimeoutMs?: number | undefined;
+  /**
+   * An already open better-sqlite3 handle to use instead of opening `path`.
+   * The store sets its pragmas and schema on it but leaves its file modes
+   * alone and does not close it on `close()`.
+   */
+  database?: BetterSqlite3.Database | undefined;
+}
+
+const PURGE_BATCH = 1000;
+
+interface RecordRow {
+  id: string;
+  generation: number;
+  data: unknown;
+}
+
+interface Statements {
+  insert: Statement;
+  select: Statement;
+  update: Statement;
+  purgeBatch: Statement;
+  list: Map<string, Statement>;
+}
+
+function prepare(db: Database): Statements {
+  return {
+    insert: db.prepare(
+      `INSERT INTO oncefetch_records (id, generation, state, tenant, lease_expires_at, expires_at, updated_at, data)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+    ),
+    select: db.prepare('SELECT id, generation, data FROM oncefetch_records WHERE id = ?'),
+    update: db.prepare(
+      `UPDATE oncefetch_records
+       SET generation = ?, state = ?, tenant = ?, lease_expires_at = ?, expires_at = ?, updated_at = ?, data = ?
+       WHERE id = ? AND generation = ?`,
+    ),
+    // DELETE … LIMIT needs a compile-time option; a bounded subquery does not.
+    purgeBatch: db.prepare(
+      `DELETE FROM oncefetch_records WHERE id IN (
+         SELECT id FROM oncefetch_records WHERE state IN (${TERMINAL_SQL}) AND expires_at < ? LIMIT ${PURGE_BATCH})`,
+    ),
+    list: new Map(),
+  };
+}
+
+/** One statement per query shape, prepared the first time that shape is used. */
+function listStatement(db: Database, cache: Map<string, Statement>, q: ResolvedListQuery): Statement {
+  const shape = `${q.states?.length ?? '*'}|${q.leaseExpiredBefore !== undefined}|${q.tenant !== undefined}`;
+  let statement = cache.get(shape);
+  if (statement === undefined) {
+    const where: string[] = [];
+    if (q.states !== undefined) where.push(`state IN (${q.states.map(() => '?').join(', ')})`);
+    if (q.leaseExpiredBefore !== undefined) where.push('(lease_expires_at IS NULL OR lease_expires_at < ?)');
+    if (q.tenant !== undefined) where.push('tenant = ?');
+    statement = db.prepare(
+      `SELECT id, generation, data FROM oncefetch_records
+       ${where.length === 0 ? '' : `WHERE ${where.join(' AND ')}`}
+       ORDER BY updated_at ASC, id ASC LIMIT ?`,
+    );
+    cache.set(shape, statement);
+  }
+  return statement;
+}
+
+function columnValues(c: RecordColumns): unknown[] {
+  return [c.generation, c.state, c.tenant, c.leaseExpiresAt, c.expiresAt, c.updatedAt];
+}
+
+/**
+ * Opens (creating when missing) an SQLite {@link OnceStore}. Safe to share
+ * between processes. Throws a `StoreError` when the file is not a database,
+ * fails `PRAGMA quick_check`, or was written by a newer schema.
+ *
+ * @example
+ * ```ts
+ * import { sqliteStore } from 'oncefetch/sqlite';
+ * const store = sqliteStore({ path: '.oncefetch/state.db' });
+ * ```
+ */
+export function sqliteStore(options: SqliteStoreOptions): OnceStore {
+  const resolved = resolveOptions(options);
+  const { path } = resolved;
+  const name = `sqlite:${path}`;
+  const ownsHandle = options.database === undefined;
+  const db = openDatabase(resolved, options.database);
+  let statements: Statements;
+  try {
+    statements = prepare(db);
+  } catch (cause) {
+    if (ownsHandle && db.open) db.close();
+    throw storeError(cause, path, 'preparing statements');
+  }
+  const { insert, select, update, purgeBatch } = statements;
+  let closed = false;
+
+  /** Runs `body` unless closed; every failure becomes a StoreError naming cause and path. */
+  const guard = <T>(method: string, action: string, body: () => T): T => {
+    if (closed) throw closedError(name, method);
+    try {
+      return body();
+    } catch (cause) {
+      throw storeError(cause, path, action);
+    }
+  };
+  const read = (row: RecordRow): OperationRecord =>
+    decodeRecord(row.data, row.id, row.generation, `${name} record ${row.id}`);
+  const selectRow = (id: string): RecordRow | undefined => select.get(id) as RecordRow | undefined;
+
+  // The conflict read runs in the insert's transaction so the winner cannot be purged in between.
+  const claimTx = db.transaction((id: string, data: string, columns: RecordColumns): RecordRow | undefined => {
+    if (insert.run(id, ...columnValues(columns), data).changes === 1) return undefined;
+    const row = selectRow(id);
+    if (row === undefined) throw new Error(`record ${id} vanished inside its claim transaction`);
+    return row;
+  });
+
+  return {
+    name,
+
+    async claim(record: OperationRecord): Promise<ClaimResult> {
+      if (closed) throw closedError(name, 'claim');
+      const { data, columns } = encodeRecord(record, 'claim');
+      return guard('claim', `claiming record ${record.id}`, () => {
+        const existing = claimTx.immediate(record.id, data, columns);
+        if (existing !== undefined) return { created: false, record: read(existing) };
+        return { created: true, record: JSON.parse(data) as OperationRecord };
+      });
+    },
+
+    async get(id: string): Promise<OperationRecord | undefined> {
+      return guard('get', `reading record ${id}`, () => {
+        const row = selectRow(id);
+        return row === undefined ? undefined : read(row);
+      });
+    },
+
+    async compareAndSet(id: string, expectedGeneration: number, next: OperationRecord): Promise<CompareAndSetResult> {
+      if (closed) throw closedError(name, 'compareAndSet');
+      checkCompareAndSet(id, expectedGeneration, next);
+      const { data, columns } = encodeRecord(next, 'compareAndSet');
+      return guard('compareAndSet', `updating record ${id}`, (): CompareAndSetResult => {
+        // A single autocommit UPDATE: the generation check and the write are one step.
+        if (update.run(...columnValues(columns), data, id, expectedGeneration).changes === 1) return { ok: true };
+        // Read back outside the UPDATE: a newer record, or none if it was purged.
+        const row = selectRow(id);
+        return { ok: false, current: row === undefined ? undefined : read(row) };
+      });
+    },
+
+    async list(query?: ListQuery): Promise<OperationRecord[]> {
+      if (closed) throw closedError(name, 'list');
+      const q = resolveListQuery(query);
+      if (q.states !== undefined && q.states.length === 0) return [];
+      return guard('list', 'listing records', () => {
+        const params: unknown[] = [...(q.states ?? [])];
+        if (q.leaseExpiredBefore !== undefined) params.push(q.leaseExpiredBefore);
+        if (q.tenant !== undefined) params.push(q.tenant);
+        params.push(q.limit);
+        const rows = listStatement(db, statements.list, q).all(...params) as RecordRow[];
+        return rows.map(read);
+      });
+    },
+
+    async purge(now: number): Promise<number> {
+      if (closed) throw closedError(name, 'purge');
+      checkPurgeNow(now);
+      let total = 0;
+      for (;;) {
+        // Each batch is its own short transaction, so other writers get the lock in between.
+        const deleted = guard('purge', 'purging expired records', () => purgeBatch.run(now).changes);
+        total += deleted;
+        if (deleted < PURGE_BATCH) return total;
+        await new Promise<void>((done) => setImmediate(done));
+      }
+    },
+
+    async close(): Promise<void> {
+      if (closed) return;
+      closed = true;
+      if (ownsHandle) {
+        try {
+          db.close();
+        } catch (cause) {
+          throw storeError(cause, path, 'closing');
+        }
+      }
+    },
+  };
+}

@@ -1,0 +1,402 @@
+/**
+ * The store contract suite, `oncefetch/testing` (DESIGN §6): every store, ours
+ * or a third party's, must pass it. Run it from a vitest test file:
+ *
+ * ```ts
+ * import { describeStoreContract } from 'oncefetch/testing';
+ * describeStoreContract('myStore', {
+ *   durable: true,
+ *   setup: () => {
+ *     const location = freshLocation();
+ *     return {
+ *       open: () => myStore(location),
+ *       corrupt: (id, raw) => writeRawRow(location, id, raw),
+ *       teardown: () => removeLocation(location),
+ *     };
+ *   },
+ * });
+ * ```
+ *
+ * @module
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { isOnceError } from '../errors.js';
+import type { OnceStore } from '../stores/contract.js';
+import { DEFAULT_LIST_LIMIT } from '../stores/contract.js';
+import {
+  applyEvent,
+  newRecord,
+  type OperationRecord,
+  type OperationState,
+  type ResultSnapshot,
+} from '../operation/record.js';
+
+/** One fresh, empty location (a temp file, a schema, a map) for one test. */
+export interface StoreContractSubject {
+  /**
+   * Opens a store on this location. Called once per test, and again after
+   * `close()` by the durability case: a durable store must then see
+   * everything written before.
+   */
+  open(): OnceStore | Promise<OnceStore>;
+  /**
+   * Replaces, behind the store's back, the stored text of the existing record
+   * `id` with `raw`, leaving whatever the store indexes (state, tenant, …)
+   * untouched: a second raw connection for a database, a test hook otherwise.
+   * A backend that cannot hold non-JSON text may store `raw` as a JSON string.
+   */
+  corrupt(id: string, raw: string): void | Promise<void>;
+  /** Releases the location after the test (stores opened by the suite are already closed). */
+  teardown?(): void | Promise<void>;
+}
+
+/** How {@link describeStoreContract} gets stores. */
+export interface StoreContractFactory {
+  /** true when a store opened again on the same location keeps every record */
+  durable: boolean;
+  /** Called before each test. */
+  setup(): StoreContractSubject | Promise<StoreContractSubject>;
+}
+
+const OWNER = 'owner-a';
+const LEASE_MS = 100;
+const FINGERPRINT = 'f'.repeat(64);
+
+interface RecordSpec {
+  ref: string;
+  tenant?: string;
+  now?: number;
+  retentionMs?: number;
+  key?: string;
+}
+
+function record(spec: RecordSpec): OperationRecord {
+  return newRecord({
+    scope: { tenant: spec.tenant ?? 't1', action: 'create-order', ref: spec.ref },
+    key: spec.key ?? `key-${spec.ref}`,
+    keySource: 'minted',
+    fingerprint: FINGERPRINT,
+    request: { method: 'POST', url: 'https://api.example.test/orders' },
+    owner: OWNER,
+    now: spec.now ?? 1_000,
+    leaseMs: LEASE_MS,
+    retentionMs: spec.retentionMs ?? 1_000_000,
+  });
+}
+
+const RESULT: ResultSnapshot = {
+  kind: 'response',
+  source: 'attempt',
+  status: 201,
+  statusText: 'Created',
+  headers: [['content-type', 'application/json']],
+  body: btoa('{"order":"A-17"}'), // no Buffer: the suite also runs in browsers
+  bodyTruncated: false,
+};
+
+/** Moves a fresh record to `state` through the state machine, all at time `now`. */
+function inState(fresh: OperationRecord, state: OperationState): OperationRecord {
+  const now = fresh.updatedAt;
+  const step = (r: OperationRecord, event: Parameters<typeof applyEvent>[1]): OperationRecord =>
+    applyEvent(r, event, now, OWNER);
+  const acquired = step(fresh, { type: 'acquire', owner: OWNER, leaseExpiresAt: now + LEASE_MS });
+  const started = (): OperationRecord => step(acquired, { type: 'attempt_started', attemptId: `att-${fresh.ref}` });
+  const finish = (cls: 'success' | 'terminal' | 'ambiguous'): OperationRecord =>
+    step(started(), {
+      type: 'attempt_finished',
+      class: cls,
+      status: cls === 'success' ? 201 : cls === 'terminal' ? 422 : 502,
+      reason: cls,
+      result: cls === 'ambiguous' ? null : RESULT,
+    });
+  switch (state) {
+    case 'pending':
+      return acquired;
+    case 'in_flight':
+      return started();
+    case 'ambiguous':
+      return finish('ambiguous');
+    case 'succeeded':
+      return finish('success');
+    case 'failed':
+      return finish('terminal');
+    case 'cancelled':
+      return step(acquired, { type: 'cancel' });
+  }
+}
+
+async function storeError(promise: Promise<unknown>): Promise<unknown> {
+  const error = await promise.then(
+    (value) => ({ resolved: value }),
+    (e: unknown) => e,
+  );
+  expect(isOnceError(error) && error.code === 'STORE_ERROR', `expected a StoreError, got ${String(error)}`).toBe(true);
+  return error;
+}
+
+const ids = (records: readonly OperationRecord[]): string[] => records.map((r) => r.ref);
+
+/**
+ * Declares the store contract suite (a vitest `describe`) for one store.
+ *
+ * @example
+ * ```ts
+ * describeStoreContract('memoryStore', {
+ *   durable: false,
+ *   setup: () => { let s: OnceStore; return { open: () => (s = memoryStore()), corrupt: … } },
+ * });
+ * ```
+ */
+export function describeStoreContract(name: string, factory: StoreContractFactory): void {
+  describe(`store contract: ${name}`, () => {
+    let subject: StoreContractSubject;
+    let opened: OnceStore[] = [];
+    let store: OnceStore;
+    const open = async (): Promise<OnceStore> => {
+      const s = await subject.open();
+      opened.push(s);
+      return s;
+    };
+
+    beforeEach(async () => {
+      subject = await factory.setup();
+      opened = [];
+      store = await open();
+    });
+
+    afterEach(async () => {
+      for (const s of opened) await s.close().catch(() => undefined);
+      await subject.teardown?.();
+    });
+
+    it('claim inserts once; a second claim of the id returns the original record', async () => {
+      const first = record({ ref: 'r1', key: 'key-first' });
+      const claimed = await store.claim(first);
+      expect(claimed).toEqual({ created: true, record: first });
+      expect(await store.get(first.id)).toEqual(first);
+
+      const second = record({ ref: 'r1', key: 'key-second', now: 2_000 });
+      const again = await store.claim(second);
+      expect(again.created).toBe(false);
+      expect(again.record).toEqual(first);
+      expect(await store.get(first.id)).toEqual(first);
+    });
+
+    it('hands out copies: mutating inputs or results never changes stored state', async () => {
+      const r = record({ ref: 'r1' });
+      const snapshot = structuredClone(r);
+      const claimed = await store.claim(r);
+      r.state = 'failed';
+      r.evidence.push({ at: 1, kind: 'cancel', generation: 1, owner: 'x', detail: 'mutated', status: null });
+      claimed.record.key = 'mutated';
+      const read = await store.get(snapshot.id);
+      expect(read).toEqual(snapshot);
+      if (read !== undefined) read.key = 'mutated-again';
+      expect(await store.get(snapshot.id)).toEqual(snapshot);
+    });
+
+    it('50 parallel claims of one id: exactly one is created and everyone sees the winner', async () => {
+      const candidates = Array.from({ length: 50 }, (_, i) => record({ ref: 'hot', key: `key-${i}` }));
+      const results = await Promise.all(candidates.map((c) => store.claim(c)));
+      const winners = results.filter((r) => r.created);
+      expect(winners).toHaveLength(1);
+      const winnerKey = winners[0]!.record.key;
+      expect(results.map((r) => r.record.key)).toEqual(Array(50).fill(winnerKey));
+      expect((await store.get(candidates[0]!.id))?.key).toBe(winnerKey);
+    });
+
+    it('compareAndSet writes only on the expected generation', async () => {
+      const r = record({ ref: 'r1' });
+      await store.claim(r);
+      const next = applyEvent(r, { type: 'attempt_started', attemptId: 'att-1' }, 1_010, OWNER);
+      expect(await store.compareAndSet(r.id, r.generation, next)).toEqual({ ok: true });
+      expect(await store.get(r.id)).toEqual(next);
+
+      const stale = applyEvent(r, { type: 'cancel' }, 1_020, OWNER);
+      expect(await store.compareAndSet(r.id, r.generation, stale)).toEqual({ ok: false, current: next });
+      expect(await store.get(r.id)).toEqual(next);
+
+      const unknown = record({ ref: 'nobody' });
+      const unknownNext = applyEvent(unknown, { type: 'release' }, 1_000, OWNER);
+      expect(await store.compareAndSet(unknown.id, unknown.generation, unknownNext)).toEqual({
+        ok: false,
+        current: undefined,
+      });
+      expect(await store.get(unknown.id)).toBeUndefined();
+    });
+
+    it('two concurrent compareAndSet on one generation: exactly one wins', async () => {
+      const r = record({ ref: 'r1' });
+      await store.claim(r);
+      const a = applyEvent(r, { type: 'acquire', owner: 'owner-a', leaseExpiresAt: 5_000 }, 1_010, 'owner-a');
+      const b = applyEvent(r, { type: 'acquire', owner: 'owner-b', leaseExpiresAt: 5_000 }, 1_010, 'owner-b');
+      const [ra, rb] = await Promise.all([
+        store.compareAndSet(r.id, r.generation, a),
+        store.compareAndSet(r.id, r.generation, b),
+      ]);
+      expect([ra.ok, rb.ok].filter(Boolean)).toHaveLength(1);
+      const winner = ra.ok ? a : b;
+      const loser = ra.ok ? rb : ra;
+      expect(loser).toEqual({ ok: false, current: winner });
+      expect(await store.get(r.id)).toEqual(winner);
+    });
+
+    it('compareAndSet rejects a next record with another id or no higher generation (TypeError)', async () => {
+      const r = record({ ref: 'r1' });
+      const other = record({ ref: 'r2' });
+      await store.claim(r);
+      await store.claim(other);
+      const next = applyEvent(r, { type: 'release' }, 1_010, OWNER);
+      await expect(store.compareAndSet(other.id, other.generation, next)).rejects.toBeInstanceOf(TypeError);
+      await expect(store.compareAndSet(r.id, next.generation, next)).rejects.toBeInstanceOf(TypeError);
+      expect(await store.get(r.id)).toEqual(r);
+      expect(await store.get(other.id)).toEqual(other);
+    });
+
+    it('get of an unknown id is undefined', async () => {
+      expect(await store.get(record({ ref: 'never' }).id)).toBeUndefined();
+      await store.claim(record({ ref: 'r1' }));
+      expect(await store.get(record({ ref: 'r2' }).id)).toBeUndefined();
+    });
+
+    it('list filters by states, leaseExpiredBefore, tenant and limit, oldest updatedAt first', async () => {
+      // updatedAt: done 500, a 1000, b 2000, c 3000; leases: a 1100, b 2100, c none, done none
+      const a = record({ ref: 'a', now: 1_000 });
+      const b = inState(record({ ref: 'b', now: 2_000 }), 'in_flight');
+      const c = applyEvent(inState(record({ ref: 'c', tenant: 't2', now: 3_000 }), 'ambiguous'), { type: 'release' }, 3_000, OWNER);
+      const done = inState(record({ ref: 'done', tenant: 't2', now: 500 }), 'succeeded');
+      for (const r of [b, done, c, a]) await store.claim(r);
+
+      expect(ids(await store.list())).toEqual(['done', 'a', 'b', 'c']);
+      expect(ids(await store.list({ states: ['in_flight', 'ambiguous'] }))).toEqual(['b', 'c']);
+      expect(ids(await store.list({ states: ['pending'] }))).toEqual(['a']);
+      expect(ids(await store.list({ states: [] }))).toEqual([]);
+      expect(ids(await store.list({ leaseExpiredBefore: 1_500 }))).toEqual(['done', 'a', 'c']);
+      expect(ids(await store.list({ leaseExpiredBefore: 1_100 }))).toEqual(['done', 'c']);
+      expect(ids(await store.list({ tenant: 't2' }))).toEqual(['done', 'c']);
+      expect(ids(await store.list({ tenant: 'nobody' }))).toEqual([]);
+      expect(ids(await store.list({ limit: 2 }))).toEqual(['done', 'a']);
+      expect(ids(await store.list({ limit: 0 }))).toEqual([]);
+      expect(
+        ids(await store.list({ states: ['pending', 'in_flight', 'ambiguous'], leaseExpiredBefore: 2_100, tenant: 't1' })),
+      ).toEqual(['a']);
+      expect(await store.list({ states: ['in_flight'] })).toEqual([b]);
+    });
+
+    it('list follows compareAndSet: new state, lease and updatedAt are what it filters and sorts on', async () => {
+      const a = record({ ref: 'a', now: 1_000 });
+      const b = record({ ref: 'b', now: 2_000 });
+      await store.claim(a);
+      await store.claim(b);
+      const moved = applyEvent(a, { type: 'attempt_started', attemptId: 'att-a' }, 3_000, OWNER);
+      expect((await store.compareAndSet(a.id, a.generation, moved)).ok).toBe(true);
+      expect(ids(await store.list())).toEqual(['b', 'a']);
+      expect(ids(await store.list({ states: ['in_flight'] }))).toEqual(['a']);
+      expect(ids(await store.list({ states: ['pending'] }))).toEqual(['b']);
+      const released = applyEvent(moved, { type: 'release' }, 3_500, OWNER);
+      expect((await store.compareAndSet(a.id, moved.generation, released)).ok).toBe(true);
+      expect(ids(await store.list({ leaseExpiredBefore: 1_500 }))).toEqual(['a']);
+    });
+
+    it(`list returns at most ${DEFAULT_LIST_LIMIT} records by default`, async () => {
+      for (let i = 0; i < DEFAULT_LIST_LIMIT + 5; i++) {
+        await store.claim(record({ ref: `r${String(i).padStart(3, '0')}`, now: 1_000 + i }));
+      }
+      const listed = await store.list();
+      expect(listed).toHaveLength(DEFAULT_LIST_LIMIT);
+      expect(listed[0]?.ref).toBe('r000');
+      expect(listed.at(-1)?.ref).toBe(`r${String(DEFAULT_LIST_LIMIT - 1).padStart(3, '0')}`);
+    });
+
+    it('purge removes only terminal records whose expiresAt is before now', async () => {
+      const now = 10_000;
+      const expired = (ref: string, state: OperationState): OperationRecord =>
+        inState(record({ ref, now: 1_000, retentionMs: 1_000 }), state); // expiresAt 2000
+      const gone = [expired('s', 'succeeded'), expired('f', 'failed'), expired('x', 'cancelled')];
+      const kept = [
+        expired('p', 'pending'),
+        expired('i', 'in_flight'),
+        expired('m', 'ambiguous'),
+        inState(record({ ref: 'fresh', now: 1_000, retentionMs: 20_000 }), 'succeeded'),
+        inState(record({ ref: 'edge', now: 1_000, retentionMs: now - 1_000 }), 'failed'), // expiresAt === now
+      ];
+      for (const r of [...gone, ...kept]) await store.claim(r);
+
+      expect(await store.purge(now)).toBe(3);
+      for (const r of gone) expect(await store.get(r.id)).toBeUndefined();
+      for (const r of kept) expect(await store.get(r.id)).toEqual(r);
+      expect(await store.purge(now)).toBe(0);
+      expect(await store.purge(now + 1)).toBe(1);
+      expect(await store.get(kept[4]!.id)).toBeUndefined();
+    });
+
+    it.skipIf(!factory.durable)('close and open again keeps every record and generation', async () => {
+      const records = [
+        record({ ref: 'p' }),
+        inState(record({ ref: 's', now: 2_000 }), 'succeeded'),
+        inState(record({ ref: 'm', tenant: 't2', now: 3_000 }), 'ambiguous'),
+      ];
+      for (const r of records) await store.claim(r);
+      const p = records[0]!;
+      const moved = applyEvent(p, { type: 'attempt_started', attemptId: 'att-p' }, 4_000, OWNER);
+      expect((await store.compareAndSet(p.id, p.generation, moved)).ok).toBe(true);
+      await store.close();
+
+      const reopened = await open();
+      const expected = [records[1]!, records[2]!, moved];
+      for (const r of expected) expect(await reopened.get(r.id)).toEqual(r);
+      expect(await reopened.list()).toEqual(expected);
+      const stale = applyEvent(p, { type: 'release' }, 4_500, OWNER);
+      expect(await reopened.compareAndSet(p.id, p.generation, stale)).toEqual({ ok: false, current: moved });
+      const next = applyEvent(moved, { type: 'release' }, 5_000, OWNER);
+      expect(await reopened.compareAndSet(p.id, moved.generation, next)).toEqual({ ok: true });
+      expect((await reopened.claim(record({ ref: 'p', key: 'other' }))).record).toEqual(next);
+    });
+
+    const corruptions: ReadonlyArray<readonly [string, (r: OperationRecord) => string]> = [
+      ['malformed JSON', (r) => JSON.stringify(r).slice(0, 40)],
+      ['JSON that is not a record', () => '{"hello":"world"}'],
+      ['a record failing the schema', (r) => JSON.stringify({ ...r, fingerprint: 'not-hex' })],
+      ['a record with another id', () => JSON.stringify(record({ ref: 'someone-else' }))],
+    ];
+    for (const [label, raw] of corruptions) {
+      it(`a row holding ${label} rejects with StoreError, never reads as absent`, async () => {
+        const r = record({ ref: 'victim' });
+        const bystander = record({ ref: 'bystander', now: 500 });
+        await store.claim(bystander);
+        await store.claim(r);
+        await subject.corrupt(r.id, raw(r));
+
+        await storeError(store.get(r.id));
+        await storeError(store.list());
+        await storeError(store.list({ states: ['pending'] }));
+        await storeError(store.claim(record({ ref: 'victim', key: 'second' })));
+        // a stale compareAndSet reads the current record back: that read rejects too
+        const next = applyEvent(r, { type: 'release' }, 1_000, OWNER);
+        await storeError(store.compareAndSet(r.id, r.generation - 1, next));
+        expect(await store.get(bystander.id)).toEqual(bystander);
+      });
+    }
+
+    it('every call after close() rejects with StoreError (as a rejection, not a throw)', async () => {
+      const r = record({ ref: 'r1' });
+      await store.claim(r);
+      await store.close();
+      const next = applyEvent(r, { type: 'release' }, 1_010, OWNER);
+      const calls: Array<() => Promise<unknown>> = [
+        () => store.claim(record({ ref: 'r2' })),
+        () => store.get(r.id),
+        () => store.compareAndSet(r.id, r.generation, next),
+        () => store.list(),
+        () => store.purge(10_000),
+      ];
+      for (const call of calls) {
+        let promise: Promise<unknown> | undefined;
+        expect(() => {
+          promise = call();
+        }).not.toThrow();
+        await storeError(promise!);
+      }
+    });
+  });
+}
