@@ -1,0 +1,92 @@
+/**
+ * Step 2 of a call (DESIGN §3): claim the record atomically, or find the
+ * existing one and replay it, wait for its live owner, or take it over.
+ *
+ * @module
+ */
+import { sleep } from '../backoff/sleep.js';
+import { OperationInFlightError } from '../errors.js';
+import { applyEvent, isTerminal, newRecord, recordId } from '../operation/record.js';
+import type { OperationRecord } from '../operation/record.js';
+import type { CallDeadline } from './deadline.js';
+import type { Engine, OperationSpec } from './execute.js';
+import { OwnedRecord } from './owned.js';
+
+/** What {@link acquire} found. */
+export type Acquired = { kind: 'replay'; record: OperationRecord } | { kind: 'owned'; owned: OwnedRecord };
+
+/** Claims or resumes the operation of `spec` for this owner. */
+export async function acquire(engine: Engine, spec: OperationSpec, deadline: CallDeadline): Promise<Acquired> {
+  const { store, owner, now, leaseMs, retentionMs } = engine.opts;
+  const id = recordId(spec.scope);
+  const waitStartedAt = now();
+  for (;;) {
+    const fresh = newRecord({
+      scope: spec.scope,
+      key: spec.callerKey ?? globalThis.crypto.randomUUID(),
+      keySource: spec.callerKey === undefined ? 'minted' : 'caller',
+      fingerprint: spec.fingerprint,
+      request: spec.request,
+      owner,
+      now: now(),
+      leaseMs,
+      retentionMs,
+    });
+    // The durable write that gates every send: if it fails, nothing is sent.
+    const { created, record } = await store.claim(fresh);
+    if (created) {
+      engine.stats.operationsCreated++;
+      engine.emit({ type: 'operation_created', scope: spec.scope, at: now() });
+      return { kind: 'owned', owned: new OwnedRecord(record, store, owner, now) };
+    }
+    if (record.fingerprint !== spec.fingerprint) {
+      throw engine.conflict(spec.scope, 'the same scope was used before with a different payload');
+    }
+    if (spec.callerKey !== undefined && record.key !== spec.callerKey) {
+      throw engine.conflict(spec.scope, 'the same scope was used before with a different Idempotency-Key');
+    }
+    if (isTerminal(record.state)) return { kind: 'replay', record };
+    const lease = record.lease;
+    if (lease !== null && lease.owner !== owner && lease.expiresAt > now()) {
+      engine.emit({ type: 'waiting', scope: spec.scope, at: now(), owner: lease.owner });
+      await waitForOwner(engine, id, deadline, waitStartedAt);
+      continue;
+    }
+    const next = applyEvent(record, { type: 'acquire', owner, leaseExpiresAt: now() + leaseMs }, now(), owner);
+    const res = await store.compareAndSet(id, record.generation, next);
+    if (!res.ok) continue;
+    if (lease !== null && lease.owner !== owner) {
+      engine.stats.takeovers++;
+      engine.emit({ type: 'takeover', scope: spec.scope, at: now(), previousOwner: lease.owner, previousState: record.state });
+    } else {
+      engine.emit({ type: 'operation_resumed', scope: spec.scope, at: now(), state: record.state });
+    }
+    return { kind: 'owned', owned: new OwnedRecord(next, store, owner, now) };
+  }
+}
+
+/**
+ * Waits until the record is terminal or its lease is gone, polling with
+ * growing, jittered intervals (no polling storm), within `inFlightWaitMs`
+ * and the call's deadline.
+ */
+async function waitForOwner(engine: Engine, id: string, deadline: CallDeadline, startedAt: number): Promise<void> {
+  const { store, now, inFlightWaitMs, random } = engine.opts;
+  let intervalMs = 25;
+  for (;;) {
+    const waited = now() - startedAt;
+    const left = Math.min(inFlightWaitMs - waited, deadline.remaining(now()));
+    const record = await store.get(id);
+    if (record === undefined || isTerminal(record.state) || record.lease === null || record.lease.expiresAt <= now()) return;
+    if (left <= 0) {
+      throw new OperationInFlightError(
+        `operation ${record.tenant}/${record.action}/${record.ref} is in flight under owner ${record.lease.owner} ` +
+          `(lease until ${new Date(record.lease.expiresAt).toISOString()}); gave up waiting after ${waited} ms. Call again later.`,
+        { scope: { tenant: record.tenant, action: record.action, ref: record.ref } },
+      );
+    }
+    const untilExpiry = record.lease.expiresAt - now() + 1;
+    await sleep(Math.max(1, Math.min(intervalMs * (0.5 + random() / 2), untilExpiry, left)), deadline.signal);
+    intervalMs = Math.min(intervalMs * 2, 1000);
+  }
+}

@@ -1,0 +1,342 @@
+/**
+ * The engine: the one place that awaits the store, sends, sleeps and writes
+ * transitions (DESIGN §3). Adapters (`client.fetch`, `client.run`) describe an
+ * operation as an {@link OperationSpec}; the engine makes it happen at most once.
+ *
+ * @module
+ */
+import pRetry from 'p-retry';
+import { backoffDelay } from '../backoff/backoff.js';
+import { sleep } from '../backoff/sleep.js';
+import type { Classification } from '../classify/classify.js';
+import { classifyError } from '../classify/classify.js';
+import {
+  AmbiguousOutcomeError,
+  DeadlineExceededError,
+  IdempotencyConflictError,
+  OperationCancelledError,
+  RetriesExhaustedError,
+} from '../errors.js';
+import type { OnceEvent, OnceStats } from '../events.js';
+import { emptyStats } from '../events.js';
+import { isTerminal, recordId } from '../operation/record.js';
+import type { OperationRecord, ResultSnapshot, Scope } from '../operation/record.js';
+import type { ResolvedOptions } from '../options.js';
+import { reconcile } from '../reconcile/lookup.js';
+import type { SnapshotLookup } from '../reconcile/lookup.js';
+import { CallDeadline } from './deadline.js';
+import { LeaseLostError, OwnedRecord } from './owned.js';
+import { acquire } from './acquire.js';
+
+/** What one attempt gets from the engine. */
+export interface AttemptContext {
+  scope: Scope;
+  key: string;
+  /** the attempt's number in the record, counting from 1 */
+  attempt: number;
+  /** aborts on the attempt timeout, the call deadline or the caller's abort */
+  signal: AbortSignal;
+}
+
+/** What an adapter reports after one attempt. */
+export interface AttemptOutcome {
+  classification: Classification;
+  /** the result to store for `success` and `terminal` */
+  snapshot: ResultSnapshot | null;
+  /** what the live caller gets (full body, value or error); never stored */
+  live: unknown;
+}
+
+/** An operation as the engine sees it. */
+export interface OperationSpec {
+  scope: Scope;
+  fingerprint: string;
+  /** a key given by the caller, adopted instead of minting one */
+  callerKey: string | undefined;
+  request: { method: string; url: string } | null;
+  send(ctx: AttemptContext): Promise<AttemptOutcome>;
+  lookup: SnapshotLookup | undefined;
+  signal: AbortSignal | undefined;
+}
+
+/** A finished call. */
+export interface ExecuteResult {
+  record: OperationRecord;
+  snapshot: ResultSnapshot;
+  /** true when answered from the store (or from a concurrent identical call) */
+  replayed: boolean;
+  /** this call's live result; undefined when replayed */
+  live: unknown;
+}
+
+/** An outcome that warrants another attempt, after a delay. */
+class RetryLater extends Error {
+  constructor(readonly classification: Classification) {
+    super(`retry after ${classification.class}: ${classification.reason}`);
+    this.name = 'RetryLater';
+  }
+}
+
+type StepResult = { record: OperationRecord; live: unknown };
+
+/** Runs operations for one client. */
+export class Engine {
+  readonly stats: OnceStats = emptyStats();
+  private readonly inflight = new Map<string, { fingerprint: string; promise: Promise<ExecuteResult> }>();
+
+  constructor(readonly opts: ResolvedOptions) {}
+
+  emit(event: OnceEvent): void {
+    try {
+      this.opts.onEvent?.(event);
+    } catch {
+      // a listener's failure must never change an operation's outcome
+    }
+  }
+
+  /** Executes at most once; concurrent identical calls in this process share one execution. */
+  async execute(spec: OperationSpec): Promise<ExecuteResult> {
+    spec.signal?.throwIfAborted();
+    const id = recordId(spec.scope);
+    const joined = this.inflight.get(id);
+    if (joined !== undefined) {
+      if (joined.fingerprint !== spec.fingerprint) throw this.conflict(spec.scope, 'a concurrent call has the same scope and a different payload');
+      const shared = await joined.promise;
+      this.stats.replays++;
+      this.emit({ type: 'replay', scope: spec.scope, at: this.opts.now(), state: shared.record.state });
+      return { ...shared, replayed: true };
+    }
+    const promise = this.run(spec);
+    this.inflight.set(id, { fingerprint: spec.fingerprint, promise });
+    try {
+      return await promise;
+    } finally {
+      this.inflight.delete(id);
+    }
+  }
+
+  conflict(scope: Scope, reason: string): IdempotencyConflictError {
+    this.stats.conflicts++;
+    this.emit({ type: 'conflict', scope, at: this.opts.now(), reason });
+    return new IdempotencyConflictError(
+      `${reason} (operation ${scope.tenant}/${scope.action}/${scope.ref}); nothing was sent. Use a new ref for a new intent.`,
+      { scope },
+    );
+  }
+
+  private async run(spec: OperationSpec): Promise<ExecuteResult> {
+    const deadline = new CallDeadline(this.opts.retry.deadlineMs, this.opts.now(), spec.scope, spec.signal);
+    try {
+      for (;;) {
+        const got = await acquire(this, spec, deadline);
+        if (got.kind === 'replay') return this.finish(got.record, undefined, true);
+        try {
+          const done = await this.attempts(got.owned, spec, deadline);
+          return this.finish(done.record, done.live, false);
+        } catch (error) {
+          // Someone else now owns or finished the operation: start over and follow them.
+          if (error instanceof LeaseLostError) {
+            this.emit({ type: 'late_evidence', scope: spec.scope, at: this.opts.now(), detail: error.message });
+            continue;
+          }
+          throw error;
+        }
+      }
+    } finally {
+      deadline.dispose();
+    }
+  }
+
+  /** Turns a terminal record into the call's result or its typed error. */
+  finish(record: OperationRecord, live: unknown, replayed: boolean): ExecuteResult {
+    const scope = { tenant: record.tenant, action: record.action, ref: record.ref };
+    if (replayed) {
+      this.stats.replays++;
+      this.emit({ type: 'replay', scope, at: this.opts.now(), state: record.state });
+    }
+    if (record.state === 'cancelled') {
+      throw new OperationCancelledError(`operation ${scope.tenant}/${scope.action}/${scope.ref} was cancelled before it was sent`, { scope });
+    }
+    if (record.error?.code === 'IDEMPOTENCY_CONFLICT') {
+      throw new IdempotencyConflictError(`${record.error.message} (operation ${scope.tenant}/${scope.action}/${scope.ref})`, { scope });
+    }
+    if (record.result === null) throw new Error(`oncefetch bug: terminal record ${record.id} without a result`);
+    return { record, snapshot: record.result, replayed, live: replayed ? undefined : live };
+  }
+
+  /** The attempt loop: p-retry counts attempts and carries the abort; delays are ours. */
+  private async attempts(owned: OwnedRecord, spec: OperationSpec, deadline: CallDeadline): Promise<StepResult> {
+    const { retry } = this.opts;
+    let previousDelayMs: number | undefined;
+    try {
+      return await pRetry((n) => this.step(owned, spec, deadline, n), {
+        retries: retry.maxAttempts - 1,
+        minTimeout: 0,
+        maxTimeout: 0,
+        randomize: false,
+        signal: deadline.signal,
+        shouldRetry: ({ error }) => error instanceof RetryLater,
+        onFailedAttempt: async ({ error, attemptNumber, retriesLeft }) => {
+          if (!(error instanceof RetryLater)) return;
+          previousDelayMs = await this.scheduleRetry(owned, spec, deadline, error.classification, attemptNumber, retriesLeft, previousDelayMs);
+        },
+      });
+    } catch (error) {
+      if (error instanceof RetryLater) throw await this.stop(owned, exhausted(spec.scope, error.classification, retry.maxAttempts));
+      throw error;
+    }
+  }
+
+  /** Decides the wait before the next attempt, or stops the loop with a typed error. */
+  private async scheduleRetry(
+    owned: OwnedRecord,
+    spec: OperationSpec,
+    deadline: CallDeadline,
+    c: Classification,
+    attemptNumber: number,
+    retriesLeft: number,
+    previousDelayMs: number | undefined,
+  ): Promise<number> {
+    const { retry } = this.opts;
+    const scope = spec.scope;
+    if (retriesLeft <= 0) throw await this.stop(owned, exhausted(scope, c, retry.maxAttempts));
+    if (retry.budget !== undefined && !retry.budget.tryRetry()) {
+      throw await this.stop(owned, new RetriesExhaustedError(`retry budget exhausted for ${text(scope)} after ${c.reason}; the record stays resumable`, { scope, attempts: attemptNumber }));
+    }
+    const retryAfterMs = c.retryAfterMs;
+    if (retryAfterMs !== undefined && retryAfterMs > retry.maxRetryAfterMs) {
+      throw await this.stop(owned, new RetriesExhaustedError(`provider asked to wait ${retryAfterMs} ms (over maxRetryAfterMs ${retry.maxRetryAfterMs}) for ${text(scope)}; the record stays resumable`, { scope, retryAfterMs, attempts: attemptNumber }));
+    }
+    const delayMs = retryAfterMs ?? backoffDelay(retry.jitter, attemptNumber, retry, this.opts.random, previousDelayMs);
+    if (delayMs > deadline.remaining(this.opts.now())) {
+      throw await this.stop(owned, new DeadlineExceededError(`waiting ${delayMs} ms would pass the deadline of ${text(scope)}; the record stays resumable`, { scope, retryAfterMs, attempts: attemptNumber }));
+    }
+    this.stats.retries++;
+    this.emit({ type: 'retry_scheduled', scope, at: this.opts.now(), attempt: attemptNumber, delayMs, source: retryAfterMs === undefined ? 'backoff' : 'retry-after' });
+    await sleep(delayMs, deadline.signal);
+    return delayMs;
+  }
+
+  /** Records why the call stopped (releasing the lease) and returns the error to throw. */
+  private async stop(owned: OwnedRecord, error: Error & { code: string }): Promise<Error> {
+    try {
+      await owned.commit({ type: 'stopped', code: error.code, message: error.message });
+    } catch (cause) {
+      if (!(cause instanceof LeaseLostError)) return cause instanceof Error ? cause : error;
+    }
+    this.emit({ type: 'stopped', scope: scopeOf(owned.rec), at: this.opts.now(), code: error.code, message: error.message });
+    return error;
+  }
+
+  /** One step: reconcile if needed, then at most one send. */
+  private async step(owned: OwnedRecord, spec: OperationSpec, deadline: CallDeadline, n: number): Promise<StepResult> {
+    for (;;) {
+      const rec = owned.rec;
+      if (isTerminal(rec.state)) return { record: rec, live: undefined };
+      if (rec.state === 'ambiguous') {
+        await this.reconcileOwned(owned, spec, deadline);
+        continue;
+      }
+      if (rec.cancelRequestedAt !== null) {
+        await owned.commit({ type: 'cancel' });
+        continue;
+      }
+      return this.sendOnce(owned, spec, deadline, n);
+    }
+  }
+
+  private async sendOnce(owned: OwnedRecord, spec: OperationSpec, deadline: CallDeadline, n: number): Promise<StepResult> {
+    const started = await owned.commit({ type: 'attempt_started', attemptId: globalThis.crypto.randomUUID() });
+    const attempt = started.attempts.length;
+    this.stats.attempts++;
+    this.emit({ type: 'attempt_started', scope: spec.scope, at: this.opts.now(), attempt });
+    const outcome = await this.sendWithLease(owned, spec, deadline, attempt);
+    const c = outcome.classification;
+    if (c.class === 'ambiguous') this.stats.ambiguous++;
+    this.emit({ type: 'attempt_finished', scope: spec.scope, at: this.opts.now(), attempt, class: c.class, status: outcome.snapshot?.status ?? null, reason: c.reason });
+    const record = await owned.commit({
+      type: 'attempt_finished',
+      class: c.class,
+      status: outcome.snapshot?.status ?? null,
+      reason: c.reason,
+      result: c.class === 'success' || c.class === 'terminal' ? outcome.snapshot : null,
+    });
+    if (isTerminal(record.state)) {
+      if (c.class === 'conflict') {
+        this.stats.conflicts++;
+        this.emit({ type: 'conflict', scope: spec.scope, at: this.opts.now(), reason: c.reason });
+      }
+      return { record, live: outcome.live };
+    }
+    // An ambiguous outcome that no retry could settle: reconcile now rather than after a pointless wait.
+    if (c.class === 'ambiguous' && (n >= this.opts.retry.maxAttempts || (spec.lookup === undefined && !this.opts.providerDedupes))) {
+      await this.reconcileOwned(owned, spec, deadline);
+      if (isTerminal(owned.rec.state)) return { record: owned.rec, live: undefined };
+    }
+    throw new RetryLater(c);
+  }
+
+  /** Sends one attempt, renewing the lease while it is on the wire. */
+  private async sendWithLease(owned: OwnedRecord, spec: OperationSpec, deadline: CallDeadline, attempt: number): Promise<AttemptOutcome> {
+    const leaseMs = this.opts.leaseMs;
+    const renew = setInterval(() => {
+      owned.commit({ type: 'renew', leaseExpiresAt: this.opts.now() + leaseMs }).catch(() => clearInterval(renew));
+    }, Math.max(50, Math.floor(leaseMs / 3)));
+    const timeout = deadline.attemptSignal(this.opts.retry.attemptTimeoutMs);
+    try {
+      return await spec.send({ scope: spec.scope, key: owned.rec.key, attempt, signal: timeout.signal });
+    } catch (error) {
+      // Adapters classify their own failures; anything escaping them may have been sent.
+      return { classification: classifyError(error, 'awaiting_response'), snapshot: null, live: error };
+    } finally {
+      timeout.done();
+      clearInterval(renew);
+    }
+  }
+
+  /** After an ambiguous outcome: look up before any resend (DESIGN §2). */
+  async reconcileOwned(owned: OwnedRecord, spec: OperationSpec, deadline: CallDeadline): Promise<void> {
+    const scope = spec.scope;
+    const result = await reconcile(spec.lookup, { scope, key: owned.rec.key, record: owned.rec, signal: deadline.signal });
+    if (result.kind !== 'none') this.stats.lookups++;
+    this.emit({ type: 'lookup', scope, at: this.opts.now(), outcome: result.kind });
+    switch (result.kind) {
+      case 'found':
+        await owned.commit({ type: 'lookup_found', result: result.snapshot, detail: result.detail });
+        return;
+      case 'absent':
+        await owned.commit({ type: 'lookup_absent', detail: result.detail });
+        return;
+      case 'unknown':
+      case 'none': {
+        const keyAgeMs = this.opts.now() - owned.rec.createdAt;
+        const keyStillRemembered = keyAgeMs < this.opts.providerRetentionMs * 0.9;
+        if (this.opts.providerDedupes && keyStillRemembered) {
+          await owned.commit({ type: 'resend_after_ambiguous', detail: `${result.detail}; the provider dedupes by key` });
+          return;
+        }
+        if (result.kind === 'unknown') await owned.commit({ type: 'lookup_unknown', detail: result.detail });
+        const why = !keyStillRemembered && this.opts.providerDedupes ? 'the key is older than the provider retention' : 'the provider does not dedupe';
+        throw await this.stop(owned, new AmbiguousOutcomeError(
+          `the outcome of ${text(scope)} is unknown (${result.detail}) and ${why}; not resent. Reconcile it with a lookup or by hand.`,
+          { scope, cause: result.kind === 'unknown' ? result.error : undefined },
+        ));
+      }
+    }
+  }
+}
+
+function exhausted(scope: Scope, c: Classification, maxAttempts: number): Error & { code: string } {
+  if (c.class === 'ambiguous') {
+    return new AmbiguousOutcomeError(`${maxAttempts} attempts used and the last outcome of ${text(scope)} is ambiguous (${c.reason}); not resent`, { scope });
+  }
+  return new RetriesExhaustedError(`${maxAttempts} attempts used for ${text(scope)}, last: ${c.reason}; the record stays resumable`, { scope, attempts: maxAttempts, retryAfterMs: c.retryAfterMs });
+}
+
+function text(scope: Scope): string {
+  return `operation ${scope.tenant}/${scope.action}/${scope.ref}`;
+}
+
+function scopeOf(rec: OperationRecord): Scope {
+  return { tenant: rec.tenant, action: rec.action, ref: rec.ref };
+}

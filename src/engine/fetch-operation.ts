@@ -1,0 +1,166 @@
+/**
+ * `client.fetch`: turns a fetch call into an {@link OperationSpec} — scope,
+ * fingerprint over the exact bytes that will be sent, one attempt through the
+ * transport with the key header, classification, and the lookup adapter.
+ *
+ * @module
+ */
+import type { ClassifyOverride } from '../classify/classify.js';
+import { applyOverride, classifyError, classifyResponse, needsBody } from '../classify/classify.js';
+import { captureBody } from '../operation/body.js';
+import { fingerprintRequest, normaliseUrl } from '../operation/fingerprint.js';
+import type { Scope } from '../operation/record.js';
+import { buildResponse, responseSnapshot } from '../operation/snapshot.js';
+import type { ResolvedOptions } from '../options.js';
+import type { LookupFn, SnapshotLookup } from '../reconcile/lookup.js';
+import type { AttemptContext, AttemptOutcome, Engine, OperationSpec } from './execute.js';
+
+/**
+ * Per-call once-only options (`init.once`).
+ *
+ * @example
+ * ```ts
+ * await client.fetch(url, { method: 'POST', body, once: { action: 'create-order', ref: task.id, lookup } })
+ * ```
+ */
+export interface OnceOptions {
+  /** business action @default `${METHOD} ${origin}${path}` */
+  action?: string;
+  /** stable logical id; survives restarts @default the caller's Idempotency-Key, else a fresh UUID (once-only within this call and for recover()) */
+  ref?: string;
+  /** tenant @default the client's */
+  tenant?: string;
+  /** reconciliation after an ambiguous outcome @default the client's `lookups[action]` */
+  lookup?: LookupFn;
+  /** override the default classification per call */
+  classify?: ClassifyOverride;
+}
+
+/** `RequestInit` plus `once`: an options object, `true` for defaults, or `false` to bypass oncefetch. */
+export type OnceRequestInit = RequestInit & { once?: OnceOptions | boolean | undefined };
+
+const PASSTHROUGH = ['redirect', 'credentials', 'mode', 'cache', 'referrer', 'referrerPolicy', 'integrity', 'keepalive', 'priority', 'dispatcher'] as const;
+
+/** The request, normalised from `fetch(input, init)`. */
+interface PlainRequest {
+  url: string;
+  method: string;
+  headers: Headers;
+  body: BodyInit | null | undefined;
+  signal: AbortSignal | undefined;
+  rest: Record<string, unknown>;
+}
+
+async function plain(input: RequestInfo | URL, init: OnceRequestInit | undefined): Promise<PlainRequest> {
+  const rest: Record<string, unknown> = {};
+  if (input instanceof Request) {
+    for (const name of PASSTHROUGH) if (name in input) rest[name] = (input as unknown as Record<string, unknown>)[name];
+    const headers = new Headers(input.headers);
+    if (init?.headers !== undefined) new Headers(init.headers).forEach((v, k) => headers.set(k, v));
+    const body = init?.body !== undefined ? init.body : input.body === null ? undefined : new Uint8Array(await input.clone().arrayBuffer());
+    copyRest(init, rest);
+    return { url: input.url, method: (init?.method ?? input.method).toUpperCase(), headers, body, signal: init?.signal ?? input.signal, rest };
+  }
+  copyRest(init, rest);
+  const url = input instanceof URL ? input.href : String(input);
+  return { url, method: (init?.method ?? 'GET').toUpperCase(), headers: new Headers(init?.headers), body: init?.body, signal: init?.signal ?? undefined, rest };
+}
+
+function copyRest(init: OnceRequestInit | undefined, rest: Record<string, unknown>): void {
+  if (init === undefined) return;
+  for (const name of PASSTHROUGH) if ((init as Record<string, unknown>)[name] !== undefined) rest[name] = (init as Record<string, unknown>)[name];
+}
+
+/** Secrets and framing are never part of a stored URL: keep origin and path only. */
+function storedUrl(url: string): string {
+  const u = new URL(url);
+  return `${u.origin}${u.pathname}${u.search === '' ? '' : '?…'}`;
+}
+
+/** `client.fetch`: once-only when asked or by method, plain fetch otherwise. */
+export async function onceFetch(engine: Engine, input: RequestInfo | URL, init?: OnceRequestInit): Promise<Response> {
+  const opts = engine.opts;
+  const req = await plain(input, init);
+  const callerKey = req.headers.get(opts.keyHeader) ?? undefined;
+  const once = init?.once;
+  const isOnce = once === false ? false : once !== undefined || callerKey !== undefined || opts.onceMethods.has(req.method);
+  if (!isOnce) {
+    const { once: _ignored, ...passthrough } = init ?? {};
+    return opts.fetch(input, passthrough);
+  }
+  const onceOptions: OnceOptions = typeof once === 'object' ? once : {};
+  const captured = await captureBody(req.body, opts.maxBodyBytes);
+  if (captured.impliedContentType !== undefined && !req.headers.has('content-type')) {
+    req.headers.set('content-type', captured.impliedContentType);
+  }
+  const normalised = normaliseUrl(req.url);
+  const fingerprint = await fingerprintRequest({ method: req.method, url: normalised, body: captured.bytes, contentType: req.headers.get('content-type') });
+  const u = new URL(normalised);
+  const scope: Scope = {
+    tenant: onceOptions.tenant ?? opts.tenant,
+    action: onceOptions.action ?? `${req.method} ${u.origin}${u.pathname}`,
+    ref: onceOptions.ref ?? unquote(callerKey) ?? globalThis.crypto.randomUUID(),
+  };
+  const lookupFn = onceOptions.lookup ?? opts.lookups[scope.action];
+  const spec: OperationSpec = {
+    scope,
+    fingerprint,
+    callerKey: unquote(callerKey),
+    request: { method: req.method, url: storedUrl(req.url) },
+    signal: req.signal,
+    lookup: lookupFn === undefined ? undefined : responseLookup(lookupFn, opts),
+    send: (ctx) => sendAttempt(opts, req, captured.bytes, onceOptions.classify, ctx),
+  };
+  const result = await engine.execute(spec);
+  const live = result.live instanceof Uint8Array ? result.live : undefined;
+  return buildResponse(result.snapshot, live, result.replayed);
+}
+
+function unquote(key: string | undefined): string | undefined {
+  if (key === undefined) return undefined;
+  const m = /^"([^"\\]*)"$/.exec(key.trim());
+  return m?.[1] ?? key.trim();
+}
+
+/** Adapts a user lookup (Response | null) to a stored snapshot. */
+export function responseLookup(lookup: LookupFn, opts: ResolvedOptions): SnapshotLookup {
+  return async (ctx) => {
+    const res = await lookup(ctx);
+    if (res === null) return null;
+    if (!(res instanceof Response)) throw new TypeError('lookup must resolve to a Response (found) or null (absent)');
+    const body = new Uint8Array(await res.arrayBuffer());
+    return responseSnapshot(res, body, 'lookup', opts.sensitiveHeaders, opts.maxStoredBodyBytes);
+  };
+}
+
+async function sendAttempt(
+  opts: ResolvedOptions,
+  req: PlainRequest,
+  body: Uint8Array | undefined,
+  override: ClassifyOverride | undefined,
+  ctx: AttemptContext,
+): Promise<AttemptOutcome> {
+  const headers = new Headers(req.headers);
+  headers.set(opts.keyHeader, opts.quoteKey ? `"${ctx.key}"` : ctx.key);
+  let response: Response;
+  try {
+    // A fresh copy each attempt: exactly the caller's bytes, never a consumed stream.
+    response = await opts.fetch(req.url, { ...req.rest, method: req.method, headers, body: body?.slice() ?? null, signal: ctx.signal });
+  } catch (error) {
+    const c = classifyError(error, 'awaiting_response');
+    return { classification: applyOverride(override, { error }, c), snapshot: null, live: error };
+  }
+  let bytes: Uint8Array;
+  try {
+    bytes = new Uint8Array(await response.arrayBuffer());
+  } catch (error) {
+    const c = classifyError(error, 'reading_body');
+    return { classification: applyOverride(override, { error }, c), snapshot: null, live: error };
+  }
+  const bodyText = needsBody(response.status) ? new TextDecoder().decode(bytes.subarray(0, 4096)) : undefined;
+  const computed = classifyResponse({ status: response.status, headers: response.headers, bodyText }, opts.now());
+  const snapshot = responseSnapshot(response, bytes, 'attempt', opts.sensitiveHeaders, opts.maxStoredBodyBytes);
+  const classification =
+    override === undefined ? computed : applyOverride(override, { response: buildResponse(snapshot, bytes, false) }, computed);
+  return { classification, snapshot, live: bytes };
+}

@@ -1,0 +1,133 @@
+/**
+ * `client.run`: the once-only guarantee for any async side effect that takes
+ * an idempotency key (a provider SDK call), with the same engine as fetch.
+ *
+ * @module
+ */
+import type { Classification, OutcomeClass } from '../classify/classify.js';
+import { classifyError, classifyResponse } from '../classify/classify.js';
+import { OperationFailedError } from '../errors.js';
+import { fingerprintPayload } from '../operation/fingerprint.js';
+import type { Scope } from '../operation/record.js';
+import { valueSnapshot } from '../operation/snapshot.js';
+import type { LookupContext, SnapshotLookup } from '../reconcile/lookup.js';
+import type { AttemptContext, AttemptOutcome, Engine } from './execute.js';
+
+/**
+ * What `client.run` needs to know about the effect.
+ *
+ * @example
+ * ```ts
+ * const charge = await client.run(
+ *   { action: 'charge', ref: order.id, payload: { amount: 500, currency: 'eur' } },
+ *   ({ key }) => stripe.paymentIntents.create({ amount: 500, currency: 'eur' }, { idempotencyKey: key }),
+ * )
+ * ```
+ */
+export interface RunSpec<T> {
+  /** business action */
+  action: string;
+  /** stable logical id */
+  ref: string;
+  /** tenant @default the client's */
+  tenant?: string;
+  /** adopt this key instead of minting one */
+  key?: string;
+  /** what the effect does, as JSON: its canonical form is fingerprinted @default null */
+  payload?: unknown;
+  /** reconciliation: `{ value }` when the effect happened, `null` when it did not, throw when unknown */
+  lookup?: (ctx: LookupContext) => Promise<{ value: T } | null>;
+  /** classify an error thrown by the effect; `undefined` keeps the default */
+  classify?: (error: unknown, defaultClass: Classification) => OutcomeClass | undefined;
+  /** aborts waits and the effect's signal */
+  signal?: AbortSignal;
+}
+
+/** What the effect receives. */
+export interface RunContext {
+  /** pass this to the provider as its idempotency key */
+  key: string;
+  /** attempt number, counting from 1 */
+  attempt: number;
+  /** aborts on the attempt timeout, the deadline or the caller's abort */
+  signal: AbortSignal;
+  scope: Scope;
+}
+
+function statusOf(error: unknown): number | undefined {
+  if (typeof error !== 'object' || error === null) return undefined;
+  const e = error as { status?: unknown; statusCode?: unknown };
+  const status = typeof e.status === 'number' ? e.status : e.statusCode;
+  return typeof status === 'number' && Number.isInteger(status) && status >= 100 && status <= 599 ? status : undefined;
+}
+
+function headersOf(error: unknown): Headers {
+  const raw = (error as { headers?: unknown }).headers;
+  try {
+    if (raw instanceof Headers) return raw;
+    if (typeof raw === 'object' && raw !== null) return new Headers(raw as Record<string, string>);
+  } catch {
+    // unusable headers: classify on the status alone
+  }
+  return new Headers();
+}
+
+/** Default classification of an error thrown by an effect: by its HTTP status when it has one. */
+export function classifyEffectError(error: unknown, now: number): Classification {
+  const status = statusOf(error);
+  if (status === undefined) return classifyError(error, 'awaiting_response');
+  const message = error instanceof Error ? error.message : '';
+  return classifyResponse({ status, headers: headersOf(error), bodyText: message }, now);
+}
+
+function toJson(value: unknown): string {
+  try {
+    return JSON.stringify(value === undefined ? null : value);
+  } catch {
+    // The effect happened; an unserialisable result must not undo that. Replays get null.
+    return 'null';
+  }
+}
+
+/** `client.run`. */
+export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx: RunContext) => Promise<T>): Promise<T> {
+  const scope: Scope = { tenant: spec.tenant ?? engine.opts.tenant, action: spec.action, ref: spec.ref };
+  for (const [name, value] of Object.entries({ action: spec.action, ref: spec.ref })) {
+    if (typeof value !== 'string' || value === '') throw new TypeError(`client.run: spec.${name} must be a non-empty string`);
+  }
+  if (typeof effect !== 'function') throw new TypeError('client.run: effect must be a function');
+  const fingerprint = await fingerprintPayload(spec.payload ?? null);
+  const userLookup = spec.lookup;
+  const lookup: SnapshotLookup | undefined =
+    userLookup === undefined
+      ? undefined
+      : async (ctx) => {
+          const found = await userLookup(ctx);
+          return found === null ? null : valueSnapshot(toJson(found.value), 200, 'lookup');
+        };
+  const send = async (ctx: AttemptContext): Promise<AttemptOutcome> => {
+    try {
+      const value = await effect({ key: ctx.key, attempt: ctx.attempt, signal: ctx.signal, scope });
+      return { classification: { class: 'success', reason: 'effect resolved' }, snapshot: valueSnapshot(toJson(value), 200, 'attempt'), live: { value } };
+    } catch (error) {
+      const computed = classifyEffectError(error, engine.opts.now());
+      const chosen = spec.classify?.(error, computed);
+      const classification = chosen === undefined ? computed : { ...computed, class: chosen, reason: `override: ${computed.reason}` };
+      const message = error instanceof Error ? error.message : String(error);
+      const snapshot = valueSnapshot(JSON.stringify({ error: message }), statusOf(error) ?? 0, 'attempt');
+      return { classification, snapshot, live: { error } };
+    }
+  };
+  const result = await engine.execute({ scope, fingerprint, callerKey: spec.key, request: null, send, lookup, signal: spec.signal });
+  const live = result.live as { value: T } | { error: unknown } | undefined;
+  if (result.record.state === 'failed') {
+    if (live !== undefined && 'error' in live) throw live.error;
+    const stored = JSON.parse(result.snapshot.body) as { error?: string };
+    throw new OperationFailedError(`operation ${scope.tenant}/${scope.action}/${scope.ref} failed earlier: ${stored.error ?? 'unknown error'}`, {
+      scope,
+      status: result.snapshot.status === 0 ? undefined : result.snapshot.status,
+    });
+  }
+  if (live !== undefined && 'value' in live) return live.value;
+  return JSON.parse(result.snapshot.body) as T;
+}

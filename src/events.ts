@@ -1,0 +1,65 @@
+/**
+ * Typed events emitted through the `onEvent` option (DESIGN §9), and the
+ * counters behind `client.stats()`.
+ *
+ * @module
+ */
+import type { OutcomeClass } from './classify/classify.js';
+import type { OperationState, Scope } from './operation/record.js';
+
+/** Every event names the operation it is about; never its key. */
+interface EventBase {
+  scope: Scope;
+  /** epoch ms */
+  at: number;
+}
+
+/**
+ * What oncefetch did, step by step. Discriminated by `type`.
+ *
+ * @example
+ * ```ts
+ * createClient({ onEvent: (e) => { if (e.type === 'retry_scheduled') log(e.delayMs, e.source) } })
+ * ```
+ */
+export type OnceEvent =
+  | (EventBase & { type: 'operation_created' })
+  | (EventBase & { type: 'operation_resumed'; state: OperationState })
+  | (EventBase & { type: 'attempt_started'; attempt: number })
+  | (EventBase & { type: 'attempt_finished'; attempt: number; class: OutcomeClass; status: number | null; reason: string })
+  | (EventBase & { type: 'retry_scheduled'; attempt: number; delayMs: number; source: 'retry-after' | 'backoff' })
+  | (EventBase & { type: 'lookup'; outcome: 'found' | 'absent' | 'unknown' | 'none' })
+  | (EventBase & { type: 'replay'; state: OperationState })
+  | (EventBase & { type: 'conflict'; reason: string })
+  | (EventBase & { type: 'waiting'; owner: string })
+  | (EventBase & { type: 'takeover'; previousOwner: string | null; previousState: OperationState })
+  | (EventBase & { type: 'late_evidence'; detail: string })
+  | (EventBase & { type: 'stopped'; code: string; message: string });
+
+/** The type names of {@link OnceEvent}. */
+export type OnceEventType = OnceEvent['type'];
+
+/** Counters of one client since it was created. */
+export interface OnceStats {
+  /** operations this client created in the store */
+  operationsCreated: number;
+  /** transport attempts sent */
+  attempts: number;
+  /** calls answered from a stored result without touching the network */
+  replays: number;
+  /** local or provider-reported conflicts */
+  conflicts: number;
+  /** attempts whose outcome was ambiguous */
+  ambiguous: number;
+  /** lookups run (reconciliations) */
+  lookups: number;
+  /** retries scheduled */
+  retries: number;
+  /** leases taken over from another owner */
+  takeovers: number;
+}
+
+/** A fresh zeroed {@link OnceStats}. */
+export function emptyStats(): OnceStats {
+  return { operationsCreated: 0, attempts: 0, replays: 0, conflicts: 0, ambiguous: 0, lookups: 0, retries: 0, takeovers: 0 };
+}

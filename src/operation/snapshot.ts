@@ -1,0 +1,75 @@
+/**
+ * Result snapshots: what a terminal record stores so that later calls are
+ * answered without the network. Secrets are never stored; bodies are capped.
+ *
+ * @module
+ */
+import type { ResultSnapshot } from './record.js';
+
+/** Header set on every replayed response. */
+export const REPLAYED_HEADER = 'oncefetch-replayed';
+/** Header set on a replayed response whose stored body was capped. */
+export const TRUNCATED_HEADER = 'oncefetch-body-truncated';
+
+function toBase64(bytes: Uint8Array): string {
+  let binary = '';
+  for (let i = 0; i < bytes.length; i += 0x8000) {
+    binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  }
+  return btoa(binary);
+}
+
+function fromBase64(text: string): Uint8Array {
+  const binary = atob(text);
+  const bytes = new Uint8Array(binary.length);
+  for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
+  return bytes;
+}
+
+/** Snapshot of a response whose body was already read. */
+export function responseSnapshot(
+  response: Response,
+  body: Uint8Array,
+  source: ResultSnapshot['source'],
+  sensitive: ReadonlySet<string>,
+  maxStoredBodyBytes: number,
+): ResultSnapshot {
+  const headers: [string, string][] = [];
+  response.headers.forEach((value, name) => {
+    if (!sensitive.has(name.toLowerCase())) headers.push([name, value]);
+  });
+  const truncated = body.byteLength > maxStoredBodyBytes;
+  return {
+    kind: 'response',
+    source,
+    status: response.status,
+    statusText: response.statusText,
+    headers,
+    body: toBase64(truncated ? body.subarray(0, maxStoredBodyBytes) : body),
+    bodyTruncated: truncated,
+  };
+}
+
+/** Snapshot of a `client.run()` value (JSON text). */
+export function valueSnapshot(json: string, status: number, source: ResultSnapshot['source']): ResultSnapshot {
+  return { kind: 'value', source, status, statusText: '', headers: [], body: json, bodyTruncated: false };
+}
+
+const NULL_BODY_STATUS = new Set([101, 103, 204, 205, 304]);
+
+/** A `Response` built from bytes: the live body, or a stored snapshot's. */
+export function buildResponse(snapshot: ResultSnapshot, body: Uint8Array | undefined, replayed: boolean): Response {
+  const headers = new Headers(snapshot.headers);
+  // The body we hand back is already decoded and complete (or capped); stale framing headers would lie.
+  headers.delete('content-encoding');
+  headers.delete('content-length');
+  headers.delete('transfer-encoding');
+  if (replayed) {
+    headers.set(REPLAYED_HEADER, 'true');
+    if (snapshot.bodyTruncated) headers.set(TRUNCATED_HEADER, 'true');
+  }
+  // Response copies the bytes it is given, so one live body can serve several callers.
+  const bytes = (body ?? fromBase64(snapshot.body)) as Uint8Array<ArrayBuffer>;
+  const init: ResponseInit = { status: snapshot.status, statusText: snapshot.statusText, headers };
+  return new Response(NULL_BODY_STATUS.has(snapshot.status) ? null : bytes, init);
+}

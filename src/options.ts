@@ -1,0 +1,214 @@
+/**
+ * Client options: what users pass ({@link OnceClientOptions}), their
+ * validation, and the resolved form with every default applied.
+ *
+ * @module
+ */
+import { z } from 'zod';
+import type { JitterMode, Random } from './backoff/backoff.js';
+import type { RetryBudget, RetryBudgetOptions } from './backoff/budget.js';
+import { createRetryBudget } from './backoff/budget.js';
+import type { OnceEvent } from './events.js';
+import type { LookupFn } from './reconcile/lookup.js';
+import type { OnceStore } from './stores/contract.js';
+
+const SECOND = 1000;
+const HOUR = 3600 * SECOND;
+
+/** Retry policy. Attempts count from 1. */
+export interface RetryOptions {
+  /** transport attempts per call, the first included @default 5 */
+  maxAttempts?: number;
+  /** base of the exponential backoff @default 200 */
+  baseDelayMs?: number;
+  /** cap of one backoff delay @default 10000 */
+  maxDelayMs?: number;
+  /** timeout of one attempt, response body included @default 30000 */
+  attemptTimeoutMs?: number;
+  /** one deadline across all attempts, waits and lookups of a call @default 120000 */
+  deadlineMs?: number;
+  /** a `Retry-After` beyond this stops the call with `RetriesExhaustedError` @default 60000 */
+  maxRetryAfterMs?: number;
+  /** jitter strategy @default 'full' */
+  jitter?: JitterMode;
+  /** retry budget shared by the client's calls; `false` disables it @default { ratio: 0.1, reserve: 10 } */
+  budget?: RetryBudgetOptions | false;
+}
+
+/**
+ * Options of `createClient`.
+ *
+ * @example
+ * ```ts
+ * const client = createClient({ tenant: 't1', retry: { maxAttempts: 4 }, providerDedupes: true })
+ * ```
+ */
+export interface OnceClientOptions {
+  /** where records live @default SQLite at `./.oncefetch/oncefetch.db` on Node (or `$ONCEFETCH_DB`) */
+  store?: OnceStore;
+  /** tenant of every operation unless the call names one @default 'default' */
+  tenant?: string;
+  /** the transport @default undici's fetch on Node */
+  fetch?: typeof globalThis.fetch;
+  /** request header that carries the key @default 'Idempotency-Key' */
+  keyHeader?: string;
+  /** send the key as an RFC 8941 sf-string (`"…"`), as the IETF draft specifies @default false */
+  quoteKey?: boolean;
+  /** retry policy */
+  retry?: RetryOptions;
+  /** how long records are kept after they were created, for replay @default 86400000 (24 h) */
+  retentionMs?: number;
+  /** how long the provider remembers a key; no automatic resend past it minus 10 % @default 86400000 (24 h) */
+  providerRetentionMs?: number;
+  /** owner lease; renewed while an attempt is on the wire @default 30000 */
+  leaseMs?: number;
+  /** longest wait for another owner's live operation before `OperationInFlightError` @default 30000 */
+  inFlightWaitMs?: number;
+  /** the provider deduplicates by key, so a resend after an unresolved ambiguity is safe @default false */
+  providerDedupes?: boolean;
+  /** lookups per action, used by calls without their own and by `recover()` */
+  lookups?: Record<string, LookupFn>;
+  /** request header names never stored (beyond Authorization, Cookie, Proxy-Authorization, Set-Cookie) @default [] */
+  sensitiveHeaders?: string[];
+  /** largest request body buffered for fingerprinting and resending @default 1048576 */
+  maxBodyBytes?: number;
+  /** largest response body stored for replay; larger ones are stored truncated and marked @default 1048576 */
+  maxStoredBodyBytes?: number;
+  /** methods that are once-only without a `once` option @default ['POST', 'PATCH'] */
+  onceMethods?: string[];
+  /** receives every {@link OnceEvent}; exceptions it throws are ignored */
+  onEvent?: (event: OnceEvent) => void;
+  /** owner id of this client in leases @default a random UUID */
+  owner?: string;
+  /** clock, for tests @default Date.now */
+  now?: () => number;
+  /** randomness in [0, 1) for jitter, for tests @default Math.random */
+  random?: Random;
+}
+
+/** {@link OnceClientOptions} with every default applied. */
+export interface ResolvedOptions {
+  store: OnceStore;
+  tenant: string;
+  fetch: typeof globalThis.fetch;
+  keyHeader: string;
+  quoteKey: boolean;
+  retry: Required<Omit<RetryOptions, 'budget'>> & { budget: RetryBudget | undefined };
+  retentionMs: number;
+  providerRetentionMs: number;
+  leaseMs: number;
+  inFlightWaitMs: number;
+  providerDedupes: boolean;
+  lookups: Record<string, LookupFn>;
+  sensitiveHeaders: ReadonlySet<string>;
+  maxBodyBytes: number;
+  maxStoredBodyBytes: number;
+  onceMethods: ReadonlySet<string>;
+  onEvent: ((event: OnceEvent) => void) | undefined;
+  owner: string;
+  now: () => number;
+  random: Random;
+}
+
+const ms = z.number().int().nonnegative();
+const positiveMs = z.number().int().positive();
+const fn = z.custom<(...args: never[]) => unknown>((v) => typeof v === 'function', 'must be a function');
+
+const optionsSchema = z.strictObject({
+  store: z
+    .custom<OnceStore>(
+      (v) => typeof v === 'object' && v !== null && typeof (v as OnceStore).claim === 'function',
+      'must be a store (see the store contract)',
+    )
+    .optional(),
+  tenant: z.string().min(1).optional(),
+  fetch: fn.optional(),
+  keyHeader: z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'must be an HTTP header name').optional(),
+  quoteKey: z.boolean().optional(),
+  retry: z
+    .strictObject({
+      maxAttempts: z.number().int().min(1).max(100).optional(),
+      baseDelayMs: ms.optional(),
+      maxDelayMs: ms.optional(),
+      attemptTimeoutMs: positiveMs.optional(),
+      deadlineMs: positiveMs.optional(),
+      maxRetryAfterMs: ms.optional(),
+      jitter: z.enum(['full', 'decorrelated', 'none']).optional(),
+      budget: z.union([z.literal(false), z.looseObject({})]).optional(),
+    })
+    .optional(),
+  retentionMs: positiveMs.optional(),
+  providerRetentionMs: positiveMs.optional(),
+  leaseMs: z.number().int().min(100).optional(),
+  inFlightWaitMs: ms.optional(),
+  providerDedupes: z.boolean().optional(),
+  lookups: z.record(z.string(), fn).optional(),
+  sensitiveHeaders: z.array(z.string().min(1)).optional(),
+  maxBodyBytes: positiveMs.optional(),
+  maxStoredBodyBytes: ms.optional(),
+  onceMethods: z.array(z.string().min(1)).optional(),
+  onEvent: fn.optional(),
+  owner: z.string().min(1).optional(),
+  now: fn.optional(),
+  random: fn.optional(),
+});
+
+/** Throws a TypeError or RangeError naming the first bad option. */
+export function validateOptions(options: unknown, where: string): void {
+  const parsed = optionsSchema.safeParse(options ?? {});
+  if (parsed.success) return;
+  const issue = parsed.error.issues[0];
+  if (issue === undefined) throw new TypeError(`${where}: invalid options`);
+  const path = issue.path.join('.');
+  const name = path === '' ? 'options' : `option "${path}"`;
+  const message = `${where}: ${name} ${issue.code === 'unrecognized_keys' ? `has unknown keys ${issue.keys.join(', ')}` : issue.message}`;
+  if (issue.code === 'too_small' || issue.code === 'too_big') throw new RangeError(message);
+  throw new TypeError(message);
+}
+
+/** Applies the defaults; `store` and `fetch` come from the platform entry. */
+export function resolveOptions(
+  options: OnceClientOptions,
+  platform: { store: () => OnceStore; fetch: () => typeof globalThis.fetch },
+): ResolvedOptions {
+  validateOptions(options, 'createClient');
+  const retry = options.retry ?? {};
+  const maxDelayMs = retry.maxDelayMs ?? 10 * SECOND;
+  const baseDelayMs = retry.baseDelayMs ?? 200;
+  if (baseDelayMs > maxDelayMs) {
+    throw new RangeError('createClient: option "retry.baseDelayMs" must not exceed "retry.maxDelayMs"');
+  }
+  const sensitive = ['authorization', 'cookie', 'proxy-authorization', 'set-cookie', 'set-cookie2'];
+  for (const h of options.sensitiveHeaders ?? []) sensitive.push(h.toLowerCase());
+  return {
+    store: options.store ?? platform.store(),
+    tenant: options.tenant ?? 'default',
+    fetch: options.fetch ?? platform.fetch(),
+    keyHeader: options.keyHeader ?? 'Idempotency-Key',
+    quoteKey: options.quoteKey ?? false,
+    retry: {
+      maxAttempts: retry.maxAttempts ?? 5,
+      baseDelayMs,
+      maxDelayMs,
+      attemptTimeoutMs: retry.attemptTimeoutMs ?? 30 * SECOND,
+      deadlineMs: retry.deadlineMs ?? 120 * SECOND,
+      maxRetryAfterMs: retry.maxRetryAfterMs ?? 60 * SECOND,
+      jitter: retry.jitter ?? 'full',
+      budget: retry.budget === false ? undefined : createRetryBudget(retry.budget ?? {}),
+    },
+    retentionMs: options.retentionMs ?? 24 * HOUR,
+    providerRetentionMs: options.providerRetentionMs ?? 24 * HOUR,
+    leaseMs: options.leaseMs ?? 30 * SECOND,
+    inFlightWaitMs: options.inFlightWaitMs ?? 30 * SECOND,
+    providerDedupes: options.providerDedupes ?? false,
+    lookups: options.lookups ?? {},
+    sensitiveHeaders: new Set(sensitive),
+    maxBodyBytes: options.maxBodyBytes ?? 1024 * 1024,
+    maxStoredBodyBytes: options.maxStoredBodyBytes ?? 1024 * 1024,
+    onceMethods: new Set((options.onceMethods ?? ['POST', 'PATCH']).map((m) => m.toUpperCase())),
+    onEvent: options.onEvent,
+    owner: options.owner ?? globalThis.crypto.randomUUID(),
+    now: options.now ?? Date.now,
+    random: options.random ?? Math.random,
+  };
+}

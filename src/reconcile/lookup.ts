@@ -1,0 +1,62 @@
+/**
+ * Reconciliation: after an ambiguous outcome, ask the provider whether the
+ * operation happened before anything is sent again (DESIGN §2, §3).
+ *
+ * @module
+ */
+import type { OperationRecord, ResultSnapshot, Scope } from '../operation/record.js';
+
+/** What a lookup receives. */
+export interface LookupContext {
+  /** the operation being reconciled */
+  scope: Scope;
+  /** the idempotency key every attempt carried */
+  key: string;
+  /** the stored record (attempts and evidence so far) */
+  record: Readonly<OperationRecord>;
+  /** aborts when the call's deadline passes or the caller aborts */
+  signal: AbortSignal;
+}
+
+/**
+ * Asks the provider whether the operation took effect.
+ * - resolves to a `Response`: found — it becomes the operation's result;
+ * - resolves to `null`: absent — resent with the same key;
+ * - throws: unknown — resent only when the provider dedupes, else the call
+ *   fails with `AmbiguousOutcomeError` and the record stays `ambiguous`.
+ *
+ * @example
+ * ```ts
+ * const lookup: LookupFn = async ({ scope, signal }) => {
+ *   const res = await fetch(`${api}/orders?ref=${scope.ref}`, { signal })
+ *   if (res.status === 404) return null
+ *   if (!res.ok) throw new Error(`lookup failed: ${res.status}`)
+ *   return res
+ * }
+ * ```
+ */
+export type LookupFn = (ctx: LookupContext) => Promise<Response | null>;
+
+/** The engine's view of a lookup: a stored snapshot, `null` for absent, a throw for unknown. */
+export type SnapshotLookup = (ctx: LookupContext) => Promise<ResultSnapshot | null>;
+
+/** Outcome of {@link reconcile}. */
+export type ReconcileOutcome =
+  | { kind: 'found'; snapshot: ResultSnapshot; detail: string }
+  | { kind: 'absent'; detail: string }
+  | { kind: 'unknown'; detail: string; error: unknown }
+  | { kind: 'none'; detail: string };
+
+/** Runs the lookup, turning every way it can end into data. */
+export async function reconcile(lookup: SnapshotLookup | undefined, ctx: LookupContext): Promise<ReconcileOutcome> {
+  if (lookup === undefined) return { kind: 'none', detail: 'no lookup registered for this action' };
+  try {
+    const snapshot = await lookup(ctx);
+    if (snapshot === null) return { kind: 'absent', detail: 'lookup reported no such operation' };
+    return { kind: 'found', snapshot, detail: `lookup found it (status ${snapshot.status})` };
+  } catch (error) {
+    if (ctx.signal.aborted) throw ctx.signal.reason;
+    const message = error instanceof Error ? error.message : String(error);
+    return { kind: 'unknown', detail: `lookup failed: ${message}`, error };
+  }
+}
