@@ -134,7 +134,16 @@ const optionsSchema = z.strictObject({
       deadlineMs: positiveMs.optional(),
       maxRetryAfterMs: ms.optional(),
       jitter: z.enum(['full', 'decorrelated', 'none']).optional(),
-      budget: z.union([z.literal(false), z.looseObject({})]).optional(),
+      budget: z
+        .union([
+          z.literal(false),
+          z.strictObject({
+            ratio: z.number().min(0).max(1).optional(),
+            reserve: z.number().nonnegative().optional(),
+            maxTokens: z.number().nonnegative().optional(),
+          }),
+        ], { error: 'must be false or { ratio?, reserve?, maxTokens? } of numbers' })
+        .optional(),
     })
     .optional(),
   retentionMs: positiveMs.optional(),

@@ -16,6 +16,7 @@ import {
   IdempotencyConflictError,
   OperationCancelledError,
   RetriesExhaustedError,
+  isOnceError,
 } from '../errors.js';
 import type { OnceEvent, OnceStats } from '../events.js';
 import { emptyStats } from '../events.js';
@@ -168,6 +169,8 @@ export class Engine {
   private async attempts(owned: OwnedRecord, spec: OperationSpec, deadline: CallDeadline): Promise<StepResult> {
     const { retry } = this.opts;
     let previousDelayMs: number | undefined;
+    // A call entering the loop is one request: it pays into the budget that funds retries.
+    retry.budget?.recordRequest();
     try {
       return await pRetry((n) => this.step(owned, spec, deadline, n), {
         retries: retry.maxAttempts - 1,
@@ -182,9 +185,28 @@ export class Engine {
         },
       });
     } catch (error) {
-      if (error instanceof RetryLater) throw await this.stop(owned, exhausted(spec.scope, error.classification, retry.maxAttempts));
+      if (error instanceof RetryLater) throw await this.stop(owned, exhausted(owned.rec, error.classification, retry.maxAttempts));
+      // An abort rejects with signal.reason as given (p-retry would turn a non-Error reason thrown
+      // inside an attempt into its own TypeError); our deliberate errors (OnceError) stand.
+      const signal = deadline.signal;
+      if (signal.aborted && (error === signal.reason || !isOnceError(error))) throw await this.abandon(owned, signal.reason);
       throw error;
     }
+  }
+
+  /** After an abort: releases the lease (best effort) so the operation can be resumed at once. */
+  private async abandon(owned: OwnedRecord, reason: unknown): Promise<unknown> {
+    if (!isTerminal(owned.rec.state) && owned.rec.lease !== null) {
+      const code = isOnceError(reason) ? reason.code : 'ABORTED';
+      const message = reason instanceof Error ? reason.message : 'aborted by the caller';
+      try {
+        await owned.commit({ type: 'stopped', code, message });
+        this.emit({ type: 'stopped', scope: scopeOf(owned.rec), at: this.opts.now(), code, message });
+      } catch {
+        // the lease expires on its own; the caller still gets its reason
+      }
+    }
+    return reason;
   }
 
   /** Decides the wait before the next attempt, or stops the loop with a typed error. */
@@ -199,10 +221,7 @@ export class Engine {
   ): Promise<number> {
     const { retry } = this.opts;
     const scope = spec.scope;
-    if (retriesLeft <= 0) throw await this.stop(owned, exhausted(scope, c, retry.maxAttempts));
-    if (retry.budget !== undefined && !retry.budget.tryRetry()) {
-      throw await this.stop(owned, new RetriesExhaustedError(`retry budget exhausted for ${text(scope)} after ${c.reason}; the record stays resumable`, { scope, attempts: attemptNumber }));
-    }
+    if (retriesLeft <= 0) throw await this.stop(owned, exhausted(owned.rec, c, retry.maxAttempts));
     const retryAfterMs = c.retryAfterMs;
     if (retryAfterMs !== undefined && retryAfterMs > retry.maxRetryAfterMs) {
       throw await this.stop(owned, new RetriesExhaustedError(`provider asked to wait ${retryAfterMs} ms (over maxRetryAfterMs ${retry.maxRetryAfterMs}) for ${text(scope)}; the record stays resumable`, { scope, retryAfterMs, attempts: attemptNumber }));
@@ -210,6 +229,10 @@ export class Engine {
     const delayMs = retryAfterMs ?? backoffDelay(retry.jitter, attemptNumber, retry, this.opts.random, previousDelayMs);
     if (delayMs > deadline.remaining(this.opts.now())) {
       throw await this.stop(owned, new DeadlineExceededError(`waiting ${delayMs} ms would pass the deadline of ${text(scope)}; the record stays resumable`, { scope, retryAfterMs, attempts: attemptNumber }));
+    }
+    // Last check: a token is spent only on a retry that will happen.
+    if (retry.budget !== undefined && !retry.budget.tryRetry()) {
+      throw await this.stop(owned, new RetriesExhaustedError(`retry budget exhausted for ${text(scope)} after ${c.reason}; the record stays resumable`, { scope, attempts: attemptNumber }));
     }
     this.stats.retries++;
     this.emit({ type: 'retry_scheduled', scope, at: this.opts.now(), attempt: attemptNumber, delayMs, source: retryAfterMs === undefined ? 'backoff' : 'retry-after' });
@@ -326,8 +349,10 @@ export class Engine {
   }
 }
 
-function exhausted(scope: Scope, c: Classification, maxAttempts: number): Error & { code: string } {
-  if (c.class === 'ambiguous') {
+function exhausted(rec: OperationRecord, c: Classification, maxAttempts: number): Error & { code: string } {
+  const scope = scopeOf(rec);
+  // By the record, not the last class: a lookup may have settled an ambiguous attempt as absent.
+  if (rec.state === 'ambiguous') {
     return new AmbiguousOutcomeError(`${maxAttempts} attempts used and the last outcome of ${text(scope)} is ambiguous (${c.reason}); not resent`, { scope });
   }
   return new RetriesExhaustedError(`${maxAttempts} attempts used for ${text(scope)}, last: ${c.reason}; the record stays resumable`, { scope, attempts: maxAttempts, retryAfterMs: c.retryAfterMs });

@@ -1,0 +1,409 @@
+/**
+ * Classification paths end to end through the public API, on the memory store
+ * with an injected fetch. Effects are counted as calls of that fetch; delays
+ * are zero (random 0) so the paths, not the waits, are under test.
+ */
+import { describe, expect, it } from 'vitest';
+import {
+  AmbiguousOutcomeError,
+  IdempotencyConflictError,
+  OperationCancelledError,
+  REPLAYED_HEADER,
+  RetriesExhaustedError,
+  createClient,
+  memoryStore,
+} from '../../src/index.js';
+import type { LookupFn, OnceClientOptions, OnceEvent, OnceOptions } from '../../src/index.js';
+
+const URL_ORDERS = 'https://api.example.test/orders';
+const SCOPE = { action: 'create-order', ref: 'A-17' };
+
+type Step = Response | Error | (() => Promise<Response>);
+
+interface Call {
+  url: string;
+  method: string;
+  headers: Headers;
+  body: string | undefined;
+}
+
+/** A transport that answers from a queue and logs every call (and lookups, in `log`). */
+function scriptedFetch(steps: Step[], log: string[] = []) {
+  const calls: Call[] = [];
+  const fetch = async (input: RequestInfo | URL, init?: RequestInit): Promise<Response> => {
+    const body = init?.body instanceof Uint8Array ? new TextDecoder().decode(init.body) : typeof init?.body === 'string' ? init.body : undefined;
+    calls.push({ url: String(input), method: init?.method ?? 'GET', headers: new Headers(init?.headers), body });
+    log.push('fetch');
+    const step = steps.shift();
+    if (step === undefined) throw new Error(`unexpected fetch #${calls.length}`);
+    if (step instanceof Response) return step;
+    if (step instanceof Error) throw step;
+    return step();
+  };
+  return { fetch: fetch as typeof globalThis.fetch, calls, log };
+}
+
+const json = (status: number, body: unknown, headers: Record<string, string> = {}): Response =>
+  new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json', ...headers } });
+
+const created = (id = 'o-1') => json(201, { id });
+
+function makeClient(fetch: typeof globalThis.fetch, options: OnceClientOptions = {}) {
+  const events: OnceEvent[] = [];
+  const client = createClient({
+    store: memoryStore(),
+    fetch,
+    random: () => 0,
+    onEvent: (e) => events.push(e),
+    ...options,
+    retry: { budget: false, ...options.retry },
+  });
+  return { client, events };
+}
+
+const orderBody = (extra: Record<string, unknown> = {}) => JSON.stringify({ sku: 'A-17', qty: 1, ...extra });
+
+function orderInit(once: OnceOptions = SCOPE, extra: Record<string, unknown> = {}): RequestInit & { once: OnceOptions } {
+  return { method: 'POST', headers: { 'content-type': 'application/json' }, body: orderBody(extra), once };
+}
+
+const connRefused = () =>
+  new TypeError('fetch failed', { cause: Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:9'), { code: 'ECONNREFUSED' }) });
+
+const connReset = () => new TypeError('fetch failed', { cause: Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }) });
+
+function keysOf(calls: Call[]): (string | null)[] {
+  return calls.map((c) => c.headers.get('idempotency-key'));
+}
+
+describe('not sent and retryable outcomes', () => {
+  it('ECONNREFUSED is retried with the same key without any lookup', async () => {
+    const { fetch, calls } = scriptedFetch([connRefused(), created()]);
+    let lookups = 0;
+    const lookup: LookupFn = async () => {
+      lookups++;
+      return null;
+    };
+    const { client } = makeClient(fetch);
+    const res = await client.fetch(URL_ORDERS, orderInit({ ...SCOPE, lookup }));
+    expect(res.status).toBe(201);
+    expect(calls).toHaveLength(2);
+    expect(lookups).toBe(0);
+    expect(new Set(keysOf(calls)).size).toBe(1);
+    const record = await client.get(SCOPE);
+    expect(record?.attempts.map((a) => a.class)).toEqual(['not_sent', 'success']);
+  });
+
+  it('a 409 "request in progress" problem body is retried', async () => {
+    const inProgress = json(
+      409,
+      { type: 'https://example.test/problems/request-in-progress', title: 'A request is outstanding for this Idempotency-Key', status: 409 },
+      { 'content-type': 'application/problem+json' },
+    );
+    const { fetch, calls } = scriptedFetch([inProgress, created()]);
+    const { client } = makeClient(fetch);
+    const res = await client.fetch(URL_ORDERS, orderInit());
+    expect(res.status).toBe(201);
+    expect(calls).toHaveLength(2);
+    expect((await client.get(SCOPE))?.attempts[0]?.class).toBe('retryable');
+  });
+
+  it('a plain 409 without the in-progress signal is terminal: returned once, not retried', async () => {
+    const { fetch, calls } = scriptedFetch([json(409, { error: 'order already exists' }), created()]);
+    const { client } = makeClient(fetch);
+    const res = await client.fetch(URL_ORDERS, orderInit());
+    expect(res.status).toBe(409);
+    expect(calls).toHaveLength(1);
+    expect((await client.get(SCOPE))?.state).toBe('failed');
+  });
+});
+
+describe('ambiguous outcomes and lookups', () => {
+  it('a 500 with a lookup returning null is resent with the same key, the lookup running before the resend', async () => {
+    const log: string[] = [];
+    const { fetch, calls } = scriptedFetch([json(500, { error: 'oops' }), created()], log);
+    const lookupKeys: string[] = [];
+    const lookup: LookupFn = async ({ key }) => {
+      log.push('lookup');
+      lookupKeys.push(key);
+      return null;
+    };
+    const { client } = makeClient(fetch);
+    const res = await client.fetch(URL_ORDERS, orderInit({ ...SCOPE, lookup }));
+    expect(res.status).toBe(201);
+    expect(log).toEqual(['fetch', 'lookup', 'fetch']);
+    const [first, second] = keysOf(calls);
+    expect(second).toBe(first);
+    expect(lookupKeys).toEqual([first]);
+  });
+
+  it("a 500 with a lookup returning a Response: no second fetch, the lookup's body is the result", async () => {
+    const { fetch, calls } = scriptedFetch([json(500, { error: 'oops' }), created('o-wrong')]);
+    const lookup: LookupFn = async () => json(200, { id: 'o-found' });
+    const { client } = makeClient(fetch);
+    const res = await client.fetch(URL_ORDERS, orderInit({ ...SCOPE, lookup }));
+    expect(calls).toHaveLength(1);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ id: 'o-found' });
+    const record = await client.get(SCOPE);
+    expect(record?.state).toBe('succeeded');
+    expect(record?.result?.source).toBe('lookup');
+  });
+
+  it('a lookup that throws, when the provider does not dedupe: AmbiguousOutcomeError, record stays ambiguous with the failure as evidence', async () => {
+    const { fetch, calls } = scriptedFetch([json(500, { error: 'oops' }), created()]);
+    const failure = new Error('orders index unavailable');
+    const lookup: LookupFn = async () => {
+      throw failure;
+    };
+    const { client } = makeClient(fetch, { providerDedupes: false });
+    const err = await client.fetch(URL_ORDERS, orderInit({ ...SCOPE, lookup })).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(AmbiguousOutcomeError);
+    expect((err as Error).cause).toBe(failure);
+    expect(calls).toHaveLength(1);
+    const record = await client.get(SCOPE);
+    expect(record?.state).toBe('ambiguous');
+    expect(record?.lease).toBeNull();
+    expect(record?.evidence.map((e) => e.detail)).toContainEqual(expect.stringContaining('lookup failed: orders index unavailable'));
+    // a later call does not resend either
+    await expect(client.fetch(URL_ORDERS, orderInit({ ...SCOPE, lookup }))).rejects.toBeInstanceOf(AmbiguousOutcomeError);
+    expect(calls).toHaveLength(1);
+  });
+
+  it('the same failing lookup with providerDedupes: resent with the same key', async () => {
+    const { fetch, calls } = scriptedFetch([json(500, { error: 'oops' }), created()]);
+    const lookup: LookupFn = async () => {
+      throw new Error('orders index unavailable');
+    };
+    const { client } = makeClient(fetch, { providerDedupes: true });
+    const res = await client.fetch(URL_ORDERS, orderInit({ ...SCOPE, lookup }));
+    expect(res.status).toBe(201);
+    expect(calls).toHaveLength(2);
+    expect(new Set(keysOf(calls)).size).toBe(1);
+  });
+
+  it('a connection reset with neither lookup nor dedupe is reported ambiguous after one send', async () => {
+    const { fetch, calls } = scriptedFetch([connReset(), created()]);
+    const { client } = makeClient(fetch);
+    await expect(client.fetch(URL_ORDERS, orderInit())).rejects.toBeInstanceOf(AmbiguousOutcomeError);
+    expect(calls).toHaveLength(1);
+    expect((await client.get(SCOPE))?.state).toBe('ambiguous');
+  });
+
+  it('attempts used up after lookups said "absent": RetriesExhaustedError (not ambiguous), record resumable', async () => {
+    const { fetch, calls } = scriptedFetch([json(500, {}), json(500, {}), created()]);
+    let lookups = 0;
+    const lookup: LookupFn = async () => {
+      lookups++;
+      return null;
+    };
+    const { client } = makeClient(fetch, { retry: { maxAttempts: 2 } });
+    const err = await client.fetch(URL_ORDERS, orderInit({ ...SCOPE, lookup })).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(RetriesExhaustedError);
+    expect(calls).toHaveLength(2);
+    expect(lookups).toBe(2);
+    const record = await client.get(SCOPE);
+    expect(record?.state).toBe('pending');
+    expect(record?.lease).toBeNull();
+    // resumable: the next call sends again, same key
+    expect((await client.fetch(URL_ORDERS, orderInit({ ...SCOPE, lookup }))).status).toBe(201);
+    expect(new Set(keysOf(calls)).size).toBe(1);
+  });
+});
+
+describe('terminal outcomes and conflicts', () => {
+  it('a 422 carrying the key-mismatch signal: IdempotencyConflictError, record failed, never resent', async () => {
+    const mismatch = json(422, { type: 'https://example.test/idempotency-key-is-being-reused', detail: 'Idempotency Key MUST not be reused across different payloads' });
+    const { fetch, calls } = scriptedFetch([mismatch, created()]);
+    const { client } = makeClient(fetch);
+    await expect(client.fetch(URL_ORDERS, orderInit())).rejects.toBeInstanceOf(IdempotencyConflictError);
+    expect(calls).toHaveLength(1);
+    const record = await client.get(SCOPE);
+    expect(record?.state).toBe('failed');
+    expect(record?.error?.code).toBe('IDEMPOTENCY_CONFLICT');
+    await expect(client.fetch(URL_ORDERS, orderInit())).rejects.toBeInstanceOf(IdempotencyConflictError);
+    expect(calls).toHaveLength(1);
+  });
+
+  it("once.classify returning 'terminal' for a 503: returned once, not retried", async () => {
+    const { fetch, calls } = scriptedFetch([json(503, { error: 'maintenance' }), created()]);
+    const seen: string[] = [];
+    const { client } = makeClient(fetch);
+    const res = await client.fetch(
+      URL_ORDERS,
+      orderInit({
+        ...SCOPE,
+        classify: ({ response, default: d }) => {
+          seen.push(`${response?.status}:${d.class}`);
+          return 'terminal';
+        },
+      }),
+    );
+    expect(res.status).toBe(503);
+    expect(calls).toHaveLength(1);
+    expect(seen).toEqual(['503:retryable']);
+    expect((await client.get(SCOPE))?.state).toBe('failed');
+  });
+
+  it('once.classify returning undefined keeps the default (503 retried)', async () => {
+    const { fetch, calls } = scriptedFetch([json(503, {}), created()]);
+    const { client } = makeClient(fetch);
+    const res = await client.fetch(URL_ORDERS, orderInit({ ...SCOPE, classify: () => undefined }));
+    expect(res.status).toBe(201);
+    expect(calls).toHaveLength(2);
+  });
+
+  it('a terminal record is replayed without calling fetch, marked with the oncefetch-replayed header', async () => {
+    const { fetch, calls } = scriptedFetch([created('o-1'), created('o-2')]);
+    const { client } = makeClient(fetch);
+    const first = await client.fetch(URL_ORDERS, orderInit());
+    expect(first.headers.get(REPLAYED_HEADER)).toBeNull();
+    expect(await first.json()).toEqual({ id: 'o-1' });
+    const again = await client.fetch(URL_ORDERS, orderInit());
+    expect(calls).toHaveLength(1);
+    expect(again.status).toBe(201);
+    expect(again.headers.get(REPLAYED_HEADER)).toBe('true');
+    expect(await again.json()).toEqual({ id: 'o-1' });
+  });
+
+  it('the same ref with a different payload, after completion: IdempotencyConflictError before any send', async () => {
+    const { fetch, calls } = scriptedFetch([created(), created()]);
+    const { client } = makeClient(fetch);
+    await client.fetch(URL_ORDERS, orderInit());
+    await expect(client.fetch(URL_ORDERS, orderInit(SCOPE, { qty: 2 }))).rejects.toBeInstanceOf(IdempotencyConflictError);
+    expect(calls).toHaveLength(1);
+  });
+});
+
+describe('what is stored', () => {
+  it('never stores Authorization, Cookie, Set-Cookie, a user-marked header or the query string', async () => {
+    const response = json(201, { id: 'o-1' }, { 'set-cookie': 'session=cookie-secret-42; HttpOnly', 'x-api-key': 'resp-secret-7', 'x-request-id': 'r-1' });
+    const { fetch, calls } = scriptedFetch([response]);
+    const { client } = makeClient(fetch, { sensitiveHeaders: ['X-Api-Key'] });
+    const res = await client.fetch(`${URL_ORDERS}?token=query-secret-9`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', Authorization: 'Bearer auth-secret-1', Cookie: 'sid=cookie-secret-2', 'X-Api-Key': 'req-secret-3' },
+      body: orderBody(),
+      once: SCOPE,
+    });
+    expect(res.status).toBe(201);
+    // the secrets did go on the wire...
+    expect(calls[0]?.headers.get('authorization')).toBe('Bearer auth-secret-1');
+    expect(calls[0]?.url).toContain('token=query-secret-9');
+    // ...but never into the record
+    const stored = JSON.stringify(await client.get(SCOPE));
+    expect(stored).toContain('x-request-id'); // safe headers are kept
+    for (const secret of ['auth-secret-1', 'cookie-secret-2', 'req-secret-3', 'cookie-secret-42', 'resp-secret-7', 'query-secret-9']) {
+      expect(stored).not.toContain(secret);
+    }
+  });
+});
+
+describe('inputs', () => {
+  it('once: false on a POST bypasses the store: plain fetch, no key, nothing recorded', async () => {
+    const { fetch, calls } = scriptedFetch([created('o-1'), created('o-2')]);
+    const { client, events } = makeClient(fetch);
+    const init = { method: 'POST', headers: { 'content-type': 'application/json' }, body: orderBody(), once: false } as const;
+    expect((await client.fetch(URL_ORDERS, init)).status).toBe(201);
+    expect((await client.fetch(URL_ORDERS, init)).status).toBe(201);
+    expect(calls).toHaveLength(2);
+    expect(keysOf(calls)).toEqual([null, null]);
+    expect(await client.store.list()).toHaveLength(0);
+    expect(events).toHaveLength(0);
+  });
+
+  it('a Request input with a body is sent as is and fingerprinted like the equivalent (url, init)', async () => {
+    const { fetch, calls } = scriptedFetch([created('o-1'), created('o-2')]);
+    const { client } = makeClient(fetch);
+    const request = new Request(URL_ORDERS, { method: 'POST', headers: { 'content-type': 'application/json' }, body: orderBody() });
+    const first = await client.fetch(request, { once: SCOPE });
+    expect(first.status).toBe(201);
+    expect(calls[0]?.method).toBe('POST');
+    expect(calls[0]?.body).toBe(orderBody());
+    expect(calls[0]?.headers.get('idempotency-key')).toMatch(/^[0-9a-f-]{36}$/);
+    // same scope, same content as (url, init): a replay, not a conflict
+    const again = await client.fetch(URL_ORDERS, orderInit());
+    expect(again.headers.get(REPLAYED_HEADER)).toBe('true');
+    expect(await again.json()).toEqual({ id: 'o-1' });
+    expect(calls).toHaveLength(1);
+    // and a Request with other content is a conflict
+    const other = new Request(URL_ORDERS, { method: 'POST', headers: { 'content-type': 'application/json' }, body: orderBody({ qty: 3 }) });
+    await expect(client.fetch(other, { once: SCOPE })).rejects.toBeInstanceOf(IdempotencyConflictError);
+    expect(calls).toHaveLength(1);
+  });
+
+  it('a concurrent in-process call with another payload and the same ref: IdempotencyConflictError without a second fetch', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let started!: () => void;
+    const firstSent = new Promise<void>((resolve) => {
+      started = resolve;
+    });
+    const { fetch, calls } = scriptedFetch([
+      async () => {
+        started();
+        await gate;
+        return created('o-1');
+      },
+      created('o-2'),
+    ]);
+    const { client } = makeClient(fetch);
+    const first = client.fetch(URL_ORDERS, orderInit());
+    await firstSent;
+    await expect(client.fetch(URL_ORDERS, orderInit(SCOPE, { qty: 5 }))).rejects.toBeInstanceOf(IdempotencyConflictError);
+    // an identical concurrent call joins the one in flight
+    const joined = client.fetch(URL_ORDERS, orderInit());
+    release();
+    expect((await first).status).toBe(201);
+    const shared = await joined;
+    expect(await shared.json()).toEqual({ id: 'o-1' });
+    expect(calls).toHaveLength(1);
+  });
+});
+
+describe('cancel', () => {
+  it('cancels a pending record left by RetriesExhausted; a later call gets OperationCancelledError and sends nothing', async () => {
+    const { fetch, calls } = scriptedFetch([json(503, {}), created()]);
+    const { client } = makeClient(fetch, { retry: { maxAttempts: 1 } });
+    await expect(client.fetch(URL_ORDERS, orderInit())).rejects.toBeInstanceOf(RetriesExhaustedError);
+    expect((await client.get(SCOPE))?.state).toBe('pending');
+    expect(await client.cancel(SCOPE)).toEqual({ outcome: 'cancelled', state: 'cancelled' });
+    expect((await client.get(SCOPE))?.state).toBe('cancelled');
+    const err = await client.fetch(URL_ORDERS, orderInit()).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OperationCancelledError);
+    expect(err).toMatchObject({ code: 'OPERATION_CANCELLED' });
+    expect(calls).toHaveLength(1);
+  });
+
+  it('reports not_found and too_late', async () => {
+    const { fetch } = scriptedFetch([created()]);
+    const { client } = makeClient(fetch);
+    expect(await client.cancel(SCOPE)).toEqual({ outcome: 'not_found', state: undefined });
+    await client.fetch(URL_ORDERS, orderInit());
+    expect(await client.cancel(SCOPE)).toEqual({ outcome: 'too_late', state: 'succeeded' });
+    expect((await client.get(SCOPE))?.state).toBe('succeeded');
+  });
+});
+
+describe('stats', () => {
+  it('counts attempts, ambiguous outcomes, lookups, replays and conflicts', async () => {
+    const { fetch, calls } = scriptedFetch([json(502, {}), created()]);
+    const lookup: LookupFn = async () => json(200, { id: 'o-found' });
+    const { client } = makeClient(fetch);
+    await client.fetch(URL_ORDERS, orderInit({ ...SCOPE, lookup }));
+    await client.fetch(URL_ORDERS, orderInit({ ...SCOPE, lookup }));
+    await client.fetch(URL_ORDERS, orderInit({ ...SCOPE, lookup }, { qty: 9 })).catch(() => undefined);
+    expect(calls).toHaveLength(1);
+    expect(client.stats()).toMatchObject({
+      operationsCreated: 1,
+      attempts: 1,
+      replays: 1,
+      conflicts: 1,
+      ambiguous: 1,
+      lookups: 1,
+      takeovers: 0,
+    });
+  });
+});
