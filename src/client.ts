@@ -16,6 +16,9 @@ import type { OperationRecord, Scope } from './operation/record.js';
 import type { OnceClientOptions } from './options.js';
 import { resolveOptions } from './options.js';
 import type { OnceStore } from './stores/contract.js';
+import { recover } from './reconcile/recover.js';
+import type { RecoverOptions, RecoveryReport } from './reconcile/recover.js';
+import { sleep } from './backoff/sleep.js';
 
 /** A scope, with the client's tenant when `tenant` is omitted. */
 export type ScopeInput = { action: string; ref: string; tenant?: string };
@@ -23,14 +26,21 @@ export type ScopeInput = { action: string; ref: string; tenant?: string };
 /** Result of {@link OnceClient.cancel}. */
 export interface CancelResult {
   /**
-   * - `cancelled`: nothing was sent and nothing will be;
-   * - `requested`: an attempt may be on the wire or its outcome is unknown: the
-   *   cancel is recorded and the outcome decides (delivery keeps its result);
-   * - `too_late`: the operation already ended (see `state`);
+   * - `cancelled`: nothing was delivered and nothing will be sent;
+   * - `delivered`: delivery won (or the operation had already ended): its result is kept;
+   * - `undecided`: the cancel is recorded, but an attempt's outcome is still unknown when the
+   *   wait ended; the next call or `recover()` settles it (a lookup decides which won);
    * - `not_found`: no such operation.
    */
-  outcome: 'cancelled' | 'requested' | 'too_late' | 'not_found';
+  outcome: 'cancelled' | 'delivered' | 'undecided' | 'not_found';
+  /** the record's state when the cancel returned */
   state: OperationRecord['state'] | undefined;
+}
+
+/** Options of {@link OnceClient.cancel}. */
+export interface CancelOptions {
+  /** how long to wait for an attempt on the wire to decide @default the client's inFlightWaitMs */
+  waitMs?: number;
 }
 
 /** A once-only client. Create it with `createClient`. */
@@ -43,8 +53,10 @@ export interface OnceClient {
   run<T>(spec: RunSpec<T>, effect: (ctx: RunContext) => Promise<T>): Promise<T>;
   /** the stored record of a scope */
   get(scope: ScopeInput): Promise<OperationRecord | undefined>;
-  /** records a cancel (DESIGN §8) */
-  cancel(scope: ScopeInput): Promise<CancelResult>;
+  /** records a cancel and reports whether cancellation or delivery won (DESIGN §8) */
+  cancel(scope: ScopeInput, options?: CancelOptions): Promise<CancelResult>;
+  /** reconciles every `in_flight`/`ambiguous` record whose lease expired, with the registered `lookups` */
+  recover(options?: RecoverOptions): Promise<RecoveryReport>;
   /** removes terminal records past their `expiresAt`; returns how many */
   purge(): Promise<number>;
   /** counters since the client was created */
@@ -72,7 +84,8 @@ export function createClientWith(options: OnceClientOptions, platform: PlatformD
     wrap: () => ((input: RequestInfo | URL, init?: RequestInit) => onceFetch(engine, input, init)) as typeof globalThis.fetch,
     run: (spec, effect) => onceRun(engine, spec, effect),
     get: (scope) => opts.store.get(recordId(toScope(scope))),
-    cancel: (scope) => cancel(opts.store, recordId(toScope(scope)), opts.now, opts.owner),
+    cancel: (scope, o) => cancel(engine, recordId(toScope(scope)), o?.waitMs ?? opts.inFlightWaitMs),
+    recover: (o) => recover(engine, o),
     purge: () => opts.store.purge(opts.now()),
     stats: () => ({ ...engine.stats }),
     close: () => opts.store.close(),
@@ -80,16 +93,31 @@ export function createClientWith(options: OnceClientOptions, platform: PlatformD
   return client;
 }
 
-async function cancel(store: OnceStore, id: string, now: () => number, owner: string): Promise<CancelResult> {
-  for (let i = 0; i < 16; i++) {
+async function cancel(engine: Engine, id: string, waitMs: number): Promise<CancelResult> {
+  const { store, now, owner } = engine.opts;
+  let requested = false;
+  const startedAt = now();
+  let intervalMs = 25;
+  for (let i = 0; ; i++) {
     const record = await store.get(id);
     if (record === undefined) return { outcome: 'not_found', state: undefined };
-    if (isTerminal(record.state)) {
-      return { outcome: record.state === 'cancelled' ? 'cancelled' : 'too_late', state: record.state };
+    if (isTerminal(record.state)) return { outcome: record.state === 'cancelled' ? 'cancelled' : 'delivered', state: record.state };
+    if (!requested) {
+      // Recorded by compare-and-set: ordered against the owner's writes.
+      const next = applyEvent(record, { type: 'cancel' }, now(), owner);
+      const res = await store.compareAndSet(id, record.generation, next);
+      if (!res.ok) {
+        if (i > 16) throw new StoreError(`${store.name}: record ${id} kept changing while cancelling`);
+        continue;
+      }
+      requested = true;
+      if (isTerminal(next.state)) return { outcome: 'cancelled', state: next.state };
+      continue;
     }
-    const next = applyEvent(record, { type: 'cancel' }, now(), owner);
-    const res = await store.compareAndSet(id, record.generation, next);
-    if (res.ok) return { outcome: next.state === 'cancelled' ? 'cancelled' : 'requested', state: next.state };
+    // Nobody is working on it (the call stopped ambiguous): the next call or recover() decides.
+    const ownerless = record.lease === null || record.lease.expiresAt <= now();
+    if (ownerless || now() - startedAt >= waitMs) return { outcome: 'undecided', state: record.state };
+    await sleep(Math.min(intervalMs, Math.max(1, waitMs - (now() - startedAt))));
+    intervalMs = Math.min(intervalMs * 2, 500);
   }
-  throw new StoreError(`${store.name}: record ${id} kept changing while cancelling`);
 }

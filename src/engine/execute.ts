@@ -15,6 +15,7 @@ import {
   DeadlineExceededError,
   IdempotencyConflictError,
   OperationCancelledError,
+  OperationFailedError,
   RetriesExhaustedError,
   isOnceError,
 } from '../errors.js';
@@ -58,6 +59,8 @@ export interface OperationSpec {
   send(ctx: AttemptContext): Promise<AttemptOutcome>;
   lookup: SnapshotLookup | undefined;
   signal: AbortSignal | undefined;
+  /** once aborted, the operation is cancelled at the next decision point (DESIGN §8) */
+  cancelSignal?: AbortSignal | undefined;
 }
 
 /** A finished call. */
@@ -161,7 +164,11 @@ export class Engine {
     if (record.error?.code === 'IDEMPOTENCY_CONFLICT') {
       throw new IdempotencyConflictError(`${record.error.message} (operation ${scope.tenant}/${scope.action}/${scope.ref})`, { scope });
     }
-    if (record.result === null) throw new Error(`oncefetch bug: terminal record ${record.id} without a result`);
+    if (record.result === null) {
+      // A terminal outcome without a response (a thrown error classified terminal).
+      if (!replayed && live instanceof Error) throw live;
+      throw new OperationFailedError(`operation ${scope.tenant}/${scope.action}/${scope.ref} failed earlier: ${record.error?.message ?? 'no result stored'}`, { scope });
+    }
     return { record, snapshot: record.result, replayed, live: replayed ? undefined : live };
   }
 
@@ -256,6 +263,10 @@ export class Engine {
     for (;;) {
       const rec = owned.rec;
       if (isTerminal(rec.state)) return { record: rec, live: undefined };
+      if (spec.cancelSignal?.aborted === true && rec.cancelRequestedAt === null) {
+        await owned.commit({ type: 'cancel' });
+        continue;
+      }
       if (rec.state === 'ambiguous') {
         await this.reconcileOwned(owned, spec, deadline);
         continue;
@@ -291,8 +302,12 @@ export class Engine {
       }
       return { record, live: outcome.live };
     }
+    // The caller (or the deadline) gave up while the attempt was out: the outcome is recorded, the reason wins.
+    deadline.signal.throwIfAborted();
     // An ambiguous outcome that no retry could settle: reconcile now rather than after a pointless wait.
-    if (c.class === 'ambiguous' && (n >= this.opts.retry.maxAttempts || (spec.lookup === undefined && !this.opts.providerDedupes))) {
+    // (With providerDedupes and no lookup there is nothing to learn now: the record stays ambiguous for the next call.)
+    const lastAttempt = n >= this.opts.retry.maxAttempts;
+    if (c.class === 'ambiguous' && (spec.lookup === undefined ? !this.opts.providerDedupes : lastAttempt)) {
       await this.reconcileOwned(owned, spec, deadline);
       if (isTerminal(owned.rec.state)) return { record: owned.rec, live: undefined };
     }

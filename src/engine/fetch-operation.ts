@@ -11,6 +11,7 @@ import { captureBody } from '../operation/body.js';
 import { fingerprintRequest, normaliseUrl } from '../operation/fingerprint.js';
 import type { Scope } from '../operation/record.js';
 import { buildResponse, responseSnapshot } from '../operation/snapshot.js';
+import type { LiveBody } from '../operation/snapshot.js';
 import type { ResolvedOptions } from '../options.js';
 import type { LookupFn, SnapshotLookup } from '../reconcile/lookup.js';
 import type { AttemptContext, AttemptOutcome, Engine, OperationSpec } from './execute.js';
@@ -34,6 +35,12 @@ export interface OnceOptions {
   lookup?: LookupFn;
   /** override the default classification per call */
   classify?: ClassifyOverride;
+  /**
+   * Aborting it cancels the operation (like `client.cancel`): before any send it ends
+   * `cancelled` and the call rejects with `OperationCancelledError`; an attempt already on
+   * the wire is not torn down — if it delivers, the call returns its response.
+   */
+  signal?: AbortSignal;
 }
 
 /** `RequestInit` plus `once`: an options object, `true` for defaults, or `false` to bypass oncefetch. */
@@ -108,12 +115,12 @@ export async function onceFetch(engine: Engine, input: RequestInfo | URL, init?:
     callerKey: unquote(callerKey),
     request: { method: req.method, url: storedUrl(req.url) },
     signal: req.signal,
+    cancelSignal: onceOptions.signal,
     lookup: lookupFn === undefined ? undefined : responseLookup(lookupFn, opts),
     send: (ctx) => sendAttempt(opts, req, captured.bytes, onceOptions.classify, ctx),
   };
   const result = await engine.execute(spec);
-  const live = result.live instanceof Uint8Array ? result.live : undefined;
-  return buildResponse(result.snapshot, live, result.replayed);
+  return buildResponse(result.snapshot, result.live as LiveBody | undefined, result.replayed);
 }
 
 function unquote(key: string | undefined): string | undefined {
@@ -160,7 +167,8 @@ async function sendAttempt(
   const bodyText = needsBody(response.status) ? new TextDecoder().decode(bytes.subarray(0, 4096)) : undefined;
   const computed = classifyResponse({ status: response.status, headers: response.headers, bodyText }, opts.now());
   const snapshot = responseSnapshot(response, bytes, 'attempt', opts.sensitiveHeaders, opts.maxStoredBodyBytes);
+  const live: LiveBody = { bytes, headers: response.headers };
   const classification =
-    override === undefined ? computed : applyOverride(override, { response: buildResponse(snapshot, bytes, false) }, computed);
-  return { classification, snapshot, live: bytes };
+    override === undefined ? computed : applyOverride(override, { response: buildResponse(snapshot, live, false) }, computed);
+  return { classification, snapshot, live };
 }

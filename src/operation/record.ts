@@ -307,6 +307,8 @@ export function applyEvent(record: OperationRecord, event: RecordEvent, now: num
       if (event.result !== null) next.result = event.result;
       if (event.class === 'conflict') {
         next.error = { code: 'IDEMPOTENCY_CONFLICT', message: `provider reported key reuse: ${event.reason}` };
+      } else if (event.class === 'terminal' && event.result === null) {
+        next.error = { code: 'OPERATION_FAILED', message: event.reason };
       }
       break;
     }

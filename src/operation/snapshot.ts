@@ -57,9 +57,18 @@ export function valueSnapshot(json: string, status: number, source: ResultSnapsh
 
 const NULL_BODY_STATUS = new Set([101, 103, 204, 205, 304]);
 
-/** A `Response` built from bytes: the live body, or a stored snapshot's. */
-export function buildResponse(snapshot: ResultSnapshot, body: Uint8Array | undefined, replayed: boolean): Response {
-  const headers = new Headers(snapshot.headers);
+/** The live result of one attempt: the body read whole and the headers as received (secrets included). */
+export interface LiveBody {
+  bytes: Uint8Array;
+  headers: Headers;
+}
+
+/**
+ * A `Response` for the caller: from this call's live body and headers, or from
+ * a stored snapshot (a replay, marked with {@link REPLAYED_HEADER}).
+ */
+export function buildResponse(snapshot: ResultSnapshot, live: LiveBody | undefined, replayed: boolean): Response {
+  const headers = new Headers(live?.headers ?? snapshot.headers);
   // The body we hand back is already decoded and complete (or capped); stale framing headers would lie.
   headers.delete('content-encoding');
   headers.delete('content-length');
@@ -69,7 +78,7 @@ export function buildResponse(snapshot: ResultSnapshot, body: Uint8Array | undef
     if (snapshot.bodyTruncated) headers.set(TRUNCATED_HEADER, 'true');
   }
   // Response copies the bytes it is given, so one live body can serve several callers.
-  const bytes = (body ?? fromBase64(snapshot.body)) as Uint8Array<ArrayBuffer>;
+  const bytes = (live?.bytes ?? fromBase64(snapshot.body)) as Uint8Array<ArrayBuffer>;
   const init: ResponseInit = { status: snapshot.status, statusText: snapshot.statusText, headers };
   return new Response(NULL_BODY_STATUS.has(snapshot.status) ? null : bytes, init);
 }

@@ -377,12 +377,12 @@ describe('cancel', () => {
     expect(calls).toHaveLength(1);
   });
 
-  it('reports not_found and too_late', async () => {
+  it('reports not_found, and delivered for an operation that already ended', async () => {
     const { fetch } = scriptedFetch([created()]);
     const { client } = makeClient(fetch);
     expect(await client.cancel(SCOPE)).toEqual({ outcome: 'not_found', state: undefined });
     await client.fetch(URL_ORDERS, orderInit());
-    expect(await client.cancel(SCOPE)).toEqual({ outcome: 'too_late', state: 'succeeded' });
+    expect(await client.cancel(SCOPE)).toEqual({ outcome: 'delivered', state: 'succeeded' });
     expect((await client.get(SCOPE))?.state).toBe('succeeded');
   });
 });

@@ -1,0 +1,84 @@
+/**
+ * `client.recover()`: after a restart, settle every operation left
+ * `in_flight` or `ambiguous` under an expired lease, without the original
+ * caller, using the lookups registered per action.
+ *
+ * @module
+ */
+import { LeaseLostError, OwnedRecord } from '../engine/owned.js';
+import type { Engine } from '../engine/execute.js';
+import { responseLookup } from '../engine/fetch-operation.js';
+import { applyEvent } from '../operation/record.js';
+import type { OperationRecord, Scope } from '../operation/record.js';
+import { reconcile } from './lookup.js';
+
+/** What `client.recover()` did, per operation scope. */
+export interface RecoveryReport {
+  /** settled as succeeded by a lookup */
+  resolved: Scope[];
+  /** the lookup says it never happened: back to `pending`, to be re-sent by its caller with the same ref and key */
+  absent: Scope[];
+  /** no lookup, or the lookup could not tell: still `ambiguous` */
+  stillAmbiguous: Scope[];
+  /** re-sent by recover itself; always empty, since request bodies are not stored */
+  resent: Scope[];
+  /** operations that could not be examined, with the reason */
+  errors: { scope: Scope; message: string }[];
+}
+
+/** Options of `client.recover()`. */
+export interface RecoverOptions {
+  /** at most this many records per call @default 100 */
+  limit?: number;
+  /** abort the recovery */
+  signal?: AbortSignal;
+}
+
+function scopeOf(r: OperationRecord): Scope {
+  return { tenant: r.tenant, action: r.action, ref: r.ref };
+}
+
+/** Reconciles stale `in_flight`/`ambiguous` records. */
+export async function recover(engine: Engine, options: RecoverOptions = {}): Promise<RecoveryReport> {
+  const { store, owner, now, leaseMs, lookups } = engine.opts;
+  const report: RecoveryReport = { resolved: [], absent: [], stillAmbiguous: [], resent: [], errors: [] };
+  const stale = await store.list({ states: ['in_flight', 'ambiguous'], leaseExpiredBefore: now(), limit: options.limit ?? 100 });
+  const signal = options.signal ?? new AbortController().signal;
+  for (const found of stale) {
+    signal.throwIfAborted();
+    const scope = scopeOf(found);
+    try {
+      // Take the lease (in_flight becomes ambiguous: the old owner may have sent).
+      const taken = applyEvent(found, { type: 'acquire', owner, leaseExpiresAt: now() + leaseMs }, now(), owner);
+      const cas = await store.compareAndSet(found.id, found.generation, taken);
+      if (!cas.ok) continue; // someone else is on it
+      const owned = new OwnedRecord(taken, store, owner, now);
+      const lookupFn = lookups[found.action];
+      const outcome = await reconcile(lookupFn === undefined ? undefined : responseLookup(lookupFn, engine.opts), {
+        scope,
+        key: taken.key,
+        record: taken,
+        signal,
+      });
+      if (outcome.kind !== 'none') engine.stats.lookups++;
+      engine.emit({ type: 'lookup', scope, at: now(), outcome: outcome.kind });
+      if (outcome.kind === 'found') {
+        await owned.commit({ type: 'lookup_found', result: outcome.snapshot, detail: `recover: ${outcome.detail}` });
+        report.resolved.push(scope);
+      } else if (outcome.kind === 'absent') {
+        await owned.commit({ type: 'lookup_absent', detail: `recover: ${outcome.detail}` });
+        await owned.commit({ type: 'release' });
+        report.absent.push(scope);
+      } else {
+        if (outcome.kind === 'unknown') await owned.commit({ type: 'lookup_unknown', detail: `recover: ${outcome.detail}` });
+        await owned.commit({ type: 'release' });
+        report.stillAmbiguous.push(scope);
+      }
+    } catch (error) {
+      if (signal.aborted) throw signal.reason;
+      const message = error instanceof LeaseLostError ? 'taken by another owner meanwhile' : error instanceof Error ? error.message : String(error);
+      report.errors.push({ scope, message });
+    }
+  }
+  return report;
+}

@@ -1,0 +1,168 @@
+/**
+ * Cancellation racing delivery, recovery after a call gave up, retention and
+ * tenant isolation — against the real provider on a real SQLite file, effects
+ * counted at the provider.
+ */
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { AmbiguousOutcomeError, OperationCancelledError, RetriesExhaustedError } from '../../src/index.js';
+import type { OnceClient, OnceClientOptions } from '../../src/index.js';
+import { startProvider } from '../../src/testing/provider.js';
+import type { Provider } from '../../src/testing/provider.js';
+import { lookupByRef, orderInit, sqliteClient, tempDir } from '../helpers/setup.js';
+
+let provider: Provider;
+let tmp: ReturnType<typeof tempDir>;
+const open: OnceClient[] = [];
+
+function client(options: OnceClientOptions = {}): OnceClient {
+  const { client: c } = sqliteClient(join(tmp.dir, 'once.db'), { ...options, retry: { baseDelayMs: 5, maxDelayMs: 20, budget: false, ...options.retry } });
+  open.push(c);
+  return c;
+}
+
+function post(c: OnceClient, ref: string, extra: Record<string, unknown> = {}) {
+  return c.fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: 'create-order', ref, ...extra } });
+}
+
+beforeEach(async () => {
+  tmp = tempDir();
+  provider = await startProvider();
+});
+
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((c) => c.close()));
+  await provider.close();
+  tmp.cleanup();
+});
+
+describe('cancellation', () => {
+  it('cancels an operation that was never delivered; later calls send nothing', async () => {
+    provider.fault({ kind: 'status_before_commit', status: 503 });
+    const a = client({ retry: { maxAttempts: 1 } });
+    await expect(post(a, 'C-1')).rejects.toBeInstanceOf(RetriesExhaustedError);
+    const result = await client().cancel({ action: 'create-order', ref: 'C-1' });
+    expect(result).toEqual({ outcome: 'cancelled', state: 'cancelled' });
+    await expect(post(a, 'C-1')).rejects.toBeInstanceOf(OperationCancelledError);
+    expect(provider.requests).toHaveLength(1);
+    expect(provider.effects).toBe(0);
+  });
+
+  it('once.signal aborted before the call: cancelled, nothing sent', async () => {
+    const c = client();
+    await expect(post(c, 'C-2', { signal: AbortSignal.abort() })).rejects.toBeInstanceOf(OperationCancelledError);
+    expect(provider.requests).toHaveLength(0);
+    expect((await c.get({ action: 'create-order', ref: 'C-2' }))?.state).toBe('cancelled');
+  });
+
+  it('a cancel racing a delivery: every outcome is "cancelled, 0 effects" or "delivered, 1 effect"', async () => {
+    const seen = { cancelled: 0, delivered: 0 };
+    for (let i = 0; i < 30; i++) {
+      const ref = `R-${i}`;
+      // Even rounds: a 503 first, so the cancel can land in the retry window.
+      if (i % 2 === 0) provider.fault({ kind: 'status_before_commit', status: 503, headers: { 'retry-after-ms': '80' }, match: { ref } });
+      const owner = client();
+      const canceller = client();
+      const call = post(owner, ref).then(
+        (res) => ({ delivered: true as const, status: res.status }),
+        (err: unknown) => ({ delivered: false as const, err }),
+      );
+      // Cancel an operation that exists (a cancel of an unknown scope is 'not_found' and changes nothing).
+      while ((await canceller.get({ action: 'create-order', ref })) === undefined) await new Promise((r) => setTimeout(r, 1));
+      await new Promise((r) => setTimeout(r, Math.floor(Math.random() * 60)));
+      const cancel = await canceller.cancel({ action: 'create-order', ref }, { waitMs: 5000 });
+      const outcome = await call;
+      if (cancel.outcome === 'cancelled') {
+        seen.cancelled++;
+        expect(provider.effectsFor(ref)).toBe(0);
+        expect(outcome.delivered).toBe(false);
+        if (!outcome.delivered) expect(outcome.err).toBeInstanceOf(OperationCancelledError);
+      } else {
+        expect(cancel.outcome).toBe('delivered');
+        seen.delivered++;
+        expect(provider.effectsFor(ref)).toBe(1);
+        expect(outcome).toEqual({ delivered: true, status: 201 });
+      }
+    }
+    console.log(`cancel race over 30 rounds: ${seen.cancelled} cancelled (0 effects each), ${seen.delivered} delivered (1 effect each)`);
+    expect(seen.cancelled + seen.delivered).toBe(30);
+    expect(seen.cancelled).toBeGreaterThan(0);
+    expect(seen.delivered).toBeGreaterThan(0);
+  });
+});
+
+describe('recover()', () => {
+  it('settles an ambiguous operation by lookup after the caller gave up, and the next call replays it', async () => {
+    provider.fault({ kind: 'delay_after_commit', delayMs: 400 });
+    const a = client({ retry: { attemptTimeoutMs: 100 } });
+    await expect(post(a, 'V-1')).rejects.toBeInstanceOf(AmbiguousOutcomeError);
+    expect((await a.get({ action: 'create-order', ref: 'V-1' }))?.state).toBe('ambiguous');
+    const b = client({ lookups: { 'create-order': lookupByRef(provider.url) } });
+    const report = await b.recover();
+    expect(report.resolved).toEqual([{ tenant: 'default', action: 'create-order', ref: 'V-1' }]);
+    expect(report.stillAmbiguous).toEqual([]);
+    const again = await post(b, 'V-1');
+    expect(((await again.json()) as { id: string }).id).toBe(provider.orders[0]?.id);
+    expect(provider.requests).toHaveLength(1);
+    expect(provider.effects).toBe(1);
+  });
+
+  it('marks an absent operation pending so its caller resends it once, with the same key', async () => {
+    provider.fault({ kind: 'reset_before_commit' });
+    const a = client();
+    await expect(post(a, 'V-2')).rejects.toBeInstanceOf(AmbiguousOutcomeError);
+    const b = client({ lookups: { 'create-order': lookupByRef(provider.url) } });
+    const report = await b.recover();
+    expect(report.absent).toHaveLength(1);
+    expect((await b.get({ action: 'create-order', ref: 'V-2' }))?.state).toBe('pending');
+    expect((await post(b, 'V-2')).status).toBe(201);
+    expect(provider.effects).toBe(1);
+    expect(provider.requests.map((r) => r.key)).toEqual([provider.requests[0]?.key, provider.requests[0]?.key]);
+  });
+
+  it('leaves an operation ambiguous when no lookup is registered', async () => {
+    provider.fault({ kind: 'error_after_commit' });
+    const a = client();
+    await expect(post(a, 'V-3')).rejects.toBeInstanceOf(AmbiguousOutcomeError);
+    const report = await client().recover();
+    expect(report.stillAmbiguous).toHaveLength(1);
+    expect(provider.requests).toHaveLength(1);
+  });
+});
+
+describe('retention and tenants', () => {
+  it('purge removes only terminal records past retentionMs', async () => {
+    let now = Date.now();
+    const c = client({ retentionMs: 1000, now: () => now });
+    await post(c, 'P-1');
+    provider.fault({ kind: 'status_before_commit', status: 503 });
+    expect((await post(c, 'P-2')).status).toBe(201);
+    provider.fault({ kind: 'error_after_commit' });
+    await expect(post(c, 'P-3')).rejects.toBeInstanceOf(AmbiguousOutcomeError);
+    now += 2000;
+    expect(await c.purge()).toBe(2);
+    expect(await c.get({ action: 'create-order', ref: 'P-1' })).toBeUndefined();
+    expect((await c.get({ action: 'create-order', ref: 'P-3' }))?.state).toBe('ambiguous');
+  });
+
+  it('does not resend blindly once the key is older than the provider retention', async () => {
+    let now = Date.now();
+    provider.fault({ kind: 'error_after_commit' });
+    const c = client({ providerDedupes: true, providerRetentionMs: 10_000, now: () => now, retry: { maxAttempts: 1 } });
+    await expect(post(c, 'K-1')).rejects.toBeInstanceOf(AmbiguousOutcomeError);
+    now += 9_500;
+    const err = await post(c, 'K-1').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(AmbiguousOutcomeError);
+    expect((err as Error).message).toMatch(/older than the provider retention/);
+    expect(provider.requests).toHaveLength(1);
+  });
+
+  it('the same ref under two tenants is two operations, with no replay across them', async () => {
+    const c = client();
+    const a = await post(c, 'T-1', { tenant: 'alpha' });
+    const b = await post(c, 'T-1', { tenant: 'beta' });
+    expect(b.headers.get('oncefetch-replayed')).toBeNull();
+    expect(((await a.json()) as { id: string }).id).not.toBe(((await b.json()) as { id: string }).id);
+    expect(provider.effects).toBe(2);
+  });
+});
