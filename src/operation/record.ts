@@ -255,6 +255,10 @@ function targetState(record: OperationRecord, event: RecordEvent): OperationStat
 export function applyEvent(record: OperationRecord, event: RecordEvent, now: number, owner: string): OperationRecord {
   const to = targetState(record, event);
   if (!NEXT[record.state].includes(to)) throw new IllegalTransitionError(record.state, to, event.type);
+  // A send starts only from `pending` (never a second attempt while one may be on the wire),
+  // and only an open attempt can finish.
+  if (event.type === 'attempt_started' && record.state !== 'pending') throw new IllegalTransitionError(record.state, to, event.type);
+  if (event.type === 'attempt_finished' && record.state !== 'in_flight') throw new IllegalTransitionError(record.state, to, event.type);
   const next: OperationRecord = {
     ...record,
     state: to,

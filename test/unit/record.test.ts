@@ -1,0 +1,116 @@
+import { describe, expect, it } from 'vitest';
+import { isOnceError } from '../../src/errors.js';
+import { IllegalTransitionError, applyEvent, newRecord, parseRecord } from '../../src/operation/record.js';
+import type { OperationRecord, OperationState, RecordEvent } from '../../src/operation/record.js';
+
+const T0 = 1_700_000_000_000;
+const snapshot = { kind: 'response' as const, source: 'attempt' as const, status: 201, statusText: 'Created', headers: [], body: '', bodyTruncated: false };
+
+function fresh(): OperationRecord {
+  return newRecord({
+    scope: { tenant: 't', action: 'a', ref: 'r' },
+    key: 'k-1',
+    keySource: 'minted',
+    fingerprint: 'f'.repeat(64),
+    request: { method: 'POST', url: 'http://127.0.0.1/orders' },
+    owner: 'o1',
+    now: T0,
+    leaseMs: 1000,
+    retentionMs: 60_000,
+  });
+}
+
+const started: RecordEvent = { type: 'attempt_started', attemptId: 'a1' };
+const finished = (cls: 'success' | 'terminal' | 'not_sent' | 'retryable' | 'ambiguous' | 'conflict'): RecordEvent => ({
+  type: 'attempt_finished',
+  class: cls,
+  status: cls === 'success' ? 201 : null,
+  reason: cls,
+  result: cls === 'success' || cls === 'terminal' ? snapshot : null,
+});
+
+function drive(events: RecordEvent[]): OperationRecord {
+  return events.reduce((rec, e, i) => applyEvent(rec, e, T0 + i + 1, 'o1'), fresh());
+}
+
+describe('state machine', () => {
+  it.each<[string, RecordEvent[], OperationState]>([
+    ['send', [started], 'in_flight'],
+    ['2xx', [started, finished('success')], 'succeeded'],
+    ['terminal 4xx', [started, finished('terminal')], 'failed'],
+    ['provider conflict', [started, finished('conflict')], 'failed'],
+    ['not sent', [started, finished('not_sent')], 'pending'],
+    ['retryable', [started, finished('retryable')], 'pending'],
+    ['ambiguous', [started, finished('ambiguous')], 'ambiguous'],
+    ['lookup found', [started, finished('ambiguous'), { type: 'lookup_found', result: snapshot, detail: 'x' }], 'succeeded'],
+    ['lookup absent', [started, finished('ambiguous'), { type: 'lookup_absent', detail: 'x' }], 'pending'],
+    ['lookup unknown', [started, finished('ambiguous'), { type: 'lookup_unknown', detail: 'x' }], 'ambiguous'],
+    ['cancel before send', [{ type: 'cancel' }], 'cancelled'],
+    ['cancel on the wire is only recorded', [started, { type: 'cancel' }], 'in_flight'],
+    ['cancel then absent', [started, { type: 'cancel' }, finished('ambiguous'), { type: 'lookup_absent', detail: 'x' }], 'cancelled'],
+    ['cancel then delivery: delivery wins', [started, { type: 'cancel' }, finished('success')], 'succeeded'],
+    ['takeover of in_flight', [started, { type: 'acquire', owner: 'o2', leaseExpiresAt: T0 + 5000 }], 'ambiguous'],
+  ])('%s → %s', (_name, events, state) => {
+    expect(drive(events).state).toBe(state);
+  });
+
+  it.each<[string, RecordEvent[]]>([
+    ['a second send while one is on the wire', [started, started]],
+    ['a send from ambiguous without reconciliation', [started, finished('ambiguous'), started]],
+    ['finishing an attempt that never started', [finished('success')]],
+    ['anything moving a terminal record', [started, finished('success'), started]],
+    ['lookup result on a pending record', [{ type: 'lookup_found', result: snapshot, detail: 'x' }]],
+  ])('rejects %s', (_name, events) => {
+    expect(() => drive(events)).toThrow(IllegalTransitionError);
+  });
+
+  it('bumps the generation on every write and never changes the key', () => {
+    const rec = drive([started, finished('retryable'), started, finished('success')]);
+    expect(rec.generation).toBe(5);
+    expect(rec.key).toBe('k-1');
+    expect(rec.attempts.map((a) => [a.number, a.class])).toEqual([
+      [1, 'retryable'],
+      [2, 'success'],
+    ]);
+  });
+
+  it('keeps the takeover as evidence and hands the lease to the new owner', () => {
+    const rec = drive([started, { type: 'acquire', owner: 'o2', leaseExpiresAt: T0 + 5000 }]);
+    expect(rec.lease).toEqual({ owner: 'o2', expiresAt: T0 + 5000 });
+    expect(rec.evidence.map((e) => e.kind)).toEqual(['takeover']);
+  });
+
+  it('releases the lease on terminal states and when a call stops', () => {
+    expect(drive([started, finished('success')]).lease).toBeNull();
+    expect(drive([started, finished('retryable'), { type: 'stopped', code: 'RETRIES_EXHAUSTED', message: 'm' }]).lease).toBeNull();
+  });
+
+  it('does not mutate its input', () => {
+    const rec = fresh();
+    const copy = structuredClone(rec);
+    applyEvent(rec, started, T0 + 1, 'o1');
+    expect(rec).toEqual(copy);
+  });
+});
+
+describe('parseRecord', () => {
+  it('round-trips a valid record', () => {
+    const rec = drive([started, finished('success')]);
+    expect(parseRecord(JSON.stringify(rec), 'test')).toEqual(rec);
+  });
+
+  it.each([
+    ['malformed JSON', '{"schemaVersion":1,'],
+    ['a foreign object', JSON.stringify({ hello: 'world' })],
+    ['a newer schema', JSON.stringify({ ...fresh(), schemaVersion: 2 })],
+    ['an unknown state', JSON.stringify({ ...fresh(), state: 'done' })],
+  ])('rejects %s as a StoreError, never as absent', (_name, raw) => {
+    let caught: unknown;
+    try {
+      parseRecord(raw, 'test');
+    } catch (e) {
+      caught = e;
+    }
+    expect(isOnceError(caught) && caught.code).toBe('STORE_ERROR');
+  });
+});
