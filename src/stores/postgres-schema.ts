@@ -1,0 +1,171 @@
+/**
+ * The PostgreSQL store's tables, its idempotent migration and its error
+ * wording. Kept apart from `postgres.ts` so that file holds the store
+ * contract and this one holds what is PostgreSQL-specific.
+ *
+ * @internal
+ * @module
+ */
+import { StoreError, isOnceError } from '../errors.js';
+import { TERMINAL_STATES } from '../operation/record.js';
+
+/** Version of the table layout, kept in the `<table>_meta` table. */
+export const PG_SCHEMA_VERSION = 1;
+
+/** Literal list of the terminal states, as the purge index and purge query spell it. */
+export const TERMINAL_SQL = TERMINAL_STATES.map((state) => `'${state}'`).join(', ');
+
+/** A query result as the store reads it; `pg.QueryResult` has this shape. */
+export interface PostgresQueryResult {
+  rows: unknown[];
+  rowCount: number | null;
+}
+
+/** The part of a `pg.PoolClient` the store uses. */
+export interface PostgresPoolClient {
+  query(text: string, values?: unknown[]): Promise<PostgresQueryResult>;
+  release(destroy?: boolean | Error): void;
+}
+
+/**
+ * The part of a `pg.Pool` the store uses. A `pg.Pool` satisfies it; so does
+ * any pool with the same two methods.
+ */
+export interface PostgresPool {
+  query(text: string, values?: unknown[]): Promise<PostgresQueryResult>;
+  connect(): Promise<PostgresPoolClient>;
+}
+
+/** Quoted, schema-qualified names of everything the store creates. */
+export interface Names {
+  schema: string;
+  table: string;
+  /** `"schema"."table"` */
+  records: string;
+  /** `"schema"."table_meta"` */
+  meta: string;
+  recoveryIndex: string;
+  purgeIndex: string;
+}
+
+/** Quotes an identifier already checked against `IDENTIFIER`, so it can be a reserved word. */
+const quote = (identifier: string): string => `"${identifier}"`;
+
+/** Builds the quoted names for `schema` and `table`. */
+export function names(schema: string, table: string): Names {
+  return {
+    schema,
+    table,
+    records: `${quote(schema)}.${quote(table)}`,
+    meta: `${quote(schema)}.${quote(`${table}_meta`)}`,
+    recoveryIndex: quote(`${table}_recovery`),
+    purgeIndex: quote(`${table}_purge`),
+  };
+}
+
+function schemaStatements(n: Names): string[] {
+  return [
+    `CREATE TABLE IF NOT EXISTS ${n.meta} (key text PRIMARY KEY, value text NOT NULL)`,
+    // id COLLATE "C": byte order, the same as SQLite's, for list()'s tie-break and a cheaper primary key.
+    // data is text, not jsonb: jsonb refuses \u0000 inside strings, which a ref or a header may hold.
+    `CREATE TABLE IF NOT EXISTS ${n.records} (
+       id text COLLATE "C" PRIMARY KEY,
+       generation bigint NOT NULL,
+       state text NOT NULL,
+       tenant text NOT NULL,
+       lease_expires_at bigint,
+       expires_at bigint NOT NULL,
+       updated_at bigint NOT NULL,
+       data text NOT NULL
+     )`,
+    `CREATE INDEX IF NOT EXISTS ${n.recoveryIndex} ON ${n.records} (state, lease_expires_at)`,
+    `CREATE INDEX IF NOT EXISTS ${n.purgeIndex} ON ${n.records} (expires_at) WHERE state IN (${TERMINAL_SQL})`,
+    `INSERT INTO ${n.meta} (key, value) VALUES ('schema_version', '${PG_SCHEMA_VERSION}') ON CONFLICT (key) DO NOTHING`,
+  ];
+}
+
+async function readVersion(db: PostgresPool | PostgresPoolClient, n: Names): Promise<string | undefined> {
+  const found = await db.query('SELECT to_regclass($1) IS NOT NULL AS present', [n.meta]);
+  if ((found.rows[0] as { present?: boolean } | undefined)?.present !== true) return undefined;
+  const row = await db.query(`SELECT value FROM ${n.meta} WHERE key = 'schema_version'`);
+  return (row.rows[0] as { value?: string } | undefined)?.value;
+}
+
+/**
+ * Creates schema, tables and indexes when they are missing, then checks the
+ * schema version. Nothing is created when the version row is already there,
+ * so a role without CREATE rights works on tables made by someone else.
+ * Several processes opening a fresh database at once serialise on an
+ * advisory lock: concurrent `CREATE TABLE IF NOT EXISTS` can otherwise fail.
+ */
+export async function migrate(pool: PostgresPool, n: Names, name: string): Promise<void> {
+  let version = await readVersion(pool, n);
+  if (version === undefined) {
+    const client = await pool.connect();
+    let broken: Error | undefined;
+    try {
+      await client.query('BEGIN');
+      try {
+        await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`oncefetch:${n.schema}.${n.table}`]);
+        // CREATE SCHEMA checks the CREATE right even with IF NOT EXISTS: skip it when the schema exists.
+        const schema = await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [n.schema]);
+        if (schema.rows.length === 0) await client.query(`CREATE SCHEMA IF NOT EXISTS ${quote(n.schema)}`);
+        for (const statement of schemaStatements(n)) await client.query(statement);
+        await client.query('COMMIT');
+      } catch (cause) {
+        await client.query('ROLLBACK').catch((e: unknown) => {
+          broken = e instanceof Error ? e : new Error(String(e));
+        });
+        throw cause;
+      }
+    } finally {
+      client.release(broken);
+    }
+    version = await readVersion(pool, n);
+  }
+  if (version === String(PG_SCHEMA_VERSION)) return;
+  const v = Number(version);
+  if (Number.isInteger(v) && v > PG_SCHEMA_VERSION) {
+    throw new StoreError(
+      `PostgreSQL store ${name}: schema version ${v} was written by a newer oncefetch (this one reads ${PG_SCHEMA_VERSION}); upgrade oncefetch`,
+    );
+  }
+  throw new StoreError(`PostgreSQL store ${name}: unrecognised schema version ${JSON.stringify(version ?? null)} in ${n.meta}`);
+}
+
+/** What SQLSTATEs and socket codes mean to a user; exact codes first, then SQLSTATE classes. */
+const CAUSES: ReadonlyArray<readonly [string, string]> = [
+  ['ECONNREFUSED', 'connection refused (is PostgreSQL running and listening there?)'],
+  ['ENOTFOUND', 'database host not found'],
+  ['ETIMEDOUT', 'connection timed out'],
+  ['ECONNRESET', 'connection reset'],
+  ['28P01', 'password authentication failed'],
+  ['28000', 'connection not authorised (pg_hba.conf or role)'],
+  ['3D000', 'database does not exist'],
+  ['3F000', 'schema does not exist'],
+  ['42P01', 'table does not exist (dropped behind the store?)'],
+  ['42501', 'permission denied'],
+  ['25006', 'database is read-only (a standby?)'],
+  ['53300', 'too many connections: lower the pool size or raise max_connections'],
+  ['57014', 'statement timed out or was cancelled'],
+  ['57P01', 'the server is shutting down'],
+  ['40P01', 'deadlock detected'],
+  ['40001', 'serialisation failure'],
+  ['08', 'connection failure'],
+  ['53', 'server out of resources (disk, memory or connections)'],
+  ['57', 'operator intervention'],
+];
+
+/** Turns anything pg or the network throws into a StoreError naming cause, code and store. */
+export function storeError(cause: unknown, name: string, action: string): Error {
+  if (isOnceError(cause)) return cause;
+  const code = typeof cause === 'object' && cause !== null ? (cause as { code?: unknown }).code : undefined;
+  const detail = cause instanceof Error ? cause.message : String(cause);
+  const known =
+    typeof code === 'string'
+      ? (CAUSES.find(([c]) => c === code) ?? CAUSES.find(([c]) => c.length === 2 && code.startsWith(c)))
+      : undefined;
+  const what = known === undefined ? 'failed' : known[1];
+  const tag = typeof code === 'string' ? ` [${code}]` : '';
+  return new StoreError(`PostgreSQL store ${name}: ${what} while ${action}${tag}: ${detail}`, { cause });
+}

@@ -1,0 +1,367 @@
+/**
+ * The PostgreSQL store, `oncefetch/postgres`: one database shared by a fleet
+ * of agents on many machines (DESIGN §6).
+ *
+ * `claim` is `INSERT … ON CONFLICT DO NOTHING RETURNING`, `compareAndSet` an
+ * `UPDATE … WHERE id = $1 AND generation = $2`, each one autocommit statement.
+ * `purge` deletes in bounded batches, each its own statement, so claims never
+ * queue behind a long delete.
+ *
+ * `pg` is an optional peer dependency, imported on the first call of a store
+ * opened with `connectionString` (never when a `pool` is passed), so
+ * importing `oncefetch` or this module loads nothing.
+ *
+ * @module
+ */
+import type Pg from 'pg';
+import { StoreError } from '../errors.js';
+import type { OperationRecord } from '../operation/record.js';
+import type { ClaimResult, CompareAndSetResult, ListQuery, OnceStore } from './contract.js';
+import {
+  checkCompareAndSet,
+  checkPurgeNow,
+  closedError,
+  decodeRecord,
+  encodeRecord,
+  resolveListQuery,
+  type RecordColumns,
+} from './common.js';
+import { TERMINAL_SQL, migrate, names, storeError, type Names, type PostgresPool } from './postgres-schema.js';
+
+export type { PostgresPool, PostgresPoolClient, PostgresQueryResult } from './postgres-schema.js';
+
+/**
+ * Options of {@link postgresStore}: exactly one of `pool` and `connectionString`.
+ *
+ * @example
+ * ```ts
+ * postgresStore({ connectionString: process.env.DATABASE_URL, schema: 'agents' })
+ * postgresStore({ pool: myPgPool })
+ * ```
+ */
+export interface PostgresStoreOptions {
+  /**
+   * A `pg.Pool` (or anything with its `query` and `connect`) owned by the
+   * caller. `close()` leaves it open; the caller ends it.
+   */
+  pool?: PostgresPool | undefined;
+  /**
+   * A libpq connection URI, e.g. `postgres://agent@db.internal:5432/app`.
+   * The store creates its own `pg.Pool` from it and ends it on `close()`.
+   */
+  connectionString?: string | undefined;
+  /**
+   * Schema of the tables, created when missing. Lower-case letters, digits
+   * and `_`, at most 63 characters, not starting with `pg_`.
+   *
+   * @default 'public'
+   */
+  schema?: string | undefined;
+  /**
+   * Table of the records; the store also creates `<table>_meta` and the
+   * indexes `<table>_recovery` and `<table>_purge`. Lower-case letters,
+   * digits and `_`, at most 54 characters (so the derived names fit in 63).
+   *
+   * @default 'oncefetch_records'
+   */
+  table?: string | undefined;
+  /**
+   * Connections of the pool created from `connectionString` (pg's `max`).
+   * Ignored with `pool`.
+   *
+   * @default 10
+   */
+  poolMax?: number | undefined;
+  /**
+   * How long opening a connection may take before the call fails with a
+   * `StoreError` (pg's `connectionTimeoutMillis`). Ignored with `pool`.
+   *
+   * @default 10000
+   */
+  connectTimeoutMs?: number | undefined;
+  /**
+   * Server-side `statement_timeout` of the pool's connections; 0 disables it.
+   * Ignored with `pool`.
+   *
+   * @default 30000
+   */
+  statementTimeoutMs?: number | undefined;
+  /**
+   * Rows deleted per `purge` statement. Each batch is its own short
+   * statement, so claims and writes interleave with a large purge.
+   *
+   * @default 5000
+   */
+  purgeBatchSize?: number | undefined;
+}
+
+const IDENTIFIER = /^[a-z_][a-z0-9_]{0,62}$/;
+const MAX_TABLE_LENGTH = 63 - '_recovery'.length;
+const CLAIM_TRIES = 3;
+
+type Driver = typeof Pg;
+let driver: Promise<Driver> | undefined;
+
+function loadDriver(): Promise<Driver> {
+  // pg is CommonJS: its default export is the module. A failed import is retried next time.
+  driver ??= import('pg').then(
+    (module) => module.default,
+    (cause: unknown) => {
+      driver = undefined;
+      throw new StoreError(
+        'oncefetch/postgres needs the pg package, an optional peer dependency: npm install pg',
+        { cause },
+      );
+    },
+  );
+  return driver;
+}
+
+interface Resolved {
+  schema: string;
+  table: string;
+  poolMax: number;
+  connectTimeoutMs: number;
+  statementTimeoutMs: number;
+  purgeBatchSize: number;
+}
+
+function nonNegativeInteger(value: number | undefined, fallback: number, option: string, min = 0): number {
+  const n = value ?? fallback;
+  if (!Number.isSafeInteger(n) || n < min) {
+    throw new RangeError(`postgresStore: ${option} must be an integer of at least ${min}`);
+  }
+  return n;
+}
+
+function identifier(value: string | undefined, fallback: string, option: string, maxLength: number): string {
+  const id = value ?? fallback;
+  if (typeof id !== 'string' || !IDENTIFIER.test(id) || id.length > maxLength) {
+    throw new TypeError(
+      `postgresStore: ${option} must match ${String(IDENTIFIER)} and be at most ${maxLength} characters, got ${JSON.stringify(id)}`,
+    );
+  }
+  return id;
+}
+
+function resolveOptions(options: PostgresStoreOptions): Resolved {
+  if (typeof options !== 'object' || options === null) throw new TypeError('postgresStore: options are required');
+  const hasPool = options.pool !== undefined;
+  const hasUrl = options.connectionString !== undefined;
+  if (hasPool === hasUrl) throw new TypeError('postgresStore: pass exactly one of pool and connectionString');
+  if (hasPool && (typeof options.pool?.query !== 'function' || typeof options.pool.connect !== 'function')) {
+    throw new TypeError('postgresStore: pool must be a pg.Pool (with query and connect)');
+  }
+  if (hasUrl && (typeof options.connectionString !== 'string' || options.connectionString.length === 0)) {
+    throw new TypeError('postgresStore: connectionString must be a non-empty string');
+  }
+  const schema = identifier(options.schema, 'public', 'schema', 63);
+  if (schema.startsWith('pg_')) throw new TypeError('postgresStore: schema names starting with pg_ are reserved');
+  return {
+    schema,
+    table: identifier(options.table, 'oncefetch_records', 'table', MAX_TABLE_LENGTH),
+    poolMax: nonNegativeInteger(options.poolMax, 10, 'poolMax', 1),
+    connectTimeoutMs: nonNegativeInteger(options.connectTimeoutMs, 10_000, 'connectTimeoutMs'),
+    statementTimeoutMs: nonNegativeInteger(options.statementTimeoutMs, 30_000, 'statementTimeoutMs'),
+    purgeBatchSize: nonNegativeInteger(options.purgeBatchSize, 5000, 'purgeBatchSize', 1),
+  };
+}
+
+/** Where the store points, for messages: host, port and database, never credentials. */
+function describeTarget(options: PostgresStoreOptions, n: Names): string {
+  let where = 'pool';
+  if (options.connectionString !== undefined) {
+    try {
+      const url = new URL(options.connectionString);
+      where = `${url.host}${url.pathname}`;
+    } catch {
+      where = 'connection string';
+    }
+  }
+  return `postgres:${where}/${n.schema}.${n.table}`;
+}
+
+interface RecordRow {
+  id: string;
+  generation: string | number;
+  data: string;
+}
+
+function columnValues(c: RecordColumns): unknown[] {
+  return [c.generation, c.state, c.tenant, c.leaseExpiresAt, c.expiresAt, c.updatedAt];
+}
+
+function statements(n: Names) {
+  const t = n.records;
+  return {
+    insert: `INSERT INTO ${t} (id, generation, state, tenant, lease_expires_at, expires_at, updated_at, data)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO NOTHING RETURNING id`,
+    select: `SELECT id, generation, data FROM ${t} WHERE id = $1`,
+    update: `UPDATE ${t}
+             SET generation = $1, state = $2, tenant = $3, lease_expires_at = $4, expires_at = $5, updated_at = $6, data = $7
+             WHERE id = $8 AND generation = $9`,
+    // The state list repeats the purge index's predicate so the planner uses it. SKIP LOCKED lets
+    // several purging processes split the work instead of queueing on each other's rows.
+    purgeBatch: `DELETE FROM ${t} WHERE id IN (
+                   SELECT id FROM ${t} WHERE state IN (${TERMINAL_SQL}) AND expires_at < $1
+                   LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+  };
+}
+
+/**
+ * Opens a PostgreSQL {@link OnceStore}. Returns at once; the first call
+ * connects, creates schema, tables and indexes when missing (safe when
+ * several processes start together), and checks the schema version. A call
+ * that cannot connect rejects with a `StoreError`; the next call tries again.
+ *
+ * @throws TypeError or RangeError naming a bad option.
+ * @example
+ * ```ts
+ * import { createClient } from 'oncefetch';
+ * import { postgresStore } from 'oncefetch/postgres';
+ * const client = createClient({ store: postgresStore({ connectionString: process.env.DATABASE_URL }) });
+ * ```
+ */
+export function postgresStore(options: PostgresStoreOptions): OnceStore {
+  const resolved = resolveOptions(options);
+  const n = names(resolved.schema, resolved.table);
+  const name = describeTarget(options, n);
+  const sql = statements(n);
+  let ownedPool: Pg.Pool | undefined;
+  let setup: Promise<PostgresPool> | undefined;
+  let closed = false;
+
+  const open = async (): Promise<PostgresPool> => {
+    let pool = options.pool;
+    if (pool === undefined) {
+      const pg = await loadDriver();
+      ownedPool ??= new pg.Pool({
+        connectionString: options.connectionString,
+        max: resolved.poolMax,
+        connectionTimeoutMillis: resolved.connectTimeoutMs,
+        statement_timeout: resolved.statementTimeoutMs,
+        application_name: 'oncefetch',
+        // an idle store does not keep the process alive, like the SQLite store
+        allowExitOnIdle: true,
+      });
+      // An idle connection dropped by the server is an 'error' on the pool; unhandled, it would
+      // crash the process. The next query gets a fresh connection or reports the failure.
+      ownedPool.on('error', () => undefined);
+      pool = ownedPool;
+    }
+    await migrate(pool, n, name);
+    return pool;
+  };
+
+  const ready = (): Promise<PostgresPool> => {
+    setup ??= open().catch((cause: unknown) => {
+      setup = undefined;
+      throw storeError(cause, name, 'opening');
+    });
+    return setup;
+  };
+
+  /** Runs `body` on the ready pool unless closed; every failure becomes a StoreError naming its cause. */
+  const run = async <T>(method: string, action: string, body: (pool: PostgresPool) => Promise<T>): Promise<T> => {
+    if (closed) throw closedError(name, method);
+    const pool = await ready();
+    try {
+      return await body(pool);
+    } catch (cause) {
+      throw storeError(cause, name, action);
+    }
+  };
+  const read = (row: RecordRow): OperationRecord =>
+    decodeRecord(row.data, row.id, Number(row.generation), `${name} record ${row.id}`);
+  const selectRow = async (pool: PostgresPool, id: string): Promise<RecordRow | undefined> =>
+    (await pool.query(sql.select, [id])).rows[0] as RecordRow | undefined;
+
+  return {
+    name,
+
+    async claim(record: OperationRecord): Promise<ClaimResult> {
+      if (closed) throw closedError(name, 'claim');
+      const { data, columns } = encodeRecord(record, 'claim');
+      return run('claim', `claiming record ${record.id}`, async (pool) => {
+        for (let i = 0; i < CLAIM_TRIES; i++) {
+          const inserted = await pool.query(sql.insert, [record.id, ...columnValues(columns), data]);
+          if (inserted.rowCount === 1) return { created: true, record: JSON.parse(data) as OperationRecord };
+          // A second statement sees the winner once it committed (READ COMMITTED).
+          const row = await selectRow(pool, record.id);
+          if (row !== undefined) return { created: false, record: read(row) };
+          // The winner was purged between the two statements: claim again.
+        }
+        throw new StoreError(`PostgreSQL store ${name}: record ${record.id} kept vanishing while being claimed`);
+      });
+    },
+
+    async get(id: string): Promise<OperationRecord | undefined> {
+      return run('get', `reading record ${id}`, async (pool) => {
+        const row = await selectRow(pool, id);
+        return row === undefined ? undefined : read(row);
+      });
+    },
+
+    async compareAndSet(id: string, expectedGeneration: number, next: OperationRecord): Promise<CompareAndSetResult> {
+      if (closed) throw closedError(name, 'compareAndSet');
+      checkCompareAndSet(id, expectedGeneration, next);
+      const { data, columns } = encodeRecord(next, 'compareAndSet');
+      return run('compareAndSet', `updating record ${id}`, async (pool): Promise<CompareAndSetResult> => {
+        // One autocommit UPDATE: the generation check and the write are one step.
+        const updated = await pool.query(sql.update, [...columnValues(columns), data, id, expectedGeneration]);
+        if (updated.rowCount === 1) return { ok: true };
+        const row = await selectRow(pool, id);
+        return { ok: false, current: row === undefined ? undefined : read(row) };
+      });
+    },
+
+    async list(query?: ListQuery): Promise<OperationRecord[]> {
+      if (closed) throw closedError(name, 'list');
+      const q = resolveListQuery(query);
+      if (q.states !== undefined && q.states.length === 0) return [];
+      const where: string[] = [];
+      const params: unknown[] = [];
+      if (q.states !== undefined) where.push(`state = ANY($${params.push(q.states)}::text[])`);
+      if (q.leaseExpiredBefore !== undefined) {
+        where.push(`(lease_expires_at IS NULL OR lease_expires_at < $${params.push(q.leaseExpiredBefore)})`);
+      }
+      if (q.tenant !== undefined) where.push(`tenant = $${params.push(q.tenant)}`);
+      const text = `SELECT id, generation, data FROM ${n.records}
+                    ${where.length === 0 ? '' : `WHERE ${where.join(' AND ')}`}
+                    ORDER BY updated_at ASC, id ASC LIMIT $${params.push(q.limit)}`;
+      return run('list', 'listing records', async (pool) => {
+        const { rows } = await pool.query(text, params);
+        return (rows as RecordRow[]).map(read);
+      });
+    },
+
+    async purge(now: number): Promise<number> {
+      if (closed) throw closedError(name, 'purge');
+      checkPurgeNow(now);
+      let total = 0;
+      for (;;) {
+        // Each batch is its own statement and transaction: row locks last one batch, not the purge.
+        const deleted = await run('purge', 'purging expired records', async (pool) => {
+          const result = await pool.query(sql.purgeBatch, [now, resolved.purgeBatchSize]);
+          return result.rowCount ?? 0;
+        });
+        total += deleted;
+        if (deleted < resolved.purgeBatchSize) return total;
+      }
+    },
+
+    async close(): Promise<void> {
+      if (closed) return;
+      closed = true;
+      // Let a connect or migration in progress settle, so the pool it may create is ended too.
+      await setup?.catch(() => undefined);
+      if (ownedPool !== undefined) {
+        try {
+          await ownedPool.end();
+        } catch (cause) {
+          throw storeError(cause, name, 'closing');
+        }
+      }
+    },
+  };
+}
