@@ -7,6 +7,7 @@
 import { StoreError } from './errors.js';
 import type { OnceStats } from './events.js';
 import { Engine } from './engine/execute.js';
+import type { Exclusive } from './engine/execute.js';
 import type { OnceRequestInit } from './engine/fetch-operation.js';
 import { onceFetch } from './engine/fetch-operation.js';
 import type { RunContext, RunSpec } from './engine/run-operation.js';
@@ -19,6 +20,8 @@ import type { OnceStore } from './stores/contract.js';
 import { recover } from './reconcile/recover.js';
 import type { RecoverOptions, RecoveryReport } from './reconcile/recover.js';
 import { sleep } from './backoff/sleep.js';
+import { explain, explainPolicy } from './explain/explain.js';
+import type { Explanation } from './explain/types.js';
 
 /** A scope, with the client's tenant when `tenant` is omitted. */
 export type ScopeInput = { action: string; ref: string; tenant?: string };
@@ -43,7 +46,17 @@ export interface CancelOptions {
   waitMs?: number;
 }
 
-/** A once-only client. Create it with `createClient`. */
+/**
+ * A once-only client. Create it with `createClient`.
+ *
+ * @example
+ * ```ts
+ * const client = createClient({ tenant: 't1' })
+ * const res = await client.fetch(url, { method: 'POST', body, once: { action: 'create-order', ref: task.id } })
+ * const { replays, ambiguous, attemptsPerOperation } = client.stats()
+ * await client.close()
+ * ```
+ */
 export interface OnceClient {
   /** fetch-compatible; POST and PATCH (or any call with `once`) are once-only */
   fetch(input: RequestInfo | URL, init?: OnceRequestInit): Promise<Response>;
@@ -59,6 +72,11 @@ export interface OnceClient {
   recover(options?: RecoverOptions): Promise<RecoveryReport>;
   /** removes terminal records past their `expiresAt`; returns how many */
   purge(): Promise<number>;
+  /**
+   * the structured hand-off of an operation (diagnosis, plan, verification, hand-off, confidence,
+   * escalation) under this client's policy; undefined when there is no such operation
+   */
+  explain(scope: ScopeInput): Promise<Explanation | undefined>;
   /** counters since the client was created */
   stats(): OnceStats;
   /** the store in use */
@@ -71,12 +89,14 @@ export interface OnceClient {
 export interface PlatformDefaults {
   store: () => OnceStore;
   fetch: () => typeof globalThis.fetch;
+  /** cross-tab or cross-process exclusion per record id (the browser entry: Web Locks) */
+  exclusive?: Exclusive | undefined;
 }
 
 /** @internal Builds a client on the given platform defaults. */
 export function createClientWith(options: OnceClientOptions, platform: PlatformDefaults): OnceClient {
   const opts = resolveOptions(options, platform);
-  const engine = new Engine(opts);
+  const engine = new Engine(opts, platform.exclusive);
   const toScope = (s: ScopeInput): Scope => ({ tenant: s.tenant ?? opts.tenant, action: s.action, ref: s.ref });
   const client: OnceClient = {
     store: opts.store,
@@ -87,6 +107,10 @@ export function createClientWith(options: OnceClientOptions, platform: PlatformD
     cancel: (scope, o) => cancel(engine, recordId(toScope(scope)), o?.waitMs ?? opts.inFlightWaitMs),
     recover: (o) => recover(engine, o),
     purge: () => opts.store.purge(opts.now()),
+    explain: async (scope) => {
+      const record = await opts.store.get(recordId(toScope(scope)));
+      return record === undefined ? undefined : explain(record, explainPolicy(opts, record.action, opts.now()));
+    },
     stats: () => ({ ...engine.stats }),
     close: () => opts.store.close(),
   };

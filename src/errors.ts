@@ -57,7 +57,17 @@ export class OnceError extends Error {
   }
 }
 
-/** True for any {@link OnceError}, even one thrown by another copy of oncefetch. */
+/**
+ * True for any {@link OnceError}, even one thrown by another copy of oncefetch.
+ *
+ * @example
+ * ```ts
+ * try { await client.run(spec, effect) } catch (err) {
+ *   if (!isOnceError(err)) throw err
+ *   switch (err.code) { case 'AMBIGUOUS_OUTCOME': escalate(err.scope); break; default: throw err }
+ * }
+ * ```
+ */
 export function isOnceError(value: unknown): value is OnceError {
   return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[BRAND] === true;
 }

@@ -39,7 +39,14 @@ export type OnceEvent =
 /** The type names of {@link OnceEvent}. */
 export type OnceEventType = OnceEvent['type'];
 
-/** Counters of one client since it was created. */
+/**
+ * Counters of one client since it was created (`client.stats()`).
+ *
+ * @example
+ * ```ts
+ * const { replays, conflicts, ambiguous, lookups, attemptsPerOperation } = client.stats()
+ * ```
+ */
 export interface OnceStats {
   /** operations this client created in the store */
   operationsCreated: number;
@@ -57,9 +64,24 @@ export interface OnceStats {
   retries: number;
   /** leases taken over from another owner */
   takeovers: number;
+  /** calls that ran an operation's attempt loop (replays and joined calls excluded) */
+  operationsExecuted: number;
+  /** `attempts / operationsExecuted`: transport attempts an executed operation needed on average; 0 before any */
+  attemptsPerOperation: number;
 }
 
 /** A fresh zeroed {@link OnceStats}. */
 export function emptyStats(): OnceStats {
-  return { operationsCreated: 0, attempts: 0, replays: 0, conflicts: 0, ambiguous: 0, lookups: 0, retries: 0, takeovers: 0 };
+  return {
+    operationsCreated: 0,
+    attempts: 0,
+    replays: 0,
+    conflicts: 0,
+    ambiguous: 0,
+    lookups: 0,
+    retries: 0,
+    takeovers: 0,
+    operationsExecuted: 0,
+    attemptsPerOperation: 0,
+  };
 }

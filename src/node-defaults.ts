@@ -1,10 +1,15 @@
 /**
- * Node defaults: the embedded SQLite store and undici's fetch.
+ * Node defaults: the embedded SQLite store, and a `fetch` built on undici's
+ * dispatcher (`undici.request`) rather than undici's `fetch`: the same
+ * connection pool and error codes, 3–5× less CPU per request (no WHATWG
+ * Request object, no web-stream body, no composite abort signals).
  *
  * @module
  */
 import { join } from 'node:path';
-import { Agent, fetch as undiciFetch } from 'undici';
+import { Readable } from 'node:stream';
+import { Agent, fetch as undiciFetch, request } from 'undici';
+import type { Dispatcher } from 'undici';
 import type { PlatformDefaults } from './client.js';
 import { sqliteStore } from './stores/sqlite.js';
 
@@ -13,18 +18,276 @@ export function defaultStorePath(): string {
   return process.env['ONCEFETCH_DB'] ?? join(process.cwd(), '.oncefetch', 'oncefetch.db');
 }
 
+/** Largest response body (by `content-length`) read whole before the `Response` is handed over. */
+const BUFFERED_BODY_BYTES = 64 * 1024;
+/** As fetch: at most 20 redirects. */
+const MAX_REDIRECTIONS = 20;
+const NULL_BODY_STATUS: ReadonlySet<number> = new Set([101, 103, 204, 205, 304]);
+const REDIRECT_STATUS: ReadonlySet<number> = new Set([301, 302, 303, 307, 308]);
+/** Dropped with the body when a redirect turns the request into a GET (fetch spec, HTTP-redirect fetch). */
+const BODY_HEADERS = ['content-type', 'content-length', 'content-encoding', 'content-language', 'content-location'];
+/** Never sent to another origin after a redirect. */
+const CREDENTIAL_HEADERS = ['authorization', 'proxy-authorization', 'cookie'];
+
 let agent: Agent | undefined;
 
+function sharedAgent(): Agent {
+  agent ??= new Agent({ connect: { timeout: 10_000 } });
+  return agent;
+}
+
+type FetchBody = string | Uint8Array | null;
+
+/** As fetch: only these six methods are upper-cased; any other is sent as written. */
+const NORMALISED_METHODS: ReadonlySet<string> = new Set(['DELETE', 'GET', 'HEAD', 'OPTIONS', 'POST', 'PUT']);
+
+function normaliseMethod(method: string): string {
+  const upper = method.toUpperCase();
+  return NORMALISED_METHODS.has(upper) ? upper : method;
+}
+
 /**
- * undici's fetch on a shared keep-alive agent with a 10 s connect timeout: its
- * error codes tell "never sent" (UND_ERR_CONNECT_TIMEOUT, ECONNREFUSED) from
- * "maybe sent" (UND_ERR_HEADERS_TIMEOUT, UND_ERR_SOCKET).
+ * The body as bytes undici can send as is, with the content type fetch would
+ * imply; `undefined` when the body needs fetch's own handling (a stream, a
+ * Blob, FormData).
+ */
+function plainBody(body: BodyInit | null | undefined): { body: FetchBody; type: string | undefined } | undefined {
+  if (body === null || body === undefined) return { body: null, type: undefined };
+  if (typeof body === 'string') return { body, type: 'text/plain;charset=UTF-8' };
+  if (body instanceof Uint8Array) return { body, type: undefined };
+  if (ArrayBuffer.isView(body)) return { body: new Uint8Array(body.buffer, body.byteOffset, body.byteLength), type: undefined };
+  if (body instanceof ArrayBuffer) return { body: new Uint8Array(body), type: undefined };
+  if (body instanceof URLSearchParams) return { body: body.toString(), type: 'application/x-www-form-urlencoded;charset=UTF-8' };
+  return undefined;
+}
+
+/** fetch's default request headers that servers may rely on. */
+function requestHeaders(init: RequestInit, impliedType: string | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  // Through Headers: names and values are validated (a TypeError, as fetch throws) and lower-cased.
+  const headers = init.headers instanceof Headers ? init.headers : new Headers(init.headers);
+  headers.forEach((value, name) => {
+    out[name] = value;
+  });
+  out['accept'] ??= '*/*';
+  out['user-agent'] ??= 'node';
+  if (impliedType !== undefined) out['content-type'] ??= impliedType;
+  return out;
+}
+
+function responseHeaders(raw: Record<string, string | string[] | undefined>): Headers {
+  const headers = new Headers();
+  for (const name in raw) {
+    const value = raw[name];
+    if (value === undefined) continue;
+    if (typeof value === 'string') headers.append(name, value);
+    else for (const v of value) headers.append(name, v);
+  }
+  return headers;
+}
+
+/** fetch's shape of a network error, with undici's coded error as `cause`. */
+function networkError(error: unknown, signal: AbortSignal | null | undefined): unknown {
+  if (signal?.aborted === true) return signal.reason;
+  return new TypeError('fetch failed', { cause: error });
+}
+
+/** A body stream that fails like fetch's does when the connection breaks mid-body. */
+function failedBody(error: unknown, signal: AbortSignal | null | undefined): ReadableStream<Uint8Array> {
+  const reason = signal?.aborted === true ? signal.reason : new TypeError('terminated', { cause: error });
+  return new ReadableStream({ start: (controller) => controller.error(reason) });
+}
+
+/**
+ * A `fetch` over `undici.request`. Requests with a string, bytes or
+ * `URLSearchParams` body (what oncefetch sends) take the dispatcher directly;
+ * a `Request` input is taken apart (its body read) and sent the same way;
+ * anything else (a stream, Blob or FormData body, `redirect: 'error'`) goes
+ * to undici's `fetch` on the same agent.
+ *
+ * Like fetch: redirects are followed (20 at most), errors reject as
+ * `TypeError('fetch failed')` with undici's coded error as `cause`
+ * (`UND_ERR_CONNECT_TIMEOUT`, `ECONNREFUSED`, `UND_ERR_SOCKET`, …), an abort
+ * rejects with `signal.reason`, a body cut short fails its read with
+ * `TypeError('terminated')`. Unlike fetch, it does not ask for compressed
+ * responses (no `accept-encoding` unless you set one) and does not decompress;
+ * small bodies (`content-length` ≤ 64 KiB) are read before the promise resolves.
+ *
+ * @example
+ * ```ts
+ * const fetch = requestFetch();
+ * const res = await fetch('http://127.0.0.1:8080/orders', { method: 'POST', body: '{}' });
+ * ```
+ */
+export function requestFetch(): typeof globalThis.fetch {
+  const dispatcher = sharedAgent();
+  const fallback = (input: RequestInfo | URL, init?: RequestInit): Promise<Response> =>
+    undiciFetch(input as Parameters<typeof undiciFetch>[0], { dispatcher, ...(init as Parameters<typeof undiciFetch>[1]) }) as unknown as Promise<Response>;
+
+  const send = async (input: RequestInfo | URL, init: RequestInit = {}): Promise<Response> => {
+    if (input instanceof Request) {
+      // undici's own fetch does not know the global Request class: take it apart, as fetch would.
+      const body = input.body === null ? null : new Uint8Array(await input.arrayBuffer());
+      return send(input.url, { method: input.method, headers: input.headers, body, signal: input.signal, redirect: input.redirect, ...init });
+    }
+    const plain = plainBody(init.body);
+    const redirect = init.redirect ?? 'follow';
+    const custom = (init as { dispatcher?: unknown }).dispatcher !== undefined;
+    if (plain === undefined || redirect === 'error' || custom || !(typeof input === 'string' || input instanceof URL)) {
+      return fallback(input, init);
+    }
+    let url = typeof input === 'string' ? input : input.href;
+    let method = normaliseMethod(init.method ?? 'GET');
+    let body = plain.body;
+    if (body !== null && (method === 'GET' || method === 'HEAD')) throw new TypeError('Request with GET/HEAD method cannot have body.');
+    const headers = requestHeaders(init, plain.type);
+    const signal = init.signal ?? undefined;
+    signal?.throwIfAborted();
+    for (let redirects = 0; ; redirects++) {
+      let res: Dispatcher.ResponseData;
+      try {
+        res = await request(url, { method: method as Dispatcher.HttpMethod, headers, body, signal, dispatcher });
+      } catch (error) {
+        throw networkError(error, signal);
+      }
+      const status = res.statusCode;
+      const location = res.headers['location'];
+      if (redirect === 'follow' && REDIRECT_STATUS.has(status) && typeof location === 'string') {
+        await res.body.dump().catch(() => undefined);
+        if (redirects >= MAX_REDIRECTIONS) throw networkError(new Error(`redirect count exceeded (${MAX_REDIRECTIONS})`), signal);
+        let next: URL;
+        try {
+          next = new URL(location, url);
+        } catch (error) {
+          throw networkError(error, signal);
+        }
+        if (next.protocol !== 'http:' && next.protocol !== 'https:') throw networkError(new Error(`redirect to ${next.protocol} URL`), signal);
+        if (((status === 301 || status === 302) && method === 'POST') || (status === 303 && method !== 'GET' && method !== 'HEAD')) {
+          method = 'GET';
+          body = null;
+          for (const name of BODY_HEADERS) delete headers[name];
+        }
+        if (next.origin !== new URL(url).origin) for (const name of CREDENTIAL_HEADERS) delete headers[name];
+        url = next.href;
+        continue;
+      }
+      return toResponse(res, method, url, redirects > 0, signal);
+    }
+  };
+  return send as typeof globalThis.fetch;
+}
+
+/**
+ * A `Response` whose body is already in memory. Node 20 builds a web
+ * `ReadableStream` for every `new Response(bytes)` and reads it back through
+ * a reader; this serves `arrayBuffer()`, `text()`, `json()` and `blob()`
+ * straight from the bytes, and builds the stream only if `body` is asked for.
+ */
+class BufferedResponse extends Response {
+  #bytes: Uint8Array<ArrayBuffer>;
+  #used = false;
+  #stream: ReadableStream<Uint8Array<ArrayBuffer>> | undefined;
+
+  constructor(bytes: Uint8Array<ArrayBuffer>, init: ResponseInit) {
+    super(null, init);
+    this.#bytes = bytes;
+  }
+
+  override get body(): ReadableStream<Uint8Array<ArrayBuffer>> {
+    this.#stream ??= new ReadableStream<Uint8Array<ArrayBuffer>>({
+      pull: (controller) => {
+        const bytes = this.#take();
+        if (bytes.byteLength > 0) controller.enqueue(bytes);
+        controller.close();
+      },
+    });
+    return this.#stream;
+  }
+
+  override get bodyUsed(): boolean {
+    return this.#used;
+  }
+
+  #take(): Uint8Array<ArrayBuffer> {
+    if (this.#used) throw new TypeError('Body is unusable: Body has already been read');
+    this.#used = true;
+    return this.#bytes;
+  }
+
+  /** The stream, when someone took it, is the body from then on. */
+  #viaStream(): Response | undefined {
+    return this.#stream === undefined ? undefined : new Response(this.#stream, { headers: this.headers });
+  }
+
+  override async arrayBuffer(): Promise<ArrayBuffer> {
+    const streamed = this.#viaStream();
+    if (streamed !== undefined) return streamed.arrayBuffer();
+    const bytes = this.#take();
+    return bytes.buffer.byteLength === bytes.byteLength ? bytes.buffer : bytes.slice().buffer;
+  }
+
+  override async text(): Promise<string> {
+    const streamed = this.#viaStream();
+    return streamed !== undefined ? streamed.text() : new TextDecoder().decode(this.#take());
+  }
+
+  override async json(): Promise<unknown> {
+    return JSON.parse(await this.text()) as unknown;
+  }
+
+  override async blob(): Promise<Blob> {
+    const streamed = this.#viaStream();
+    return streamed !== undefined ? streamed.blob() : new Blob([this.#take()], { type: this.headers.get('content-type') ?? '' });
+  }
+
+  override async formData(): Promise<FormData> {
+    return (this.#viaStream() ?? new Response(this.#take(), { headers: this.headers })).formData();
+  }
+
+  override clone(): Response {
+    if (this.#used || this.#stream !== undefined) return super.clone();
+    const copy = new BufferedResponse(this.#bytes.slice(), { status: this.status, statusText: this.statusText, headers: this.headers });
+    Object.defineProperty(copy, 'url', { value: this.url });
+    if (this.redirected) Object.defineProperty(copy, 'redirected', { value: true });
+    return copy;
+  }
+}
+
+async function toResponse(res: Dispatcher.ResponseData, method: string, url: string, redirected: boolean, signal: AbortSignal | undefined): Promise<Response> {
+  const status = res.statusCode;
+  const init: ResponseInit = { status, statusText: (res as { statusText?: string }).statusText ?? '', headers: responseHeaders(res.headers) };
+  let response: Response;
+  const length = Number(res.headers['content-length']);
+  if (NULL_BODY_STATUS.has(status) || method === 'HEAD') {
+    await res.body.dump().catch(() => undefined);
+    response = new Response(null, init);
+  } else if (Number.isSafeInteger(length) && length <= BUFFERED_BODY_BYTES) {
+    // Small and framed: read it now, which is what makes this path cheap.
+    let bytes: Uint8Array<ArrayBuffer> | undefined;
+    let failure: unknown;
+    try {
+      bytes = new Uint8Array(await res.body.arrayBuffer());
+    } catch (error) {
+      failure = error;
+    }
+    response = bytes === undefined ? new Response(failedBody(failure, signal), init) : new BufferedResponse(bytes, init);
+  } else {
+    response = new Response(Readable.toWeb(res.body) as unknown as ReadableStream<Uint8Array>, init);
+  }
+  Object.defineProperty(response, 'url', { value: url });
+  if (redirected) Object.defineProperty(response, 'redirected', { value: true });
+  return response;
+}
+
+/**
+ * The default transport: {@link requestFetch} on a shared keep-alive agent
+ * with a 10 s connect timeout. Its error codes tell "never sent"
+ * (UND_ERR_CONNECT_TIMEOUT, ECONNREFUSED) from "maybe sent"
+ * (UND_ERR_HEADERS_TIMEOUT, UND_ERR_SOCKET). Pass `fetch` to `createClient`
+ * to use another.
  */
 export function defaultFetch(): typeof globalThis.fetch {
-  agent ??= new Agent({ connect: { timeout: 10_000 } });
-  const dispatcher = agent;
-  return ((input: RequestInfo | URL, init?: RequestInit) =>
-    undiciFetch(input as Parameters<typeof undiciFetch>[0], { dispatcher, ...(init as Parameters<typeof undiciFetch>[1]) })) as unknown as typeof globalThis.fetch;
+  return requestFetch();
 }
 
 /** The Node platform defaults. */

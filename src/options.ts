@@ -4,18 +4,26 @@
  *
  * @module
  */
-import { z } from 'zod';
+import * as z from 'zod/mini';
 import type { JitterMode, Random } from './backoff/backoff.js';
 import type { RetryBudget, RetryBudgetOptions } from './backoff/budget.js';
 import { createRetryBudget } from './backoff/budget.js';
 import type { OnceEvent } from './events.js';
 import type { LookupFn } from './reconcile/lookup.js';
 import type { OnceStore } from './stores/contract.js';
+import { issueText } from './validation.js';
 
 const SECOND = 1000;
 const HOUR = 3600 * SECOND;
 
-/** Retry policy. Attempts count from 1. */
+/**
+ * Retry policy. Attempts count from 1.
+ *
+ * @example
+ * ```ts
+ * createClient({ retry: { maxAttempts: 4, baseDelayMs: 100, deadlineMs: 30_000, budget: false } })
+ * ```
+ */
 export interface RetryOptions {
   /** transport attempts per call, the first included @default 5 */
   maxAttempts?: number;
@@ -31,7 +39,7 @@ export interface RetryOptions {
   maxRetryAfterMs?: number;
   /** jitter strategy @default 'full' */
   jitter?: JitterMode;
-  /** retry budget shared by the client's calls; `false` disables it @default { ratio: 0.1, reserve: 10 } */
+  /** retry budget shared by the client's calls; `false` disables it @default { ratio: 0.09, reserve: 10 } */
   budget?: RetryBudgetOptions | false;
 }
 
@@ -44,11 +52,11 @@ export interface RetryOptions {
  * ```
  */
 export interface OnceClientOptions {
-  /** where records live @default SQLite at `./.oncefetch/oncefetch.db` on Node (or `$ONCEFETCH_DB`) */
+  /** where records live @default SQLite at `./.oncefetch/oncefetch.db` on Node (or `$ONCEFETCH_DB`); IndexedDB (`oncefetch`) in browsers */
   store?: OnceStore;
   /** tenant of every operation unless the call names one @default 'default' */
   tenant?: string;
-  /** the transport @default undici's fetch on Node */
+  /** the transport @default undici's fetch on Node; the page's `fetch` in browsers */
   fetch?: typeof globalThis.fetch;
   /** request header that carries the key @default 'Idempotency-Key' */
   keyHeader?: string;
@@ -66,6 +74,14 @@ export interface OnceClientOptions {
   inFlightWaitMs?: number;
   /** the provider deduplicates by key, so a resend after an unresolved ambiguity is safe @default false */
   providerDedupes?: boolean;
+  /**
+   * How long after it was sent a request may still take effect at the provider (its
+   * processing limit). A lookup that answers "absent" sooner than this after the ambiguous
+   * attempt started is not trusted: the engine waits and looks again, so a request still being
+   * processed is never resent next to itself. Not needed when `providerDedupes` is true (a
+   * resend with the same key is deduplicated). @default 5000
+   */
+  settleMs?: number;
   /** lookups per action, used by calls without their own and by `recover()` */
   lookups?: Record<string, LookupFn>;
   /** request header names never stored (beyond Authorization, Cookie, Proxy-Authorization, Set-Cookie) @default [] */
@@ -78,6 +94,8 @@ export interface OnceClientOptions {
   onceMethods?: string[];
   /** receives every {@link OnceEvent}; exceptions it throws are ignored */
   onEvent?: (event: OnceEvent) => void;
+  /** a span per call and a span event per {@link OnceEvent} through `@opentelemetry/api`, when it is installed @default true */
+  telemetry?: boolean;
   /** owner id of this client in leases @default a random UUID */
   owner?: string;
   /** clock, for tests @default Date.now */
@@ -99,78 +117,87 @@ export interface ResolvedOptions {
   leaseMs: number;
   inFlightWaitMs: number;
   providerDedupes: boolean;
+  settleMs: number;
   lookups: Record<string, LookupFn>;
   sensitiveHeaders: ReadonlySet<string>;
   maxBodyBytes: number;
   maxStoredBodyBytes: number;
   onceMethods: ReadonlySet<string>;
   onEvent: ((event: OnceEvent) => void) | undefined;
+  telemetry: boolean;
   owner: string;
   now: () => number;
   random: Random;
 }
 
-const ms = z.number().int().nonnegative();
-const positiveMs = z.number().int().positive();
+const ms = z.int().check(z.nonnegative());
+const positiveMs = z.int().check(z.positive());
+const nonEmpty = z.string().check(z.minLength(1));
 const fn = z.custom<(...args: never[]) => unknown>((v) => typeof v === 'function', 'must be a function');
+const nonNegative = z.number().check(z.nonnegative());
 
 const optionsSchema = z.strictObject({
-  store: z
-    .custom<OnceStore>(
+  store: z.optional(
+    z.custom<OnceStore>(
       (v) => typeof v === 'object' && v !== null && typeof (v as OnceStore).claim === 'function',
       'must be a store (see the store contract)',
-    )
-    .optional(),
-  tenant: z.string().min(1).optional(),
-  fetch: fn.optional(),
-  keyHeader: z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'must be an HTTP header name').optional(),
-  quoteKey: z.boolean().optional(),
-  retry: z
-    .strictObject({
-      maxAttempts: z.number().int().min(1).max(100).optional(),
-      baseDelayMs: ms.optional(),
-      maxDelayMs: ms.optional(),
-      attemptTimeoutMs: positiveMs.optional(),
-      deadlineMs: positiveMs.optional(),
-      maxRetryAfterMs: ms.optional(),
-      jitter: z.enum(['full', 'decorrelated', 'none']).optional(),
-      budget: z
-        .union([
-          z.literal(false),
-          z.strictObject({
-            ratio: z.number().min(0).max(1).optional(),
-            reserve: z.number().nonnegative().optional(),
-            maxTokens: z.number().nonnegative().optional(),
-          }),
-        ], { error: 'must be false or { ratio?, reserve?, maxTokens? } of numbers' })
-        .optional(),
-    })
-    .optional(),
-  retentionMs: positiveMs.optional(),
-  providerRetentionMs: positiveMs.optional(),
-  leaseMs: z.number().int().min(100).optional(),
-  inFlightWaitMs: ms.optional(),
-  providerDedupes: z.boolean().optional(),
-  lookups: z.record(z.string(), fn).optional(),
-  sensitiveHeaders: z.array(z.string().min(1)).optional(),
-  maxBodyBytes: positiveMs.optional(),
-  maxStoredBodyBytes: ms.optional(),
-  onceMethods: z.array(z.string().min(1)).optional(),
-  onEvent: fn.optional(),
-  owner: z.string().min(1).optional(),
-  now: fn.optional(),
-  random: fn.optional(),
+    ),
+  ),
+  tenant: z.optional(nonEmpty),
+  fetch: z.optional(fn),
+  keyHeader: z.optional(z.string().check(z.regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'must be an HTTP header name'))),
+  quoteKey: z.optional(z.boolean()),
+  retry: z.optional(
+    z.strictObject({
+      maxAttempts: z.optional(z.int().check(z.minimum(1), z.maximum(100))),
+      baseDelayMs: z.optional(ms),
+      maxDelayMs: z.optional(ms),
+      attemptTimeoutMs: z.optional(positiveMs),
+      deadlineMs: z.optional(positiveMs),
+      maxRetryAfterMs: z.optional(ms),
+      jitter: z.optional(z.enum(['full', 'decorrelated', 'none'])),
+      budget: z.optional(
+        z.union(
+          [
+            z.literal(false),
+            z.strictObject({
+              ratio: z.optional(z.number().check(z.minimum(0), z.maximum(1))),
+              reserve: z.optional(nonNegative),
+              maxTokens: z.optional(nonNegative),
+            }),
+          ],
+          { error: 'must be false or { ratio?, reserve?, maxTokens? } of numbers' },
+        ),
+      ),
+    }),
+  ),
+  retentionMs: z.optional(positiveMs),
+  providerRetentionMs: z.optional(positiveMs),
+  leaseMs: z.optional(z.int().check(z.minimum(100))),
+  inFlightWaitMs: z.optional(ms),
+  providerDedupes: z.optional(z.boolean()),
+  settleMs: z.optional(ms),
+  lookups: z.optional(z.record(z.string(), fn)),
+  sensitiveHeaders: z.optional(z.array(nonEmpty)),
+  maxBodyBytes: z.optional(positiveMs),
+  maxStoredBodyBytes: z.optional(ms),
+  onceMethods: z.optional(z.array(nonEmpty)),
+  onEvent: z.optional(fn),
+  telemetry: z.optional(z.boolean()),
+  owner: z.optional(nonEmpty),
+  now: z.optional(fn),
+  random: z.optional(fn),
 });
 
 /** Throws a TypeError or RangeError naming the first bad option. */
 export function validateOptions(options: unknown, where: string): void {
-  const parsed = optionsSchema.safeParse(options ?? {});
+  const parsed = optionsSchema.safeParse(options ?? {}, { error: issueText });
   if (parsed.success) return;
   const issue = parsed.error.issues[0];
   if (issue === undefined) throw new TypeError(`${where}: invalid options`);
   const path = issue.path.join('.');
   const name = path === '' ? 'options' : `option "${path}"`;
-  const message = `${where}: ${name} ${issue.code === 'unrecognized_keys' ? `has unknown keys ${issue.keys.join(', ')}` : issue.message}`;
+  const message = `${where}: ${name} ${issue.message}`;
   if (issue.code === 'too_small' || issue.code === 'too_big') throw new RangeError(message);
   throw new TypeError(message);
 }
@@ -210,12 +237,14 @@ export function resolveOptions(
     leaseMs: options.leaseMs ?? 30 * SECOND,
     inFlightWaitMs: options.inFlightWaitMs ?? 30 * SECOND,
     providerDedupes: options.providerDedupes ?? false,
+    settleMs: options.settleMs ?? 5 * SECOND,
     lookups: options.lookups ?? {},
     sensitiveHeaders: new Set(sensitive),
     maxBodyBytes: options.maxBodyBytes ?? 1024 * 1024,
     maxStoredBodyBytes: options.maxStoredBodyBytes ?? 1024 * 1024,
     onceMethods: new Set((options.onceMethods ?? ['POST', 'PATCH']).map((m) => m.toUpperCase())),
     onEvent: options.onEvent,
+    telemetry: options.telemetry ?? true,
     owner: options.owner ?? globalThis.crypto.randomUUID(),
     now: options.now ?? Date.now,
     random: options.random ?? Math.random,

@@ -55,13 +55,16 @@ function toEpochMs(parts: DateParts): number | undefined {
 }
 
 /**
- * RFC 9110 §5.6.7: a two-digit year that looks more than 50 years ahead is the most
- * recent past year with the same last two digits.
+ * RFC 9110 §5.6.7: a two-digit year names the year with those digits closest to now: one that
+ * would be more than 50 years ahead is the most recent past year with the same digits, and one
+ * in the next century (near a century boundary) is read as ahead, not as a century ago.
  */
 function expandTwoDigitYear(twoDigits: number, now: number): number {
   const currentYear = new Date(now).getUTCFullYear();
   const year = Math.floor(currentYear / 100) * 100 + twoDigits;
-  return year > currentYear + 50 ? year - 100 : year;
+  if (year > currentYear + 50) return year - 100;
+  if (year <= currentYear - 50) return year + 100;
+  return year;
 }
 
 /**

@@ -21,6 +21,7 @@ export async function acquire(engine: Engine, spec: OperationSpec, deadline: Cal
   const id = recordId(spec.scope);
   const waitStartedAt = now();
   for (;;) {
+    const claimedAt = now();
     const fresh = newRecord({
       scope: spec.scope,
       key: spec.callerKey ?? globalThis.crypto.randomUUID(),
@@ -28,16 +29,23 @@ export async function acquire(engine: Engine, spec: OperationSpec, deadline: Cal
       fingerprint: spec.fingerprint,
       request: spec.request,
       owner,
-      now: now(),
+      now: claimedAt,
       leaseMs,
       retentionMs,
     });
+    // A new operation is claimed with attempt 1 already started (in_flight): one durable write
+    // gates the first send instead of two (claim, then pending -> in_flight). Not when a cancel is
+    // already signalled: that one must end `cancelled` without an attempt.
+    const startFirst = spec.cancelSignal?.aborted !== true;
+    const candidate = startFirst ? applyEvent(fresh, { type: 'attempt_started', attemptId: globalThis.crypto.randomUUID() }, claimedAt, owner) : fresh;
     // The durable write that gates every send: if it fails, nothing is sent.
-    const { created, record } = await store.claim(fresh);
+    const { created, record } = await store.claim(candidate);
     if (created) {
       engine.stats.operationsCreated++;
       engine.emit({ type: 'operation_created', scope: spec.scope, at: now() });
-      return { kind: 'owned', owned: new OwnedRecord(record, store, owner, now) };
+      const owned = new OwnedRecord(record, store, owner, now);
+      owned.unsentAttempt = startFirst;
+      return { kind: 'owned', owned };
     }
     if (record.fingerprint !== spec.fingerprint) {
       throw engine.conflict(spec.scope, 'the same scope was used before with a different payload');

@@ -14,6 +14,7 @@ export class CallDeadline {
   readonly deadlineAt: number;
   private readonly controller = new AbortController();
   private readonly timer: ReturnType<typeof setTimeout>;
+  private readonly unlinkUser: () => void;
 
   constructor(deadlineMs: number, now: number, scope: ScopeLabel, userSignal: AbortSignal | undefined) {
     this.deadlineAt = now + deadlineMs;
@@ -24,7 +25,8 @@ export class CallDeadline {
         }),
       );
     }, deadlineMs);
-    this.signal = userSignal === undefined ? this.controller.signal : AbortSignal.any([userSignal, this.controller.signal]);
+    this.signal = this.controller.signal;
+    this.unlinkUser = userSignal === undefined ? noop : follow(userSignal, this.controller);
   }
 
   /** Milliseconds left before the deadline. */
@@ -40,16 +42,39 @@ export class CallDeadline {
       fired = true;
       controller.abort(new DOMException(`attempt timed out after ${timeoutMs} ms`, 'TimeoutError'));
     }, timeoutMs);
+    const unlink = follow(this.signal, controller);
     return {
-      signal: AbortSignal.any([this.signal, controller.signal]),
+      signal: controller.signal,
       timedOut: () => fired,
-      done: () => clearTimeout(timer),
+      done: () => {
+        clearTimeout(timer);
+        unlink();
+      },
     };
   }
 
   dispose(): void {
     clearTimeout(this.timer);
+    this.unlinkUser();
   }
+}
+
+const noop = (): void => undefined;
+
+/**
+ * Aborts `target` with `source`'s reason (the first abort wins, as with
+ * `AbortSignal.any`) until the returned function unlinks them. A listener
+ * costs well under a microsecond; `AbortSignal.any` costs ~10 µs and weak
+ * references per call on Node 20, twice per call on the hot path.
+ */
+function follow(source: AbortSignal, target: AbortController): () => void {
+  if (source.aborted) {
+    target.abort(source.reason);
+    return noop;
+  }
+  const onAbort = (): void => target.abort(source.reason);
+  source.addEventListener('abort', onAbort, { once: true });
+  return () => source.removeEventListener('abort', onAbort);
 }
 
 function label(scope: ScopeLabel): string {

@@ -29,6 +29,8 @@ import type { SnapshotLookup } from '../reconcile/lookup.js';
 import { CallDeadline } from './deadline.js';
 import { LeaseLostError, OwnedRecord } from './owned.js';
 import { acquire } from './acquire.js';
+import { createTelemetry } from '../telemetry.js';
+import type { Telemetry } from '../telemetry.js';
 
 /** What one attempt gets from the engine. */
 export interface AttemptContext {
@@ -63,6 +65,18 @@ export interface OperationSpec {
   cancelSignal?: AbortSignal | undefined;
 }
 
+/**
+ * Runs `body` while holding an exclusive lock on one record id, shared with other
+ * tabs or processes. After `maxWaitMs` without the lock it runs `body` anyway (the
+ * lease then decides whom to wait for); an abort of `signal` while waiting rejects
+ * with `signal.reason`.
+ */
+export type Exclusive = <T>(
+  id: string,
+  body: () => Promise<T>,
+  wait: { signal: AbortSignal | undefined; maxWaitMs: number },
+) => Promise<T>;
+
 /** A finished call. */
 export interface ExecuteResult {
   record: OperationRecord;
@@ -87,8 +101,17 @@ type StepResult = { record: OperationRecord; live: unknown };
 export class Engine {
   readonly stats: OnceStats = emptyStats();
   private readonly inflight = new Map<string, { fingerprint: string; promise: Promise<ExecuteResult> }>();
+  /** OpenTelemetry spans, when the application has `@opentelemetry/api` */
+  private readonly telemetry: Telemetry | undefined;
 
-  constructor(readonly opts: ResolvedOptions) {}
+  /**
+   * @param exclusive optional: runs one record's execution exclusively across
+   *   tabs or processes (the browser entry passes Web Locks); the store's lease and
+   *   compare-and-set stay the guarantee, this only saves the waiting side its polling.
+   */
+  constructor(readonly opts: ResolvedOptions, private readonly exclusive?: Exclusive) {
+    this.telemetry = opts.telemetry ? createTelemetry() : undefined;
+  }
 
   emit(event: OnceEvent): void {
     try {
@@ -96,10 +119,15 @@ export class Engine {
     } catch {
       // a listener's failure must never change an operation's outcome
     }
+    this.telemetry?.event(event);
   }
 
   /** Executes at most once; concurrent identical calls in this process share one execution. */
-  async execute(spec: OperationSpec): Promise<ExecuteResult> {
+  execute(spec: OperationSpec): Promise<ExecuteResult> {
+    return this.telemetry === undefined ? this.executeOnce(spec) : this.telemetry.trace(spec.scope, () => this.executeOnce(spec));
+  }
+
+  private async executeOnce(spec: OperationSpec): Promise<ExecuteResult> {
     spec.signal?.throwIfAborted();
     const id = recordId(spec.scope);
     const joined = this.inflight.get(id);
@@ -110,7 +138,10 @@ export class Engine {
       this.emit({ type: 'replay', scope: spec.scope, at: this.opts.now(), state: shared.record.state });
       return { ...shared, replayed: true };
     }
-    const promise = this.run(spec);
+    const promise =
+      this.exclusive === undefined
+        ? this.run(spec)
+        : this.exclusive(id, () => this.run(spec), { signal: spec.signal, maxWaitMs: this.opts.inFlightWaitMs });
     this.inflight.set(id, { fingerprint: spec.fingerprint, promise });
     try {
       return await promise;
@@ -178,6 +209,8 @@ export class Engine {
     let previousDelayMs: number | undefined;
     // A call entering the loop is one request: it pays into the budget that funds retries.
     retry.budget?.recordRequest();
+    this.stats.operationsExecuted++;
+    this.stats.attemptsPerOperation = this.stats.attempts / this.stats.operationsExecuted;
     try {
       return await pRetry((n) => this.step(owned, spec, deadline, n), {
         retries: retry.maxAttempts - 1,
@@ -204,6 +237,8 @@ export class Engine {
   /** After an abort: releases the lease (best effort) so the operation can be resumed at once. */
   private async abandon(owned: OwnedRecord, reason: unknown): Promise<unknown> {
     if (!isTerminal(owned.rec.state) && owned.rec.lease !== null) {
+      // An attempt the claim opened but never handed to the transport: close it, so the record says pending, not in flight.
+      if (owned.unsentAttempt) await this.closeUnsent(owned, 'aborted before it was sent').catch(() => undefined);
       const code = isOnceError(reason) ? reason.code : 'ABORTED';
       const message = reason instanceof Error ? reason.message : 'aborted by the caller';
       try {
@@ -263,6 +298,15 @@ export class Engine {
     for (;;) {
       const rec = owned.rec;
       if (isTerminal(rec.state)) return { record: rec, live: undefined };
+      if (owned.unsentAttempt) {
+        // The claim opened attempt 1 (one durable write before the send, not two); a cancel that came
+        // first closes it unsent — nothing left the process — and then cancels as before any send.
+        if (spec.cancelSignal?.aborted === true || rec.cancelRequestedAt !== null) {
+          await this.closeUnsent(owned, 'cancelled before it was sent');
+          continue;
+        }
+        return this.sendOnce(owned, spec, deadline, n);
+      }
       if (spec.cancelSignal?.aborted === true && rec.cancelRequestedAt === null) {
         await owned.commit({ type: 'cancel' });
         continue;
@@ -279,10 +323,19 @@ export class Engine {
     }
   }
 
+  /** Records the claim's open attempt as never sent (back to pending). */
+  private async closeUnsent(owned: OwnedRecord, reason: string): Promise<void> {
+    owned.unsentAttempt = false;
+    await owned.commit({ type: 'attempt_finished', class: 'not_sent', status: null, reason, result: null });
+  }
+
   private async sendOnce(owned: OwnedRecord, spec: OperationSpec, deadline: CallDeadline, n: number): Promise<StepResult> {
-    const started = await owned.commit({ type: 'attempt_started', attemptId: globalThis.crypto.randomUUID() });
+    // The write that gates this send: already durable when the claim itself opened the attempt.
+    const started = owned.unsentAttempt ? owned.rec : await owned.commit({ type: 'attempt_started', attemptId: globalThis.crypto.randomUUID() });
+    owned.unsentAttempt = false;
     const attempt = started.attempts.length;
     this.stats.attempts++;
+    this.stats.attemptsPerOperation = this.stats.attempts / Math.max(1, this.stats.operationsExecuted);
     this.emit({ type: 'attempt_started', scope: spec.scope, at: this.opts.now(), attempt });
     const outcome = await this.sendWithLease(owned, spec, deadline, attempt);
     const c = outcome.classification;
@@ -335,7 +388,18 @@ export class Engine {
   /** After an ambiguous outcome: look up before any resend (DESIGN §2). */
   async reconcileOwned(owned: OwnedRecord, spec: OperationSpec, deadline: CallDeadline): Promise<void> {
     const scope = spec.scope;
-    const result = await reconcile(spec.lookup, { scope, key: owned.rec.key, record: owned.rec, signal: deadline.signal });
+    let result = await reconcile(spec.lookup, { scope, key: owned.rec.key, record: owned.rec, signal: deadline.signal });
+    // "Absent" right after a send may only mean "not committed yet": wait until the attempt can no
+    // longer take effect, then ask again (unless a resend with the same key would be deduplicated).
+    const settleAt = (owned.rec.attempts.at(-1)?.startedAt ?? 0) + this.opts.settleMs;
+    if (result.kind === 'absent' && !this.opts.providerDedupes && this.opts.now() < settleAt) {
+      const waitMs = settleAt - this.opts.now();
+      if (waitMs > deadline.remaining(this.opts.now())) {
+        throw await this.stop(owned, new DeadlineExceededError(`the lookup of ${text(scope)} said absent, but the attempt may still take effect for ${waitMs} ms, past the deadline; the record stays ambiguous`, { scope }));
+      }
+      await sleep(waitMs, deadline.signal);
+      result = await reconcile(spec.lookup, { scope, key: owned.rec.key, record: owned.rec, signal: deadline.signal });
+    }
     if (result.kind !== 'none') this.stats.lookups++;
     this.emit({ type: 'lookup', scope, at: this.opts.now(), outcome: result.kind });
     switch (result.kind) {

@@ -23,6 +23,8 @@ const MAX_REAPPLY = 8;
 /** A record this process currently owns. */
 export class OwnedRecord {
   private chain: Promise<unknown> = Promise.resolve();
+  /** true while the record's open attempt was started by the claim and not yet handed to the transport */
+  unsentAttempt = false;
 
   constructor(
     public rec: OperationRecord,

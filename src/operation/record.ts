@@ -6,8 +6,10 @@
  *
  * @module
  */
-import { z } from 'zod';
+import * as z from 'zod/mini';
 import { StoreError } from '../errors.js';
+import { issueText } from '../validation.js';
+import { isExactRecord } from './record-shape.js';
 
 /** Version of the persisted record layout. */
 export const SCHEMA_VERSION = 1;
@@ -40,18 +42,19 @@ export function recordId(scope: Scope): string {
 
 const stateSchema = z.enum(['pending', 'in_flight', 'ambiguous', 'succeeded', 'failed', 'cancelled']);
 const classSchema = z.enum(['success', 'not_sent', 'retryable', 'ambiguous', 'terminal', 'conflict']);
-const int = z.number().int().nonnegative();
+const int = z.int().check(z.nonnegative());
+const status = z.nullable(z.int());
 
 const attemptSchema = z.object({
-  id: z.string().min(1),
-  number: z.number().int().positive(),
+  id: z.string().check(z.minLength(1)),
+  number: z.int().check(z.positive()),
   generation: int,
   owner: z.string(),
   startedAt: int,
-  finishedAt: int.nullable(),
-  class: classSchema.nullable(),
-  status: z.number().int().nullable(),
-  reason: z.string().nullable(),
+  finishedAt: z.nullable(int),
+  class: z.nullable(classSchema),
+  status,
+  reason: z.nullable(z.string()),
 });
 
 const evidenceSchema = z.object({
@@ -60,13 +63,13 @@ const evidenceSchema = z.object({
   generation: int,
   owner: z.string(),
   detail: z.string(),
-  status: z.number().int().nullable(),
+  status,
 });
 
 const resultSchema = z.object({
   kind: z.enum(['response', 'value']),
   source: z.enum(['attempt', 'lookup']),
-  status: z.number().int(),
+  status: z.int(),
   statusText: z.string(),
   headers: z.array(z.tuple([z.string(), z.string()])),
   /** base64 of the (possibly capped) body for responses; JSON text for values */
@@ -76,26 +79,29 @@ const resultSchema = z.object({
 
 const recordSchema = z.object({
   schemaVersion: z.literal(SCHEMA_VERSION),
-  id: z.string().min(1),
+  id: z.string().check(z.minLength(1)),
   tenant: z.string(),
   action: z.string(),
   ref: z.string(),
-  key: z.string().min(1),
+  key: z.string().check(z.minLength(1)),
   keySource: z.enum(['minted', 'caller']),
-  fingerprint: z.string().regex(/^[0-9a-f]{64}$/),
-  request: z.object({ method: z.string(), url: z.string() }).nullable(),
+  fingerprint: z.string().check(z.regex(/^[0-9a-f]{64}$/)),
+  request: z.nullable(z.object({ method: z.string(), url: z.string() })),
   state: stateSchema,
   generation: int,
-  lease: z.object({ owner: z.string(), expiresAt: int }).nullable(),
+  lease: z.nullable(z.object({ owner: z.string(), expiresAt: int })),
   createdAt: int,
   updatedAt: int,
   expiresAt: int,
   attempts: z.array(attemptSchema),
   evidence: z.array(evidenceSchema),
-  result: resultSchema.nullable(),
-  error: z.object({ code: z.string(), message: z.string() }).nullable(),
-  cancelRequestedAt: int.nullable(),
+  result: z.nullable(resultSchema),
+  error: z.nullable(z.object({ code: z.string(), message: z.string() })),
+  cancelRequestedAt: z.nullable(int),
 });
+
+/** @internal The record schema itself, for tests that hold the fast pre-check to it. */
+export const RECORD_SCHEMA = recordSchema;
 
 /** One transport try. Numbered from 1; kept forever in the record. */
 export type AttemptRecord = z.infer<typeof attemptSchema>;
@@ -119,7 +125,9 @@ export function parseRecord(raw: unknown, where: string): OperationRecord {
       throw new StoreError(`${where}: stored record is not valid JSON`, { cause });
     }
   }
-  const parsed = recordSchema.safeParse(value);
+  // Exactly a valid record (the common case) needs no zod pass; anything else gets the schema's verdict.
+  if (isExactRecord(value, SCHEMA_VERSION)) return value;
+  const parsed = recordSchema.safeParse(value, { error: issueText });
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const path = issue === undefined ? '' : issue.path.join('.');
@@ -199,6 +207,27 @@ const NEXT: Readonly<Record<OperationState, readonly OperationState[]>> = {
   cancelled: ['cancelled'],
 };
 
+const LIVE: readonly OperationState[] = ['pending', 'in_flight', 'ambiguous'];
+
+/**
+ * The states each event may be applied in, where that is narrower than "any": a send starts only
+ * from `pending` (never a second attempt while one may be on the wire); only an open attempt can
+ * finish; only an `ambiguous` record is settled by a lookup or a same-key resend; and a terminal
+ * record takes nothing but evidence, so its result and error never change.
+ */
+const ALLOWED_FROM: Partial<Record<RecordEvent['type'], readonly OperationState[]>> = {
+  acquire: LIVE,
+  renew: LIVE,
+  attempt_started: ['pending'],
+  attempt_finished: ['in_flight'],
+  lookup_found: ['ambiguous'],
+  lookup_absent: ['ambiguous'],
+  lookup_unknown: ['ambiguous'],
+  resend_after_ambiguous: ['ambiguous'],
+  stopped: LIVE,
+  cancel: LIVE,
+};
+
 /** Thrown for a transition the state machine does not allow: always a bug. */
 export class IllegalTransitionError extends Error {
   constructor(from: OperationState, to: OperationState, event: RecordEvent['type']) {
@@ -255,10 +284,8 @@ function targetState(record: OperationRecord, event: RecordEvent): OperationStat
 export function applyEvent(record: OperationRecord, event: RecordEvent, now: number, owner: string): OperationRecord {
   const to = targetState(record, event);
   if (!NEXT[record.state].includes(to)) throw new IllegalTransitionError(record.state, to, event.type);
-  // A send starts only from `pending` (never a second attempt while one may be on the wire),
-  // and only an open attempt can finish.
-  if (event.type === 'attempt_started' && record.state !== 'pending') throw new IllegalTransitionError(record.state, to, event.type);
-  if (event.type === 'attempt_finished' && record.state !== 'in_flight') throw new IllegalTransitionError(record.state, to, event.type);
+  const from = ALLOWED_FROM[event.type];
+  if (from !== undefined && !from.includes(record.state)) throw new IllegalTransitionError(record.state, to, event.type);
   const next: OperationRecord = {
     ...record,
     state: to,

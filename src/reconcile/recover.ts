@@ -54,12 +54,17 @@ export async function recover(engine: Engine, options: RecoverOptions = {}): Pro
       if (!cas.ok) continue; // someone else is on it
       const owned = new OwnedRecord(taken, store, owner, now);
       const lookupFn = lookups[found.action];
-      const outcome = await reconcile(lookupFn === undefined ? undefined : responseLookup(lookupFn, engine.opts), {
+      let outcome = await reconcile(lookupFn === undefined ? undefined : responseLookup(lookupFn, engine.opts), {
         scope,
         key: taken.key,
         record: taken,
         signal,
       });
+      // "Absent" is trusted only once the last attempt can no longer take effect at the provider.
+      const settleAt = (taken.attempts.at(-1)?.startedAt ?? 0) + engine.opts.settleMs;
+      if (outcome.kind === 'absent' && !engine.opts.providerDedupes && now() < settleAt) {
+        outcome = { kind: 'unknown', detail: `lookup said absent, but the last attempt may still take effect until ${new Date(settleAt).toISOString()}`, error: undefined };
+      }
       if (outcome.kind !== 'none') engine.stats.lookups++;
       engine.emit({ type: 'lookup', scope, at: now(), outcome: outcome.kind });
       if (outcome.kind === 'found') {

@@ -41,6 +41,13 @@ export interface ListQuery {
  *   with `StoreError`, never resolves as absent.
  * - A promise that resolves means the write is as durable as the store
  *   promises (SQLite: committed; PostgreSQL: committed).
+ *
+ * Prove a custom store with `describeStoreContract` from `oncefetch/testing`.
+ *
+ * @example
+ * ```ts
+ * const client = createClient({ store: sqliteStore({ path: './.oncefetch/agent.db' }) })
+ * ```
  */
 export interface OnceStore {
   /** short name for diagnostics, e.g. `'sqlite:/path/db'` */

@@ -6,6 +6,12 @@
  * for `compareAndSet`. The file and its `-wal`/`-shm` companions are mode 0600
  * because records hold result bodies.
  *
+ * Group commit: the writes issued while the event loop runs one turn (every
+ * `claim` and `compareAndSet` of that turn) are applied in order, each with its
+ * own insert-if-absent or compare-and-set, inside one `BEGIN IMMEDIATE … COMMIT`;
+ * each promise resolves only after that commit. Concurrent calls thus share one
+ * transaction (and, in `'power-loss'` mode, one fsync) instead of paying one each.
+ *
  * better-sqlite3 is loaded on the first call of {@link sqliteStore}, so
  * importing this module costs nothing until a store is opened.
  *
@@ -24,6 +30,8 @@ import {
   type RecordColumns,
   type ResolvedListQuery,
 } from './common.js';
+import { createGroupCommit } from './sqlite-batch.js';
+import type { GroupCommit } from './sqlite-batch.js';
 import { TERMINAL_SQL, openDatabase, resolveOptions, storeError } from './sqlite-open.js';
 
 type Database = BetterSqlite3.Database;
@@ -42,7 +50,13 @@ export interface SqliteStoreOptions {
    * What a resolved write survives.
    * - `'process'`: WAL with `synchronous=NORMAL`: survives a crash of the
    *   process, not of the machine; about 5× cheaper per commit.
-   * - `'power-loss'`: WAL with `synchronous=FULL`: every commit is fsynced.
+   * - `'power-loss'`: WAL with `synchronous=FULL`: a write that lets a send
+   *   start (a record entering `in_flight`) or records a cancellation is
+   *   fsynced before its promise resolves. Other writes (an attempt's outcome,
+   *   a lease renewal) are committed at once and reach the disk with the next
+   *   fsync: losing one to a power cut leaves the earlier, durable state
+   *   (`in_flight`), which a restart reconciles with the same key, as for any
+   *   crash after a send. Concurrent writes share one fsync (group commit).
    *
    * @default 'process'
    */
@@ -118,6 +132,16 @@ function listStatement(db: Database, cache: Map<string, Statement>, q: ResolvedL
   return statement;
 }
 
+/**
+ * Writes that must reach the disk before they resolve in `'power-loss'` mode:
+ * a record entering `in_flight` lets a send start; a cancellation is an
+ * acknowledgment the caller acts on. Losing any other write to a power cut
+ * leaves an earlier durable state that recovery handles like any crash.
+ */
+function gatesSend(record: OperationRecord): boolean {
+  return record.state === 'in_flight' || record.cancelRequestedAt !== null;
+}
+
 function columnValues(c: RecordColumns): unknown[] {
   return [c.generation, c.state, c.tenant, c.leaseExpiresAt, c.expiresAt, c.updatedAt];
 }
@@ -140,8 +164,10 @@ export function sqliteStore(options: SqliteStoreOptions): OnceStore {
   const ownsHandle = options.database === undefined;
   const db = openDatabase(resolved, options.database);
   let statements: Statements;
+  let batch: GroupCommit;
   try {
     statements = prepare(db);
+    batch = createGroupCommit({ db, powerLoss: resolved.synchronous === 'FULL', toError: (cause, action) => storeError(cause, path, action) });
   } catch (cause) {
     if (ownsHandle && db.open) db.close();
     throw storeError(cause, path, 'preparing statements');
@@ -162,25 +188,26 @@ export function sqliteStore(options: SqliteStoreOptions): OnceStore {
     decodeRecord(row.data, row.id, row.generation, `${name} record ${row.id}`);
   const selectRow = (id: string): RecordRow | undefined => select.get(id) as RecordRow | undefined;
 
-  // The conflict read runs in the insert's transaction so the winner cannot be purged in between.
-  const claimTx = db.transaction((id: string, data: string, columns: RecordColumns): RecordRow | undefined => {
-    if (insert.run(id, ...columnValues(columns), data).changes === 1) return undefined;
-    const row = selectRow(id);
-    if (row === undefined) throw new Error(`record ${id} vanished inside its claim transaction`);
-    return row;
-  });
-
   return {
     name,
 
     async claim(record: OperationRecord): Promise<ClaimResult> {
       if (closed) throw closedError(name, 'claim');
       const { data, columns } = encodeRecord(record, 'claim');
-      return guard('claim', `claiming record ${record.id}`, () => {
-        const existing = claimTx.immediate(record.id, data, columns);
-        if (existing !== undefined) return { created: false, record: read(existing) };
-        return { created: true, record: JSON.parse(data) as OperationRecord };
-      });
+      const id = record.id;
+      // The conflict read runs in the insert's transaction so the winner cannot be purged in between.
+      const existing = await batch.write(
+        (): RecordRow | undefined => {
+          if (insert.run(id, ...columnValues(columns), data).changes === 1) return undefined;
+          const row = selectRow(id);
+          if (row === undefined) throw new Error(`record ${id} vanished inside its claim transaction`);
+          return row;
+        },
+        gatesSend(record),
+        `claiming record ${id}`,
+      );
+      if (existing !== undefined) return { created: false, record: read(existing) };
+      return { created: true, record: JSON.parse(data) as OperationRecord };
     },
 
     async get(id: string): Promise<OperationRecord | undefined> {
@@ -194,13 +221,17 @@ export function sqliteStore(options: SqliteStoreOptions): OnceStore {
       if (closed) throw closedError(name, 'compareAndSet');
       checkCompareAndSet(id, expectedGeneration, next);
       const { data, columns } = encodeRecord(next, 'compareAndSet');
-      return guard('compareAndSet', `updating record ${id}`, (): CompareAndSetResult => {
-        // A single autocommit UPDATE: the generation check and the write are one step.
-        if (update.run(...columnValues(columns), data, id, expectedGeneration).changes === 1) return { ok: true };
-        // Read back outside the UPDATE: a newer record, or none if it was purged.
-        const row = selectRow(id);
-        return { ok: false, current: row === undefined ? undefined : read(row) };
-      });
+      // The generation check and the write are one UPDATE; a miss reads the current row back in the same transaction.
+      const current = await batch.write(
+        (): RecordRow | null | undefined => {
+          if (update.run(...columnValues(columns), data, id, expectedGeneration).changes === 1) return null;
+          return selectRow(id);
+        },
+        gatesSend(next),
+        `updating record ${id}`,
+      );
+      if (current === null) return { ok: true };
+      return { ok: false, current: current === undefined ? undefined : read(current) };
     },
 
     async list(query?: ListQuery): Promise<OperationRecord[]> {
@@ -233,6 +264,8 @@ export function sqliteStore(options: SqliteStoreOptions): OnceStore {
     async close(): Promise<void> {
       if (closed) return;
       closed = true;
+      // Writes issued before close() still commit (and settle) before the handle goes.
+      batch.flush();
       if (ownsHandle) {
         try {
           db.close();

@@ -111,7 +111,9 @@ describe('recover()', () => {
     provider.fault({ kind: 'reset_before_commit' });
     const a = client();
     await expect(post(a, 'V-2')).rejects.toBeInstanceOf(AmbiguousOutcomeError);
-    const b = client({ lookups: { 'create-order': lookupByRef(provider.url) } });
+    const early = await client({ lookups: { 'create-order': lookupByRef(provider.url) }, settleMs: 60_000 }).recover();
+    expect(early.stillAmbiguous).toHaveLength(1); // too soon after the attempt to trust "absent"
+    const b = client({ lookups: { 'create-order': lookupByRef(provider.url) }, settleMs: 0 });
     const report = await b.recover();
     expect(report.absent).toHaveLength(1);
     expect((await b.get({ action: 'create-order', ref: 'V-2' }))?.state).toBe('pending');

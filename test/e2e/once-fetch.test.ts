@@ -86,9 +86,9 @@ describe('client.fetch against the loopback provider', () => {
     expect(kinds.filter((k) => k === 'attempt_started')).toHaveLength(1);
   });
 
-  it('resends with the same key when the lookup says absent', async () => {
+  it('resends with the same key when the lookup says absent, once the attempt can no longer take effect', async () => {
     provider.fault({ kind: 'reset_before_commit' });
-    const { client: c } = client();
+    const { client: c } = client({ settleMs: 300 });
     const res = await c.fetch(`${provider.url}/orders`, {
       ...orderInit('T-4'),
       once: { action: 'create-order', ref: 'T-4', lookup: lookupByRef(provider.url) },
@@ -96,7 +96,25 @@ describe('client.fetch against the loopback provider', () => {
     expect(res.status).toBe(201);
     expect(provider.requests.length).toBe(2);
     expect(provider.requests[0]?.key).toBe(provider.requests[1]?.key);
+    // settleMs counts from the start of the ambiguous attempt, as recorded
+    const attempts = (await c.get({ action: 'create-order', ref: 'T-4' }))!.attempts;
+    expect(attempts[1]!.startedAt - attempts[0]!.startedAt).toBeGreaterThanOrEqual(300);
     expect(provider.effects).toBe(1);
+  });
+
+  it('does not trust an early "absent" while the provider may still be processing (provider ignores keys)', async () => {
+    await provider.close();
+    provider = await startProvider({ ignoreKeys: true });
+    provider.fault({ kind: 'delay_before_commit', delayMs: 500 });
+    const { client: c } = client({ settleMs: 1500, retry: { attemptTimeoutMs: 100 } });
+    const res = await c.fetch(`${provider.url}/orders`, {
+      ...orderInit('T-4b'),
+      once: { action: 'create-order', ref: 'T-4b', lookup: lookupByRef(provider.url) },
+    });
+    expect(res.status).toBe(200); // found by the second lookup, after the held request committed
+    expect(provider.requests.length).toBe(1);
+    expect(provider.effects).toBe(1);
+    expect(provider.lookups).toBe(2);
   });
 
   it('without a lookup, an ambiguous outcome against a provider that ignores keys is reported, never resent', async () => {

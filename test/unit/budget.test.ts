@@ -20,20 +20,22 @@ describe('createRetryBudget', () => {
     expect(createRetryBudget({ reserve: 3 }).tokens).toBe(3);
   });
 
-  it('caps retry amplification at about 1.11 under 100% failure with defaults', () => {
+  // The default ratio became 0.09 (was 0.1) so that reserve + deposits fit the 1.1× target.
+  it('caps retry amplification at 1.1 under 100% failure with defaults', () => {
     const amplification = simulate(undefined, 1000, 5) / 1000;
-    expect(amplification).toBeLessThanOrEqual(1.11);
+    expect(amplification).toBeLessThanOrEqual(1.1);
     expect(amplification).toBeGreaterThanOrEqual(1.05);
   });
 
   it('grants exactly reserve + operations · ratio retries (fixed point, no float drift)', () => {
-    expect(simulate(undefined, 1000, 5)).toBe(1000 + 10 + 100);
+    expect(simulate(undefined, 1000, 5)).toBe(1000 + 10 + 90); // defaults: reserve 10, ratio 0.09
+    expect(simulate({ ratio: 0.1 }, 1000, 5)).toBe(1000 + 10 + 100);
     expect(simulate({ ratio: 0.2, reserve: 0 }, 1000, 5)).toBe(1000 + 200);
     expect(simulate({ ratio: 0, reserve: 4 }, 1000, 5)).toBe(1000 + 4);
   });
 
   it('lets ten first attempts at ratio 0.1 fund exactly one retry', () => {
-    const budget = createRetryBudget({ reserve: 0 });
+    const budget = createRetryBudget({ ratio: 0.1, reserve: 0 });
     for (let i = 0; i < 9; i++) budget.recordRequest();
     expect(budget.tryRetry()).toBe(false);
     budget.recordRequest();
@@ -62,7 +64,7 @@ describe('createRetryBudget', () => {
   });
 
   it('recovers after a healthy period', () => {
-    const budget = createRetryBudget({ reserve: 0 });
+    const budget = createRetryBudget({ ratio: 0.1, reserve: 0 });
     expect(budget.tryRetry()).toBe(false);
     for (let i = 0; i < 50; i++) budget.recordRequest();
     let granted = 0;

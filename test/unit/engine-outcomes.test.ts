@@ -128,7 +128,8 @@ describe('ambiguous outcomes and lookups', () => {
       lookupKeys.push(key);
       return null;
     };
-    const { client } = makeClient(fetch);
+    // settleMs: 0 — a 500 is a finished response, nothing is still in progress to wait for.
+    const { client } = makeClient(fetch, { settleMs: 0 });
     const res = await client.fetch(URL_ORDERS, orderInit({ ...SCOPE, lookup }));
     expect(res.status).toBe(201);
     expect(log).toEqual(['fetch', 'lookup', 'fetch']);
@@ -197,7 +198,7 @@ describe('ambiguous outcomes and lookups', () => {
       lookups++;
       return null;
     };
-    const { client } = makeClient(fetch, { retry: { maxAttempts: 2 } });
+    const { client } = makeClient(fetch, { retry: { maxAttempts: 2 }, settleMs: 0 });
     const err = await client.fetch(URL_ORDERS, orderInit({ ...SCOPE, lookup })).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(RetriesExhaustedError);
     expect(calls).toHaveLength(2);

@@ -1,0 +1,355 @@
+/**
+ * `explain(record, policy)`: table-driven over records built with the real
+ * state machine (`newRecord` + `applyEvent`), one row per diagnosis, plus the
+ * confidence levels, escalation, redaction and the client wiring.
+ */
+import { describe, expect, it } from 'vitest';
+import { explain } from '../../src/explain/explain.js';
+import type { DiagnosisCode, ExplainPolicy, Explanation } from '../../src/explain/types.js';
+import { applyEvent, newRecord } from '../../src/operation/record.js';
+import type { OperationRecord, RecordEvent, RecordedClass, ResultSnapshot } from '../../src/operation/record.js';
+import { createClient, memoryStore } from '../../src/index.js';
+
+const T0 = 1_700_000_000_000;
+const DAY = 24 * 3600 * 1000;
+const LEASE_MS = 30_000;
+const A = 'owner-a';
+const B = 'owner-b';
+const KEY = '123e4567-e89b-12d3-a456-426614174abc';
+
+function snapshot(status: number, source: 'attempt' | 'lookup' = 'attempt', headers: [string, string][] = []): ResultSnapshot {
+  return { kind: 'response', source, status, statusText: '', headers: [['content-type', 'application/json'], ...headers], body: '', bodyTruncated: false };
+}
+
+/** A record driven through real transitions, 10 ms apart. */
+class Rec {
+  rec: OperationRecord;
+  t = T0;
+  constructor() {
+    this.rec = newRecord({
+      scope: { tenant: 't1', action: 'create-order', ref: 'A-17' },
+      key: KEY,
+      keySource: 'minted',
+      fingerprint: 'f'.repeat(64),
+      request: { method: 'POST', url: 'https://api.example.com/orders' },
+      owner: A,
+      now: T0,
+      leaseMs: LEASE_MS,
+      retentionMs: DAY,
+    });
+  }
+  on(event: RecordEvent, owner = A): this {
+    this.t += 10;
+    this.rec = applyEvent(this.rec, event, this.t, owner);
+    return this;
+  }
+  start(owner = A): this {
+    return this.on({ type: 'attempt_started', attemptId: `att-${this.rec.attempts.length + 1}` }, owner);
+  }
+  /** one attempt with its outcome; `result` for success and terminal */
+  attempt(cls: RecordedClass, status: number | null, reason: string, result: ResultSnapshot | null = null): this {
+    return this.start().on({ type: 'attempt_finished', class: cls, status, reason, result });
+  }
+  stop(code: string, message: string): this {
+    return this.on({ type: 'stopped', code, message });
+  }
+}
+
+function policy(over: Partial<ExplainPolicy> = {}): ExplainPolicy {
+  return {
+    retry: { maxAttempts: 5, baseDelayMs: 200, maxDelayMs: 10_000, attemptTimeoutMs: 30_000, deadlineMs: 120_000, maxRetryAfterMs: 60_000, jitter: 'full' },
+    retentionMs: DAY,
+    providerRetentionMs: DAY,
+    providerDedupes: false,
+    lookupRegistered: false,
+    now: T0 + 1_000,
+    ...over,
+  };
+}
+
+interface Row {
+  name: string;
+  record: () => OperationRecord;
+  policy?: Partial<ExplainPolicy>;
+  code: DiagnosisCode;
+  confidence: Explanation['confidence'];
+  escalate: boolean;
+  effects: 'unknown' | number;
+  plan?: RegExp;
+}
+
+const rows: Row[] = [
+  { name: 'nothing sent yet', record: () => new Rec().rec, code: 'never_sent', confidence: 'high', escalate: false, effects: 0, plan: /call again with the same ref/i },
+  {
+    name: 'only connection refusals, then retries exhausted',
+    record: () => new Rec().attempt('not_sent', null, 'ECONNREFUSED').attempt('not_sent', null, 'ECONNREFUSED').stop('RETRIES_EXHAUSTED', '2 attempts').rec,
+    code: 'never_sent',
+    confidence: 'high',
+    escalate: false,
+    effects: 0,
+  },
+  {
+    name: 'one 201',
+    record: () => new Rec().attempt('success', 201, 'status 201', snapshot(201)).rec,
+    code: 'succeeded',
+    confidence: 'medium',
+    escalate: false,
+    effects: 1,
+    plan: /nothing to do/i,
+  },
+  {
+    name: '500 after commit, then a lookup found it',
+    record: () =>
+      new Rec().attempt('ambiguous', 500, 'status 500').on({ type: 'lookup_found', result: snapshot(200, 'lookup'), detail: 'lookup found it (status 200)' }).rec,
+    policy: { lookupRegistered: true },
+    code: 'succeeded',
+    confidence: 'high',
+    escalate: false,
+    effects: 1,
+  },
+  {
+    name: 'a timeout, then a 201 replayed by the provider',
+    record: () =>
+      new Rec()
+        .attempt('ambiguous', null, 'headers timeout')
+        .on({ type: 'resend_after_ambiguous', detail: 'the provider dedupes' })
+        .attempt('success', 201, 'status 201', snapshot(201, 'attempt', [['idempotent-replayed', 'true']])).rec,
+    policy: { providerDedupes: true },
+    code: 'succeeded',
+    confidence: 'high',
+    escalate: false,
+    effects: 1,
+  },
+  {
+    name: 'terminal 400',
+    record: () => new Rec().attempt('terminal', 400, 'status 400', snapshot(400)).rec,
+    code: 'terminal_client_error',
+    confidence: 'medium',
+    escalate: false,
+    effects: 0,
+    plan: /do not retry unchanged input/i,
+  },
+  {
+    name: 'provider reports the key reused with other content',
+    record: () => new Rec().attempt('conflict', 422, 'idempotency key mismatch').rec,
+    code: 'payload_changed',
+    confidence: 'medium',
+    escalate: false,
+    effects: 0,
+    plan: /new ref/i,
+  },
+  {
+    name: '503 twice, then retries exhausted',
+    record: () => new Rec().attempt('retryable', 503, 'status 503').attempt('retryable', 503, 'status 503').stop('RETRIES_EXHAUSTED', '2 attempts').rec,
+    code: 'retryable_backoff',
+    confidence: 'high',
+    escalate: false,
+    effects: 0,
+    plan: /same key/i,
+  },
+  {
+    name: 'in flight under a live lease of another owner',
+    record: () => new Rec().start().rec,
+    code: 'concurrent_duplicates',
+    confidence: 'low',
+    escalate: false,
+    effects: 'unknown',
+    plan: /let the one owner finish/i,
+  },
+  {
+    name: '409 in progress after a timeout',
+    record: () =>
+      new Rec().attempt('ambiguous', null, 'headers timeout').on({ type: 'resend_after_ambiguous', detail: 'the provider dedupes' }).attempt('retryable', 409, 'request in progress').rec,
+    policy: { providerDedupes: true },
+    code: 'concurrent_duplicates',
+    confidence: 'medium',
+    escalate: false,
+    effects: 'unknown',
+    plan: /never mint a new key/i,
+  },
+  {
+    name: 'timeout before response, no lookup, provider does not dedupe',
+    record: () => new Rec().attempt('ambiguous', null, 'headers timeout').stop('AMBIGUOUS_OUTCOME', 'unknown').rec,
+    code: 'timeout_before_response',
+    confidence: 'low',
+    escalate: true,
+    effects: 'unknown',
+    plan: /^do not resend/i,
+  },
+  {
+    name: 'timeout before response, a lookup is registered',
+    record: () => new Rec().attempt('ambiguous', 502, 'status 502').stop('AMBIGUOUS_OUTCOME', 'unknown').rec,
+    policy: { lookupRegistered: true },
+    code: 'timeout_before_response',
+    confidence: 'medium',
+    escalate: false,
+    effects: 'unknown',
+    plan: /look up first/i,
+  },
+  {
+    name: 'timeout before response, the provider dedupes',
+    record: () => new Rec().attempt('ambiguous', null, 'socket reset after send').stop('RETRIES_EXHAUSTED', 'attempts').rec,
+    policy: { providerDedupes: true },
+    code: 'timeout_before_response',
+    confidence: 'low',
+    escalate: false,
+    effects: 'unknown',
+    plan: /same key …4abc/,
+  },
+  {
+    name: 'timeout before response, the provider dedupes but the key is stale',
+    record: () => new Rec().attempt('ambiguous', null, 'headers timeout').stop('AMBIGUOUS_OUTCOME', 'unknown').rec,
+    policy: { providerDedupes: true, providerRetentionMs: 60_000, now: T0 + 120_000 },
+    code: 'timeout_before_response',
+    confidence: 'low',
+    escalate: true,
+    effects: 'unknown',
+    plan: /^do not resend/i,
+  },
+  {
+    name: 'a lookup said absent: resend with the same key',
+    record: () => new Rec().attempt('ambiguous', 500, 'status 500').on({ type: 'lookup_absent', detail: 'lookup reported no such operation' }).rec,
+    policy: { lookupRegistered: true },
+    code: 'timeout_before_response',
+    confidence: 'high',
+    escalate: false,
+    effects: 0,
+    plan: /call again with the same ref/i,
+  },
+  {
+    name: 'in flight, the owner stopped renewing (crash)',
+    record: () => new Rec().start().rec,
+    policy: { now: T0 + LEASE_MS + 5_000, lookupRegistered: true },
+    code: 'stale_lease',
+    confidence: 'low',
+    escalate: true,
+    effects: 'unknown',
+    plan: /take it over/i,
+  },
+  {
+    name: 'taken over after a crash, no lookup: the attempt never recorded an outcome',
+    record: () => {
+      const r = new Rec().start();
+      r.t += LEASE_MS;
+      return r.on({ type: 'acquire', owner: B, leaseExpiresAt: r.t + LEASE_MS }, B).on({ type: 'release' }, B).rec;
+    },
+    policy: { now: T0 + 2 * LEASE_MS + 5_000 },
+    code: 'stale_lease',
+    confidence: 'low',
+    escalate: true,
+    effects: 'unknown',
+    plan: /^do not resend/i,
+  },
+  {
+    name: 'cancelled before any send',
+    record: () => new Rec().on({ type: 'cancel' }).rec,
+    code: 'cancelled',
+    confidence: 'high',
+    escalate: false,
+    effects: 0,
+  },
+  {
+    name: 'contradiction: a lookup said absent, then 409 in progress with nothing sent in between',
+    record: () =>
+      new Rec().attempt('ambiguous', 500, 'status 500').on({ type: 'lookup_absent', detail: 'lookup reported no such operation' }).attempt('retryable', 409, 'request in progress').rec,
+    policy: { lookupRegistered: true },
+    code: 'concurrent_duplicates',
+    confidence: 'low',
+    escalate: true,
+    effects: 'unknown',
+    plan: /^do not resend while the evidence contradicts itself/i,
+  },
+  {
+    name: 'a foreign row no rule fits (failed without attempts)',
+    record: () => ({ ...new Rec().rec, state: 'failed' as const }),
+    code: 'unknown',
+    confidence: 'high',
+    escalate: true,
+    effects: 0,
+    plan: /^do not resend/i,
+  },
+];
+
+describe('explain', () => {
+  it.each(rows)('$name → $code, $confidence confidence, escalate $escalate', (row) => {
+    const x = explain(row.record(), policy(row.policy));
+    expect(x.diagnosis.code).toBe(row.code);
+    expect(x.confidence).toBe(row.confidence);
+    expect(x.escalate).toBe(row.escalate);
+    expect(x.escalation !== undefined).toBe(row.escalate);
+    expect(x.handoff.effects).toBe(row.effects);
+    if (row.plan !== undefined) expect(x.plan.some((s) => row.plan?.test(s))).toBe(true);
+    expect(x.plan.length).toBeGreaterThan(0);
+    expect(x.verification.length).toBeGreaterThan(0);
+    expect(x.diagnosis.summary).not.toBe('');
+  });
+
+  it.each(rows)('never proposes a blind resend: $name', (row) => {
+    const p = policy({ providerDedupes: false, lookupRegistered: false, ...row.policy });
+    const x = explain(row.record(), p);
+    // Without a lookup and without a deduping provider, an unknown effect count allows no resend at all.
+    if (!p.lookupRegistered && !p.providerDedupes && x.handoff.effects === 'unknown' && x.state !== 'in_flight') {
+      expect(x.plan.filter((s) => /^(call again|resend)/i.test(s))).toEqual([]);
+      expect(x.escalate).toBe(true);
+    }
+  });
+
+  it('counts independent observations: statuses, lookup answers and provider replays, not timeouts', () => {
+    const r = new Rec()
+      .attempt('ambiguous', null, 'headers timeout')
+      .on({ type: 'lookup_unknown', detail: 'lookup failed: 503' })
+      .on({ type: 'resend_after_ambiguous', detail: 'the provider dedupes' })
+      .attempt('ambiguous', 500, 'status 500')
+      .on({ type: 'lookup_found', result: snapshot(200, 'lookup'), detail: 'lookup found it (status 200)' }).rec;
+    const x = explain(r, policy({ lookupRegistered: true, providerDedupes: true }));
+    expect(x.observations).toBe(2);
+    expect(x.handoff.lookups.map((l) => l.outcome)).toEqual(['unknown', 'resend', 'found']);
+    expect(x.diagnosis.evidence.some((e) => e.includes('headers timeout'))).toBe(true);
+  });
+
+  it('lowers confidence for a stale lease even with observations', () => {
+    const r = new Rec().attempt('retryable', 503, 'status 503').attempt('retryable', 503, 'status 503').start().rec;
+    expect(explain(r, policy({ now: T0 + 1_000 })).confidence).toBe('high');
+    const stale = explain(r, policy({ now: T0 + LEASE_MS + 1_000 }));
+    expect(stale.diagnosis.code).toBe('stale_lease');
+    expect(stale.confidence).toBe('medium');
+    expect(stale.escalation).toMatch(/stale/);
+  });
+
+  it('hands off scope, redacted key, canonical payload, policy and retention; the key never appears whole', () => {
+    const r = new Rec().attempt('ambiguous', null, 'headers timeout').stop('AMBIGUOUS_OUTCOME', 'unknown').rec;
+    const x = explain(r, policy());
+    expect(x.handoff.keyScope).toMatchObject({ tenant: 't1', action: 'create-order', ref: 'A-17' });
+    expect(x.handoff.key).toBe('…4abc');
+    expect(JSON.stringify(x)).not.toContain(KEY);
+    expect(x.handoff.canonicalPayload).toBe('SHA-256 over method, normalised URL and RFC 8785 canonical JSON body (exact bytes otherwise)');
+    expect(x.handoff.fingerprint).toBe('f'.repeat(64));
+    expect(x.handoff.attempts).toEqual([expect.objectContaining({ number: 1, class: 'ambiguous', status: null, owner: A })]);
+    expect(x.handoff.retryPolicy).toMatchObject({ maxAttempts: 5, providerDedupes: false, lookupRegistered: false });
+    expect(x.handoff.retention).toMatchObject({ createdAt: T0, retentionMs: DAY, resendCutoffAt: T0 + 0.9 * DAY, keyStale: false, keyAgeMs: 1_000 });
+    expect(x.handoff.error?.code).toBe('AMBIGUOUS_OUTCOME');
+    expect(x.handoff.lease).toBeNull();
+  });
+
+  it('is pure: same input, same output, record untouched', () => {
+    const r = new Rec().attempt('ambiguous', 500, 'status 500').rec;
+    const before = structuredClone(r);
+    expect(explain(r, policy())).toEqual(explain(r, policy()));
+    expect(r).toEqual(before);
+  });
+});
+
+describe('client.explain', () => {
+  it('explains a stored operation under the client policy, and undefined for an unknown scope', async () => {
+    const fetch = (async () => new Response('{"id":"ord_1"}', { status: 201, headers: { 'content-type': 'application/json' } })) as typeof globalThis.fetch;
+    const lookup = async () => null;
+    const client = createClient({ store: memoryStore(), fetch, tenant: 't1', providerDedupes: true, lookups: { 'create-order': lookup } });
+    await client.fetch('https://api.example.com/orders', { method: 'POST', body: '{"sku":"A"}', headers: { 'content-type': 'application/json' }, once: { action: 'create-order', ref: 'A-1' } });
+    const x = await client.explain({ action: 'create-order', ref: 'A-1' });
+    expect(x?.diagnosis.code).toBe('succeeded');
+    expect(x?.handoff.retryPolicy).toMatchObject({ providerDedupes: true, lookupRegistered: true });
+    expect(x?.handoff.effects).toBe(1);
+    expect(await client.explain({ action: 'create-order', ref: 'nope' })).toBeUndefined();
+    await client.close();
+  });
+});
