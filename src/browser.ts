@@ -1,0 +1,139 @@
+/**
+ * oncefetch in browsers (and web workers): the package's `browser` export.
+ * `createClient()` defaults to the IndexedDB store shared by every tab of the
+ * origin and to the page's `fetch`, and runs each operation under a Web Lock
+ * so that two tabs with one scope make one send. It imports neither
+ * better-sqlite3, undici nor any `node:` module.
+ *
+ * Needs a secure context (https, or http on localhost) for WebCrypto,
+ * `crypto.randomUUID()` and Web Locks.
+ *
+ * @example
+ * ```ts
+ * import { createClient } from 'oncefetch' // resolved here by bundlers targeting browsers
+ * const client = createClient({ tenant: 't1' })
+ * const res = await client.fetch('/api/orders', {
+ *   method: 'POST',
+ *   headers: { 'content-type': 'application/json' },
+ *   body: JSON.stringify(order),
+ *   once: { action: 'create-order', ref: order.ref, lookup: findOrderByRef },
+ * })
+ * ```
+ *
+ * @module
+ */
+import type { OnceClient, PlatformDefaults } from './client.js';
+import { createClientWith } from './client.js';
+import type { OnceClientOptions } from './options.js';
+import { indexedDbStore } from './stores/indexeddb.js';
+import { webLocks } from './web-locks.js';
+
+/**
+ * Calls `fetch` as a plain function. `window.fetch` throws "Illegal invocation"
+ * when called as a method of another object, which is how the engine holds it.
+ */
+function unbound(fetch: typeof globalThis.fetch): typeof globalThis.fetch {
+  return (input, init) => fetch(input, init);
+}
+
+const browserDefaults: PlatformDefaults = {
+  store: () => indexedDbStore(),
+  fetch: () => unbound(globalThis.fetch),
+};
+
+/**
+ * Resolves a relative URL against the document (or worker) location, as
+ * `fetch` does; the engine fingerprints absolute URLs only.
+ */
+function absolute(input: RequestInfo | URL): RequestInfo | URL {
+  if (typeof input !== 'string') return input;
+  const doc = (globalThis as { document?: { baseURI?: string } }).document;
+  const base = doc?.baseURI ?? (globalThis as { location?: { href?: string } }).location?.href;
+  return base === undefined ? input : new URL(input, base).href;
+}
+
+/**
+ * Creates a once-only client. In browsers the store defaults to IndexedDB
+ * (database `oncefetch`, shared by the origin's tabs) and the transport to the
+ * page's `fetch`; with `navigator.locks`, calls of one scope from several tabs
+ * take turns under a Web Lock. Relative URLs resolve against the page, as with
+ * `fetch`.
+ *
+ * @throws TypeError or RangeError naming a bad option.
+ * @example
+ * ```ts
+ * const client = createClient({ tenant: 't1', leaseMs: 5_000 })
+ * ```
+ */
+export function createClient(options: OnceClientOptions = {}): OnceClient {
+  const fetch = options.fetch;
+  const resolved = typeof fetch === 'function' ? { ...options, fetch: unbound(fetch) } : options;
+  const client = createClientWith(resolved, { ...browserDefaults, exclusive: webLocks() });
+  const wrapped = client.wrap();
+  return {
+    ...client,
+    fetch: (input, init) => client.fetch(absolute(input), init),
+    wrap: () => ((input: RequestInfo | URL, init?: RequestInit) => wrapped(absolute(input), init)) as typeof globalThis.fetch,
+  };
+}
+
+/**
+ * A plain `fetch` with the once-only guarantee, for SDKs that take a `fetch`
+ * option. Same options as {@link createClient}.
+ *
+ * @example
+ * ```ts
+ * const sdk = new PaymentsSdk({ fetch: wrapFetch(globalThis.fetch, { tenant: 't1' }) })
+ * ```
+ */
+export function wrapFetch(fetch: typeof globalThis.fetch, options: Omit<OnceClientOptions, 'fetch'> = {}): typeof globalThis.fetch {
+  return createClient({ ...options, fetch }).wrap();
+}
+
+export type { CancelOptions, CancelResult, OnceClient, ScopeInput } from './client.js';
+export type { OnceClientOptions, RetryOptions } from './options.js';
+export type { JitterMode, Random } from './backoff/backoff.js';
+export type { RetryBudgetOptions } from './backoff/budget.js';
+export type { RecoverOptions, RecoveryReport } from './reconcile/recover.js';
+export type { OnceOptions, OnceRequestInit } from './engine/fetch-operation.js';
+export type { RunContext, RunSpec } from './engine/run-operation.js';
+export type { LookupContext, LookupFn } from './reconcile/lookup.js';
+export type { Classification, ClassifyOverride, OutcomeClass } from './classify/classify.js';
+export type { OnceEvent, OnceEventType, OnceStats } from './events.js';
+export type {
+  Confidence,
+  Diagnosis,
+  DiagnosisCode,
+  ExplainPolicy,
+  Explanation,
+  Handoff,
+  HandoffAttempt,
+  HandoffLookup,
+  HandoffRetention,
+  HandoffRetryPolicy,
+} from './explain/types.js';
+export type { ClaimResult, CompareAndSetResult, ListQuery, OnceStore } from './stores/contract.js';
+export type {
+  AttemptRecord,
+  EvidenceRecord,
+  OperationRecord,
+  OperationState,
+  RecordedClass,
+  ResultSnapshot,
+  Scope,
+} from './operation/record.js';
+export { memoryStore } from './stores/memory.js';
+export { REPLAYED_HEADER, TRUNCATED_HEADER } from './operation/snapshot.js';
+export {
+  AmbiguousOutcomeError,
+  DeadlineExceededError,
+  IdempotencyConflictError,
+  OnceError,
+  OperationCancelledError,
+  OperationFailedError,
+  OperationInFlightError,
+  RetriesExhaustedError,
+  StoreError,
+  isOnceError,
+} from './errors.js';
+export type { OnceErrorCode, OnceErrorOptions, ScopeLabel, StopErrorOptions } from './errors.js';

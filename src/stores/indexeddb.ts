@@ -1,0 +1,249 @@
+/**
+ * The IndexedDB store, `oncefetch/indexeddb`: the default store in browsers
+ * (DESIGN §6), shared by every tab and worker of an origin.
+ *
+ * Built on idb-keyval: its `promisifyRequest`, and its custom-store hook
+ * (`UseStore`) for reads, with our own connection so that writes can ask for
+ * `durability: 'strict'` and the database can carry the indexes that `list`
+ * and `purge` use. `claim` and `compareAndSet` read and write inside **one**
+ * readwrite transaction with no `await` in between — the same atomic
+ * read-modify-write as idb-keyval's `update`, minus the write when the check
+ * fails. IndexedDB runs readwrite transactions on one object store one after
+ * the other, across tabs too, so the check and the write cannot interleave
+ * with anyone else's.
+ *
+ * @module
+ */
+import { get, promisifyRequest, type UseStore } from 'idb-keyval';
+import { StoreError } from '../errors.js';
+import type { OperationRecord, OperationState } from '../operation/record.js';
+import { TERMINAL_STATES } from '../operation/record.js';
+import type { ClaimResult, CompareAndSetResult, ListQuery, OnceStore } from './contract.js';
+import {
+  checkCompareAndSet,
+  checkPurgeNow,
+  closedError,
+  decodeRecord,
+  encodeRecord,
+  resolveListQuery,
+  type RecordColumns,
+} from './common.js';
+
+/** Options of {@link indexedDbStore}. */
+export interface IndexedDbStoreOptions {
+  /** the IndexedDB database @default 'oncefetch' */
+  dbName?: string | undefined;
+  /** the object store inside it @default 'records' */
+  storeName?: string | undefined;
+  /**
+   * Durability of every write transaction.
+   * - `'strict'`: the browser flushes to disk before the write resolves; a resolved
+   *   claim survives a crash of the operating system or a power loss.
+   * - `'relaxed'`: about 1.5× faster in Chromium; survives a closed or crashed tab
+   *   and a crashed browser, not a power loss.
+   *
+   * @default 'strict'
+   */
+  durability?: 'strict' | 'relaxed' | undefined;
+}
+
+/** One stored row: the record's JSON text plus the columns that queries filter on. */
+interface Row extends RecordColumns {
+  id: string;
+  data: string;
+}
+
+/** Version of the database layout (object store + indexes). */
+const DB_VERSION = 1;
+const STATE_INDEX = 'state';
+
+const isRow = (value: unknown): value is Row =>
+  typeof value === 'object' &&
+  value !== null &&
+  typeof (value as Row).id === 'string' &&
+  typeof (value as Row).generation === 'number' &&
+  typeof (value as Row).state === 'string';
+
+/**
+ * Opens (creating when missing) an IndexedDB {@link OnceStore}. Nothing is
+ * opened until the first call. Needs a secure context (https or localhost),
+ * like the rest of oncefetch in a browser.
+ *
+ * @example
+ * ```ts
+ * import { createClient } from 'oncefetch';
+ * import { indexedDbStore } from 'oncefetch/indexeddb';
+ * const client = createClient({ tenant: 't1', store: indexedDbStore({ dbName: 'shop' }) });
+ * ```
+ */
+export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
+  const dbName = options.dbName ?? 'oncefetch';
+  const storeName = options.storeName ?? 'records';
+  const durability = options.durability ?? 'strict';
+  if (typeof dbName !== 'string' || dbName === '') throw new TypeError('indexedDbStore: option "dbName" must be a non-empty string');
+  if (typeof storeName !== 'string' || storeName === '') throw new TypeError('indexedDbStore: option "storeName" must be a non-empty string');
+  if (durability !== 'strict' && durability !== 'relaxed') throw new TypeError('indexedDbStore: option "durability" must be \'strict\' or \'relaxed\'');
+  const name = `indexeddb:${dbName}/${storeName}`;
+  let closed = false;
+  let connection: Promise<IDBDatabase> | undefined;
+
+  const connect = (): Promise<IDBDatabase> => {
+    if (connection !== undefined) return connection;
+    const request = indexedDB.open(dbName, DB_VERSION);
+    request.onupgradeneeded = () => {
+      const records = request.result.createObjectStore(storeName);
+      records.createIndex(STATE_INDEX, 'state');
+    };
+    const opened = promisifyRequest(request);
+    connection = opened;
+    opened.then(
+      (db) => {
+        // Another tab deleting or upgrading the database must not be blocked by us:
+        // let go, and reconnect on the next call.
+        db.onversionchange = () => {
+          db.close();
+          if (connection === opened) connection = undefined;
+        };
+        db.onclose = () => {
+          if (connection === opened) connection = undefined;
+        };
+      },
+      () => {
+        if (connection === opened) connection = undefined;
+      },
+    );
+    return opened;
+  };
+
+  /** idb-keyval's custom-store hook, on our connection, with our durability for writes. */
+  const useStore: UseStore = (mode, callback) =>
+    connect().then((db) =>
+      callback(db.transaction(storeName, mode, mode === 'readwrite' ? { durability } : undefined).objectStore(storeName)),
+    );
+
+  /** Runs a store operation unless closed; every IndexedDB failure becomes a StoreError naming the store. */
+  const guard = async <T>(method: string, action: string, body: () => Promise<T>): Promise<T> => {
+    if (closed) throw closedError(name, method);
+    try {
+      return await body();
+    } catch (cause) {
+      if (cause instanceof StoreError || cause instanceof TypeError || cause instanceof RangeError) throw cause;
+      const detail = cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause);
+      throw new StoreError(`${name}: ${action} failed (${detail})`, { cause });
+    }
+  };
+
+  const read = (row: unknown, id: string): OperationRecord => {
+    if (!isRow(row)) throw new StoreError(`${name} record ${id}: stored row is not an oncefetch row`);
+    return decodeRecord(row.data, row.id, row.generation, `${name} record ${id}`);
+  };
+
+  /**
+   * One readwrite transaction: read the row, then `put` it only when `decide`
+   * returns a row. Resolves with the row that was read once the transaction
+   * has committed (so a resolved write is durable).
+   */
+  const readModifyWrite = (id: string, decide: (current: unknown) => Row | undefined): Promise<unknown> =>
+    useStore('readwrite', (store) => {
+      const got = store.get(id);
+      got.onsuccess = () => {
+        const next = decide(got.result);
+        if (next !== undefined) store.put(next, id);
+      };
+      return promisifyRequest(store.transaction).then(() => got.result);
+    });
+
+  const rowsInStates = (states: readonly OperationState[] | undefined): Promise<unknown[]> =>
+    useStore('readonly', (store) => {
+      if (states === undefined) return promisifyRequest(store.getAll());
+      const index = store.index(STATE_INDEX);
+      return Promise.all(states.map((s) => promisifyRequest(index.getAll(s)))).then((lists) => lists.flat());
+    });
+
+  return {
+    name,
+
+    claim(record: OperationRecord): Promise<ClaimResult> {
+      return guard('claim', `claiming record ${record.id}`, async () => {
+        const { data, columns } = encodeRecord(record, 'claim');
+        const existing = await readModifyWrite(record.id, (current) =>
+          current === undefined ? { id: record.id, data, ...columns } : undefined,
+        );
+        if (existing !== undefined) return { created: false, record: read(existing, record.id) };
+        return { created: true, record: JSON.parse(data) as OperationRecord };
+      });
+    },
+
+    get(id: string): Promise<OperationRecord | undefined> {
+      return guard('get', `reading record ${id}`, async () => {
+        const row = await get<unknown>(id, useStore);
+        return row === undefined ? undefined : read(row, id);
+      });
+    },
+
+    compareAndSet(id: string, expectedGeneration: number, next: OperationRecord): Promise<CompareAndSetResult> {
+      return guard('compareAndSet', `updating record ${id}`, async (): Promise<CompareAndSetResult> => {
+        checkCompareAndSet(id, expectedGeneration, next);
+        const { data, columns } = encodeRecord(next, 'compareAndSet');
+        let written = false;
+        // Like SQLite's `UPDATE … WHERE generation = ?`, the check uses the row's column, not its text.
+        const current = await readModifyWrite(id, (row) => {
+          if (!isRow(row) || row.generation !== expectedGeneration) return undefined;
+          written = true;
+          return { id, data, ...columns };
+        });
+        if (written) return { ok: true };
+        return { ok: false, current: current === undefined ? undefined : read(current, id) };
+      });
+    },
+
+    list(query?: ListQuery): Promise<OperationRecord[]> {
+      return guard('list', 'listing records', async () => {
+        const q = resolveListQuery(query);
+        const rows = await rowsInStates(q.states);
+        const matches: Row[] = [];
+        for (const row of rows) {
+          if (!isRow(row)) throw new StoreError(`${name}: a stored row is not an oncefetch row`);
+          if (q.tenant !== undefined && row.tenant !== q.tenant) continue;
+          if (q.leaseExpiredBefore !== undefined && row.leaseExpiresAt !== null && !(row.leaseExpiresAt < q.leaseExpiredBefore)) continue;
+          matches.push(row);
+        }
+        matches.sort((a, b) => a.updatedAt - b.updatedAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+        return matches.slice(0, q.limit).map((row) => read(row, row.id));
+      });
+    },
+
+    purge(now: number): Promise<number> {
+      return guard('purge', 'purging expired records', async () => {
+        checkPurgeNow(now);
+        // One transaction: a record that turns terminal meanwhile is either seen or not, never half-deleted.
+        return useStore('readwrite', (store) => {
+          let count = 0;
+          const index = store.index(STATE_INDEX);
+          for (const state of TERMINAL_STATES) {
+            index.openCursor(state).onsuccess = function () {
+              const cursor = this.result;
+              if (cursor === null) return;
+              const row: unknown = cursor.value;
+              if (isRow(row) && row.expiresAt < now) {
+                cursor.delete();
+                count++;
+              }
+              cursor.continue();
+            };
+          }
+          return promisifyRequest(store.transaction).then(() => count);
+        });
+      });
+    },
+
+    async close(): Promise<void> {
+      if (closed) return;
+      closed = true;
+      const open = connection;
+      connection = undefined;
+      // close() waits for running transactions to finish before the connection goes.
+      if (open !== undefined) (await open.catch(() => undefined))?.close();
+    },
+  };
+}

@@ -1,0 +1,73 @@
+/**
+ * Single flight across tabs with the Web Locks API: while one tab runs an
+ * operation, the other tabs' calls of the same scope wait on a lock instead of
+ * polling the store, and the lock goes away by itself when the tab that holds
+ * it is closed or reloaded.
+ *
+ * The lock is an optimisation and a courtesy, not the guarantee: the store's
+ * lease and compare-and-set still decide who may send. A tab that waited too
+ * long for the lock (`inFlightWaitMs`) goes on without it and meets the lease.
+ *
+ * @module
+ */
+import type { Exclusive } from './engine/execute.js';
+
+/** The part of `navigator.locks` used here. */
+export interface LockManagerLike {
+  request<T>(name: string, options: { signal?: AbortSignal }, callback: () => Promise<T>): Promise<T>;
+}
+
+/** Prefix of every lock name; the rest is the record id. */
+export const LOCK_PREFIX = 'oncefetch:';
+
+/**
+ * An {@link Exclusive} on `navigator.locks`, or undefined where the API is
+ * missing (insecure contexts, old browsers, Node).
+ *
+ * @example
+ * ```ts
+ * createClientWith(options, { ...defaults, exclusive: webLocks() })
+ * ```
+ */
+export function webLocks(locks: LockManagerLike | undefined = navigatorLocks()): Exclusive | undefined {
+  if (locks === undefined) return undefined;
+  return async <T>(id: string, body: () => Promise<T>, wait: { signal: AbortSignal | undefined; maxWaitMs: number }): Promise<T> => {
+    const { signal, maxWaitMs } = wait;
+    signal?.throwIfAborted();
+    const stopWaiting = new AbortController();
+    const onAbort = (): void => stopWaiting.abort(signal?.reason);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const timer = setTimeout(() => stopWaiting.abort(new LockWaitTimeout()), maxWaitMs);
+    let entered = false;
+    try {
+      return await locks.request(LOCK_PREFIX + id, { signal: stopWaiting.signal }, () => {
+        entered = true;
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        return body();
+      });
+    } catch (error) {
+      if (entered) throw error;
+      if (signal?.aborted) throw signal.reason;
+      // Another tab has held the lock for inFlightWaitMs: go on without it; the
+      // lease decides whether to wait for that tab or to take over.
+      if (stopWaiting.signal.reason instanceof LockWaitTimeout) return body();
+      throw error;
+    } finally {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    }
+  };
+}
+
+class LockWaitTimeout extends Error {
+  constructor() {
+    super('gave up waiting for the Web Lock');
+    this.name = 'LockWaitTimeout';
+  }
+}
+
+function navigatorLocks(): LockManagerLike | undefined {
+  const nav = (globalThis as { navigator?: { locks?: LockManagerLike } }).navigator;
+  return nav?.locks !== undefined && typeof nav.locks.request === 'function' ? nav.locks : undefined;
+}

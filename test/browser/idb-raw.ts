@@ -1,0 +1,84 @@
+/**
+ * Raw IndexedDB access behind the store's back, for the contract suite's
+ * `corrupt` hook and for cleanup. Runs under fake-indexeddb in Node and in
+ * real Chromium alike.
+ */
+
+function request<T>(req: IDBRequest<T>): Promise<T> {
+  return new Promise((resolve, reject) => {
+    req.onsuccess = () => resolve(req.result);
+    req.onerror = () => reject(req.error ?? new Error('IndexedDB request failed'));
+  });
+}
+
+/**
+ * Replaces the stored JSON text of record `id` with `raw` on a second
+ * connection, leaving the row's indexed columns (state, generation, …) alone,
+ * as a damaged row would.
+ */
+export async function corruptIdbRecord(dbName: string, storeName: string, id: string, raw: string): Promise<void> {
+  const db = await request(indexedDB.open(dbName));
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const tx = db.transaction(storeName, 'readwrite');
+      const store = tx.objectStore(storeName);
+      const got = store.get(id);
+      got.onsuccess = () => {
+        const row: unknown = got.result;
+        if (typeof row !== 'object' || row === null) {
+          tx.abort();
+          return;
+        }
+        store.put({ ...row, data: raw }, id);
+      };
+      tx.oncomplete = () => resolve();
+      tx.onabort = () => reject(tx.error ?? new Error(`no row ${id} to corrupt`));
+    });
+  } finally {
+    db.close();
+  }
+}
+
+/** Writes `value` as the row of `id`, whatever it is (a foreign app's data). */
+export async function putRawRow(dbName: string, storeName: string, id: string, value: unknown): Promise<void> {
+  const db = await request(indexedDB.open(dbName));
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const tx = db.transaction(storeName, 'readwrite');
+      tx.objectStore(storeName).put(value, id);
+      tx.oncomplete = () => resolve();
+      tx.onabort = () => reject(tx.error ?? new Error('write aborted'));
+    });
+  } finally {
+    db.close();
+  }
+}
+
+/**
+ * Deletes a database. Open connections of our store let go on `versionchange`;
+ * `blocked` only says that some are still finishing a transaction, so it is
+ * fatal only when the deletion has not gone through `blockedMs` later.
+ */
+export async function deleteIdb(dbName: string, blockedMs = 5_000): Promise<void> {
+  await new Promise<void>((resolve, reject) => {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const req = indexedDB.deleteDatabase(dbName);
+    req.onsuccess = () => {
+      clearTimeout(timer);
+      resolve();
+    };
+    req.onerror = () => {
+      clearTimeout(timer);
+      reject(req.error ?? new Error(`could not delete ${dbName}`));
+    };
+    req.onblocked = () => {
+      timer ??= setTimeout(() => reject(new Error(`deleting ${dbName} stayed blocked by an open connection for ${blockedMs} ms`)), blockedMs);
+    };
+  });
+}
+
+let counter = 0;
+/** A database name no other test uses. */
+export function freshDbName(prefix = 'oncefetch-test'): string {
+  return `${prefix}-${Date.now().toString(36)}-${(counter++).toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+}

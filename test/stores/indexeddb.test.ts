@@ -1,0 +1,168 @@
+/**
+ * The IndexedDB store under fake-indexeddb: the same contract suite as memory
+ * and SQLite (it runs again on real IndexedDB in headless Chromium, see
+ * test/browser/), plus what is particular to IndexedDB.
+ */
+import 'fake-indexeddb/auto';
+import { describe, expect, it } from 'vitest';
+import { isOnceError } from '../../src/errors.js';
+import { applyEvent, newRecord, type OperationRecord } from '../../src/operation/record.js';
+import { indexedDbStore } from '../../src/stores/indexeddb.js';
+import { describeStoreContract } from '../../src/testing/store-contract.js';
+import { corruptIdbRecord, deleteIdb, freshDbName, putRawRow } from '../browser/idb-raw.js';
+
+describeStoreContract('indexedDbStore (fake-indexeddb)', {
+  durable: true,
+  setup() {
+    const dbName = freshDbName();
+    return {
+      open: () => indexedDbStore({ dbName }),
+      corrupt: (id, raw) => corruptIdbRecord(dbName, 'records', id, raw),
+      teardown: () => deleteIdb(dbName),
+    };
+  },
+});
+
+describeStoreContract('indexedDbStore (custom store name, relaxed durability)', {
+  durable: true,
+  setup() {
+    const dbName = freshDbName();
+    return {
+      open: () => indexedDbStore({ dbName, storeName: 'ops', durability: 'relaxed' }),
+      corrupt: (id, raw) => corruptIdbRecord(dbName, 'ops', id, raw),
+      teardown: () => deleteIdb(dbName),
+    };
+  },
+});
+
+let n = 0;
+function sample(ref = `r${++n}`): OperationRecord {
+  return newRecord({
+    scope: { tenant: 't1', action: 'create-order', ref },
+    key: `key-${ref}`,
+    keySource: 'minted',
+    fingerprint: 'c'.repeat(64),
+    request: { method: 'POST', url: 'https://api.example.test/orders' },
+    owner: 'owner',
+    now: 1_000,
+    leaseMs: 100,
+    retentionMs: 1_000,
+  });
+}
+
+async function storeError(promise: Promise<unknown>): Promise<Error> {
+  const outcome = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(isOnceError(outcome) && outcome.code === 'STORE_ERROR', `expected a StoreError, got ${String(outcome)}`).toBe(true);
+  return outcome as Error;
+}
+
+describe('indexedDbStore', () => {
+  it('rejects bad options with a TypeError naming the option', () => {
+    expect(() => indexedDbStore({ dbName: '' })).toThrow(/"dbName"/);
+    expect(() => indexedDbStore({ storeName: '' })).toThrow(/"storeName"/);
+    expect(() => indexedDbStore({ durability: 'disk' as never })).toThrow(TypeError);
+  });
+
+  it('asks for strict durability on every write transaction by default, relaxed when told', async () => {
+    const seen: Array<string | undefined> = [];
+    const original = IDBDatabase.prototype.transaction;
+    IDBDatabase.prototype.transaction = function (this: IDBDatabase, names, mode, options) {
+      if (mode !== 'versionchange') seen.push(`${mode ?? 'readonly'}:${options?.durability ?? '-'}`);
+      return original.call(this, names, mode, options);
+    } as typeof original;
+    try {
+      const dbName = freshDbName();
+      const strict = indexedDbStore({ dbName });
+      const r = sample();
+      await strict.claim(r);
+      await strict.compareAndSet(r.id, r.generation, applyEvent(r, { type: 'release' }, 1_001, 'owner'));
+      await strict.get(r.id);
+      await strict.purge(0);
+      await strict.close();
+      const relaxed = indexedDbStore({ dbName, durability: 'relaxed' });
+      await relaxed.claim(sample());
+      await relaxed.close();
+      await deleteIdb(dbName);
+    } finally {
+      IDBDatabase.prototype.transaction = original;
+    }
+    expect(seen).toEqual(['readwrite:strict', 'readwrite:strict', 'readonly:-', 'readwrite:strict', 'readwrite:relaxed']);
+  });
+
+  it('two stores on one database see each other at once (two tabs of one origin)', async () => {
+    const dbName = freshDbName();
+    const tabA = indexedDbStore({ dbName });
+    const tabB = indexedDbStore({ dbName });
+    const r = sample();
+    const [a, b] = await Promise.all([tabA.claim(r), tabB.claim({ ...r, key: 'other-key' })]);
+    expect([a.created, b.created].filter(Boolean)).toHaveLength(1);
+    expect(a.record.key).toBe(b.record.key);
+    const next = applyEvent(a.record, { type: 'release' }, 1_001, 'owner');
+    const [ca, cb] = await Promise.all([
+      tabA.compareAndSet(r.id, a.record.generation, next),
+      tabB.compareAndSet(r.id, a.record.generation, next),
+    ]);
+    expect([ca.ok, cb.ok].filter(Boolean)).toHaveLength(1);
+    expect(await tabB.get(r.id)).toEqual(next);
+    await tabA.close();
+    await tabB.close();
+    await deleteIdb(dbName);
+  });
+
+  it('databases with other names are separate', async () => {
+    const one = indexedDbStore({ dbName: freshDbName() });
+    const two = indexedDbStore({ dbName: freshDbName() });
+    const r = sample();
+    await one.claim(r);
+    expect(await two.get(r.id)).toBeUndefined();
+    await one.close();
+    await two.close();
+  });
+
+  it('an open store does not block deleting its database, and reconnects afterwards', async () => {
+    const dbName = freshDbName();
+    const store = indexedDbStore({ dbName });
+    const r = sample();
+    await store.claim(r);
+    await deleteIdb(dbName, 1_000); // rejects when a connection does not let go
+    expect(await store.get(r.id)).toBeUndefined();
+    expect((await store.claim(r)).created).toBe(true);
+    await store.close();
+    await deleteIdb(dbName);
+  });
+
+  it('a foreign row (not written by oncefetch) is a StoreError for get, claim and list, never absent', async () => {
+    const dbName = freshDbName();
+    const store = indexedDbStore({ dbName });
+    const r = sample();
+    await store.claim(sample()); // creates the database
+    await putRawRow(dbName, 'records', r.id, 'just a string');
+    expect((await storeError(store.get(r.id))).message).toMatch(/not an oncefetch row/);
+    await storeError(store.claim(r));
+    await storeError(store.list());
+    await store.close();
+    await deleteIdb(dbName);
+  });
+
+  it('a database of the same name without our object store is a StoreError naming the store', async () => {
+    const dbName = freshDbName();
+    await new Promise<void>((resolve, reject) => {
+      const req = indexedDB.open(dbName, 1);
+      req.onupgradeneeded = () => req.result.createObjectStore('something-else');
+      req.onsuccess = () => {
+        req.result.close();
+        resolve();
+      };
+      req.onerror = () => reject(req.error);
+    });
+    const store = indexedDbStore({ dbName });
+    const error = await storeError(store.get('x'));
+    expect(error.message).toContain(`indexeddb:${dbName}/records`);
+    expect(error.message).toMatch(/NotFoundError/);
+    await store.close();
+    await deleteIdb(dbName);
+  });
+});
