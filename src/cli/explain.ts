@@ -1,0 +1,107 @@
+/**
+ * `oncefetch explain <ref>`: the structured hand-off of one operation
+ * (`client.explain` over a store, with the policy given by flags).
+ *
+ * @module
+ */
+import { parseArgs } from 'node:util';
+import { explain, explainPolicy } from '../explain/explain.js';
+import type { Explanation } from '../explain/types.js';
+import { resolveOptions } from '../options.js';
+import type { OnceClientOptions } from '../options.js';
+import { EXIT, UsageError, intFlag, parsing } from './args.js';
+import type { CliIo } from './format.js';
+import { duration, json, section, time } from './format.js';
+import { RECORD_FLAGS, RECORD_FLAGS_HELP, withRecord } from './resolve.js';
+
+export const EXPLAIN_HELP = `Usage: oncefetch explain <ref> [--action NAME] [--tenant NAME] [--store PATH|URL] [--json]
+                        [--lookup] [--provider-dedupes] [--provider-retention-ms N] [--max-attempts N]
+
+Explains one operation: diagnosis (what the evidence says), plan (what to do,
+never a resend that could repeat an effect), verification, hand-off (key scope,
+canonical payload, state and attempts, retry and retention policy, effects) and
+confidence. It escalates where evidence is missing, contradictory or stale.
+
+The command cannot see your application's client options: describe them with
+the flags below (defaults are createClient's).
+
+${RECORD_FLAGS_HELP}
+  --lookup                   your client registers a lookup for this action
+  --provider-dedupes         your client sets providerDedupes: true
+  --provider-retention-ms N  how long the provider remembers a key (default 86400000)
+  --max-attempts N           retry.maxAttempts (default 5)
+`;
+
+/** The human form of an explanation. */
+export function formatExplanation(x: Explanation): string {
+  const h = x.handoff;
+  const head = [
+    `operation     ${x.scope.tenant} / ${x.scope.action} / ${x.scope.ref}`,
+    `state         ${x.state}`,
+    `diagnosis     ${x.diagnosis.code}: ${x.diagnosis.summary}`,
+    `confidence    ${x.confidence} (${x.observations} independent observation${x.observations === 1 ? '' : 's'})`,
+    x.escalate ? `ESCALATE      ${x.escalation ?? ''}` : 'escalate      no',
+  ].join('\n');
+  const attempts = h.attempts.map(
+    (a) =>
+      `#${a.number} ${a.class ?? '(no outcome)'}${a.status === null ? '' : ` ${a.status}`}${a.reason === null ? '' : ` (${a.reason})`} at ${time(a.startedAt)} by ${a.owner}, generation ${a.generation}`,
+  );
+  const handoff = [
+    `key scope     ${h.keyScope.tenant} / ${h.keyScope.action} / ${h.keyScope.ref}: ${h.keyScope.description}`,
+    `key           ${h.key} (${h.keySource})`,
+    `payload       ${h.canonicalPayload}`,
+    `fingerprint   ${h.fingerprint}`,
+    `request       ${h.request === null ? '-' : `${h.request.method} ${h.request.url}`}`,
+    `lease         ${h.lease === null ? 'none' : `${h.lease.owner} until ${time(h.lease.expiresAt)}${h.lease.expired ? ' (expired)' : ''}`}`,
+    `attempts      ${attempts.length === 0 ? 'none' : attempts.join('\n              ')}`,
+    `result        ${h.result === null ? '-' : `${h.result.status} from ${h.result.source}`}`,
+    `last error    ${h.error === null ? '-' : `${h.error.code}: ${h.error.message}`}`,
+    `retry policy  ${h.retryPolicy.summary}`,
+    `retention     created ${time(h.retention.createdAt)} (key age ${duration(h.retention.keyAgeMs)}); record purgeable after ${time(h.retention.expiresAt)}; ` +
+      `no automatic resend after ${time(h.retention.resendCutoffAt)}${h.retention.keyStale ? ' (passed)' : ''}`,
+    `effects       ${h.effects}`,
+  ];
+  return [
+    head,
+    '',
+    section('evidence', x.diagnosis.evidence.length === 0 ? ['(none)'] : x.diagnosis.evidence.map((e) => `- ${e}`)),
+    section('plan', x.plan.map((p, i) => `${i + 1}. ${p}`)),
+    section('verification', x.verification.map((v) => `- ${v}`)),
+    section('hand-off', handoff),
+  ].join('\n');
+}
+
+/** Runs `oncefetch explain`. */
+export async function explainCommand(args: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parsing(() =>
+    parseArgs({
+      args,
+      options: {
+        ...RECORD_FLAGS,
+        lookup: { type: 'boolean', default: false },
+        'provider-dedupes': { type: 'boolean', default: false },
+        'provider-retention-ms': { type: 'string' },
+        'max-attempts': { type: 'string' },
+      },
+      allowPositionals: true,
+      strict: true,
+    }),
+  );
+  if (values.help) {
+    io.out(EXPLAIN_HELP);
+    return EXIT.ok;
+  }
+  if (positionals.length > 1) throw new UsageError(`one <ref> expected, got ${positionals.length}`);
+  const client: OnceClientOptions = {
+    providerDedupes: values['provider-dedupes'],
+    providerRetentionMs: intFlag(values['provider-retention-ms'], 'provider-retention-ms', 86_400_000, 1, Number.MAX_SAFE_INTEGER),
+    retry: { maxAttempts: intFlag(values['max-attempts'], 'max-attempts', 5, 1, 100), budget: false },
+  };
+  return withRecord(io, values, positionals[0], (record, store) => {
+    const opts = resolveOptions(client, { store: () => store, fetch: () => globalThis.fetch });
+    const policy = { ...explainPolicy(opts, record.action, Date.now()), lookupRegistered: values.lookup };
+    const x = explain(record, policy);
+    io.out(values.json ? json(x) : formatExplanation(x));
+    return EXIT.ok;
+  });
+}

@@ -1,0 +1,59 @@
+/**
+ * `oncefetch purge`: removes terminal records past their `expiresAt`
+ * (the store's `purge(now)`); unfinished records are never removed.
+ *
+ * @module
+ */
+import { parseArgs } from 'node:util';
+import { isTerminal } from '../operation/record.js';
+import { EXIT, UsageError, parsing } from './args.js';
+import { SCAN_LIMIT } from './find.js';
+import type { CliIo } from './format.js';
+import { json } from './format.js';
+import { openStore, storeLabel } from './store.js';
+
+export const PURGE_HELP = `Usage: oncefetch purge [--store PATH|URL] [--dry-run] [--json]
+
+Removes succeeded, failed and cancelled records whose retention (expiresAt) has
+passed. Unfinished records are never removed: settle them with client.recover().
+
+  --store PATH|URL   SQLite file or postgres:// URL (default: $ONCEFETCH_DB or ./.oncefetch/oncefetch.db)
+  --dry-run          count what would be removed (reads up to ${SCAN_LIMIT.toLocaleString('en')} records), remove nothing
+  --json             machine-readable output
+`;
+
+/** Runs `oncefetch purge`. */
+export async function purgeCommand(args: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parsing(() =>
+    parseArgs({
+      args,
+      options: {
+        store: { type: 'string' },
+        'dry-run': { type: 'boolean', default: false },
+        json: { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+      allowPositionals: true,
+      strict: true,
+    }),
+  );
+  if (values.help) {
+    io.out(PURGE_HELP);
+    return EXIT.ok;
+  }
+  if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0] ?? ''}"`);
+  const store = await openStore(values.store);
+  try {
+    const now = Date.now();
+    const dryRun = values['dry-run'];
+    const purged = dryRun
+      ? (await store.list({ states: ['succeeded', 'failed', 'cancelled'], limit: SCAN_LIMIT })).filter((r) => isTerminal(r.state) && r.expiresAt < now).length
+      : await store.purge(now);
+    const label = storeLabel(store);
+    if (values.json) io.out(json({ store: label, purged, dryRun }));
+    else io.out(`${dryRun ? 'would purge' : 'purged'} ${purged} terminal record${purged === 1 ? '' : 's'} past their expiresAt from ${label}\n`);
+    return EXIT.ok;
+  } finally {
+    await store.close();
+  }
+}

@@ -1,0 +1,192 @@
+/**
+ * `explain(record, policy)`: the structured hand-off of one operation
+ * (DESIGN §9), a pure function of the record, the resolved policy and `now`.
+ * `client.explain(scope)` calls it with the client's policy; the CLI's
+ * `oncefetch explain` with the defaults and its flags.
+ *
+ * @module
+ */
+import { isTerminal } from '../operation/record.js';
+import type { OperationRecord } from '../operation/record.js';
+import type { ResolvedOptions } from '../options.js';
+import type { Facts } from './facts.js';
+import { factsOf, iso } from './facts.js';
+import { decide, redactKey } from './plan.js';
+import type { Confidence, Diagnosis, DiagnosisCode, ExplainPolicy, Explanation, Handoff } from './types.js';
+
+/** How the fingerprint binds a key to its payload (DESIGN §1). */
+export const CANONICAL_PAYLOAD =
+  'SHA-256 over method, normalised URL and RFC 8785 canonical JSON body (exact bytes otherwise)';
+
+/** The policy of a client's resolved options for one action, at `now`. */
+export function explainPolicy(opts: ResolvedOptions, action: string, now: number): ExplainPolicy {
+  const { maxAttempts, baseDelayMs, maxDelayMs, attemptTimeoutMs, deadlineMs, maxRetryAfterMs, jitter } = opts.retry;
+  return {
+    retry: { maxAttempts, baseDelayMs, maxDelayMs, attemptTimeoutMs, deadlineMs, maxRetryAfterMs, jitter },
+    retentionMs: opts.retentionMs,
+    providerRetentionMs: opts.providerRetentionMs,
+    providerDedupes: opts.providerDedupes,
+    lookupRegistered: Object.hasOwn(opts.lookups, action),
+    now,
+  };
+}
+
+function codeOf(r: OperationRecord, f: Facts): DiagnosisCode {
+  const last = f.last;
+  switch (r.state) {
+    case 'cancelled':
+      return 'cancelled';
+    case 'succeeded':
+      return 'succeeded';
+    case 'failed':
+      if (last?.class === 'conflict' || r.error?.code === 'IDEMPOTENCY_CONFLICT') return 'payload_changed';
+      return last?.class === 'terminal' ? 'terminal_client_error' : 'unknown';
+    case 'in_flight':
+      return f.staleLease ? 'stale_lease' : 'concurrent_duplicates';
+    case 'ambiguous':
+      if (f.liveLease) return 'concurrent_duplicates';
+      if (last !== undefined && last.finishedAt === null) return 'stale_lease';
+      return last?.class === 'ambiguous' ? 'timeout_before_response' : 'unknown';
+    case 'pending':
+      if (r.attempts.every((a) => a.class === 'not_sent')) return 'never_sent';
+      if (last?.class === 'ambiguous' || last?.finishedAt === null) return 'timeout_before_response';
+      if (last?.class === 'retryable' && last.status === 409) return 'concurrent_duplicates';
+      return last?.class === 'retryable' || last?.class === 'not_sent' ? 'retryable_backoff' : 'unknown';
+  }
+}
+
+function summaryOf(code: DiagnosisCode, r: OperationRecord, f: Facts): string {
+  const last = f.last;
+  const n = last?.number ?? 0;
+  switch (code) {
+    case 'succeeded':
+      return r.result?.source === 'lookup'
+        ? `A lookup found the effect (status ${r.result.status}) after attempt ${n} ended without an answer.`
+        : `Attempt ${r.attempts.findLast((a) => a.class === 'success')?.number ?? n} got ${r.result?.status ?? 'a 2xx'}; later calls replay it.`;
+    case 'cancelled':
+      return r.attempts.length === 0 ? 'Cancelled before anything was sent.' : 'Cancelled: a lookup found nothing delivered after the cancel was requested.';
+    case 'terminal_client_error':
+      return `The provider refused the request with ${last?.status ?? 'a terminal error'} (${last?.reason ?? ''}): a caller defect; retrying unchanged input will not help.`;
+    case 'payload_changed':
+      return `The provider reported the key reused with different content (${last?.reason ?? r.error?.message ?? ''}): a conflict, never a new key.`;
+    case 'never_sent':
+      return 'Nothing reached the provider yet' + (r.attempts.length === 0 ? '.' : ` (${r.attempts.length} attempt(s), all not sent).`);
+    case 'retryable_backoff':
+      return `The provider said "not processed, later" (${last?.reason ?? ''}); the operation is resumable with the same key.`;
+    case 'concurrent_duplicates':
+      return r.state === 'pending'
+        ? `Attempt ${n} got 409 "in progress": an earlier request with this key was still being processed; one owner, one key.`
+        : `Another owner (${r.lease?.owner ?? '?'}) holds the operation under a live lease until ${iso(r.lease?.expiresAt ?? r.updatedAt)}; other calls wait for it.`;
+    case 'timeout_before_response':
+      return r.state === 'pending'
+        ? `Attempt ${n} ended without an answer (${last?.reason ?? 'no outcome'}); ${f.lookups.some((l) => l.outcome === 'absent') ? 'a lookup then found no effect' : 'the provider dedupes by key'}, so it may be resent with the same key.`
+        : `Attempt ${n} may have reached the provider but no answer came (${last?.reason ?? 'no outcome'}); not resent.`;
+    case 'stale_lease':
+      return r.state === 'in_flight'
+        ? `The owner ${r.lease?.owner ?? '?'} stopped renewing its lease while attempt ${n} was on the wire (crash?): it may have reached the provider.`
+        : `Attempt ${n} never recorded an outcome: its owner ${last?.owner ?? '?'} stopped and the lease was taken over; it may have reached the provider.`;
+    case 'unknown':
+      return `No rule fits this ${r.state} record; a person must look at it.`;
+  }
+}
+
+function confidenceOf(r: OperationRecord, f: Facts): Confidence {
+  const levels: Confidence[] = ['low', 'medium', 'high'];
+  // A record that proves nothing was sent needs no outside observation.
+  let level = !f.anySent && r.state !== 'in_flight' ? 2 : Math.min(2, f.observations);
+  if (f.contradictions.length > 0) level = 0;
+  if (f.staleLease || (f.keyPastCutoff && f.effects === 'unknown' && !isTerminal(r.state))) level = Math.max(0, level - 1);
+  return levels[level] ?? 'low';
+}
+
+function handoffOf(r: OperationRecord, f: Facts, p: ExplainPolicy): Handoff {
+  const lookup = p.lookupRegistered ? 'a lookup is registered' : 'no lookup registered';
+  return {
+    keyScope: {
+      tenant: r.tenant,
+      action: r.action,
+      ref: r.ref,
+      description:
+        'The key belongs to (tenant, action, ref) and to nothing else: minted once (or adopted from the caller), persisted before the first attempt, and reused by every retry, restart and takeover.',
+    },
+    key: redactKey(r.key),
+    keySource: r.keySource,
+    canonicalPayload: CANONICAL_PAYLOAD,
+    fingerprint: r.fingerprint,
+    request: r.request,
+    state: r.state,
+    generation: r.generation,
+    lease: r.lease === null ? null : { ...r.lease, expired: r.lease.expiresAt <= p.now },
+    attempts: r.attempts.map((a) => ({
+      number: a.number,
+      class: a.class,
+      status: a.status,
+      reason: a.reason,
+      startedAt: a.startedAt,
+      finishedAt: a.finishedAt,
+      owner: a.owner,
+      generation: a.generation,
+    })),
+    lookups: f.lookups,
+    error: r.error,
+    result: r.result === null ? null : { status: r.result.status, source: r.result.source },
+    retryPolicy: {
+      ...p.retry,
+      providerDedupes: p.providerDedupes,
+      lookupRegistered: p.lookupRegistered,
+      summary:
+        `Up to ${p.retry.maxAttempts} attempts per call with the same key, ${p.retry.jitter} jitter from ${p.retry.baseDelayMs} ms to ${p.retry.maxDelayMs} ms, ` +
+        `Retry-After honoured up to ${p.retry.maxRetryAfterMs} ms, ${p.retry.attemptTimeoutMs} ms per attempt, ${p.retry.deadlineMs} ms per call; ` +
+        `after an ambiguous outcome: lookup first (${lookup}), resend only if the provider dedupes (${p.providerDedupes ? 'it does' : 'it does not'}).`,
+    },
+    retention: {
+      createdAt: r.createdAt,
+      expiresAt: r.expiresAt,
+      retentionMs: p.retentionMs,
+      providerRetentionMs: p.providerRetentionMs,
+      keyAgeMs: f.keyAgeMs,
+      resendCutoffAt: f.resendCutoffAt,
+      keyStale: f.keyPastCutoff,
+    },
+    effects: f.effects,
+  };
+}
+
+/**
+ * Explains one record: what happened (`diagnosis`), what to do (`plan`), how
+ * to check it (`verification`), everything needed to take it over
+ * (`handoff`), how sure it is (`confidence`), and whether a person must decide
+ * (`escalate`). Pure: the same record, policy and `now` give the same result.
+ *
+ * @example
+ * ```ts
+ * const x = explain(record, explainPolicy(opts, record.action, Date.now()))
+ * if (x.escalate) console.error(x.escalation)
+ * ```
+ */
+export function explain(record: OperationRecord, policy: ExplainPolicy): Explanation {
+  const f = factsOf(record, policy.now, policy.providerRetentionMs);
+  const code = codeOf(record, f);
+  const diagnosis: Diagnosis = {
+    code,
+    summary: summaryOf(code, record, f),
+    evidence: [...f.timeline, ...f.contradictions.map((c) => `contradiction: ${c}`)],
+  };
+  if (f.staleLease) {
+    diagnosis.evidence.push(`stale: the lease ${record.lease === null ? 'is gone' : `expired at ${iso(record.lease.expiresAt)}`} while the record is in_flight`);
+  }
+  const decision = decide(code, record, f, policy);
+  const out: Explanation = {
+    scope: { tenant: record.tenant, action: record.action, ref: record.ref },
+    state: record.state,
+    diagnosis,
+    plan: decision.plan,
+    verification: decision.verification,
+    handoff: handoffOf(record, f, policy),
+    confidence: confidenceOf(record, f),
+    observations: f.observations,
+    escalate: decision.escalation !== undefined,
+  };
+  if (decision.escalation !== undefined) out.escalation = decision.escalation;
+  return out;
+}

@@ -1,0 +1,213 @@
+/**
+ * The decision half of the evidence-to-decision map: for each diagnosis, the
+ * plan, how to verify it, and whether a person must decide. Nothing here ever
+ * proposes a resend that could repeat an effect: a resend is proposed only
+ * after a lookup said absent, or with the same key to a provider that dedupes
+ * and still remembers the key.
+ *
+ * @module
+ */
+import { isTerminal } from '../operation/record.js';
+import type { OperationRecord } from '../operation/record.js';
+import type { Facts } from './facts.js';
+import { iso } from './facts.js';
+import type { DiagnosisCode, ExplainPolicy } from './types.js';
+
+/** What to do about one diagnosis. */
+export interface Decision {
+  plan: string[];
+  verification: string[];
+  /** set when a person must decide */
+  escalation?: string;
+}
+
+interface Ctx {
+  r: OperationRecord;
+  f: Facts;
+  p: ExplainPolicy;
+  ref: string;
+  action: string;
+  key: string;
+}
+
+/** The last 4 characters of a key, for messages and hand-offs. */
+export function redactKey(key: string): string {
+  return `…${key.slice(-4)}`;
+}
+
+const atProvider = (c: Ctx, n: string): string => `At the provider: ${n} effect for ref '${c.ref}' (key ${c.key}).`;
+
+/** The `oncefetch show` command line for this record. */
+const showCmd = (c: Ctx): string =>
+  `\`oncefetch show ${c.ref} --action ${c.action}${c.r.tenant === 'default' ? '' : ` --tenant ${c.r.tenant}`}\``;
+
+/** An outcome nobody has settled yet: look up first, resend only where the provider dedupes, else escalate. */
+function unsettled(c: Ctx, lead: string[]): Decision {
+  const verification = [
+    `${atProvider(c, '0 or 1')} Two would be a duplicate.`,
+    `After reconciliation, ${showCmd(c)} shows succeeded (found) or pending (absent) and a new lookup line.`,
+  ];
+  if (c.p.lookupRegistered) {
+    return {
+      plan: [
+        ...lead,
+        `Look up first: run client.recover() (or call again with the same ref and payload); the lookup registered for '${c.action}' asks the provider whether it took effect.`,
+        `found → succeeded, later calls replay it; absent → the next call resends with the same key ${c.key}; unknown → it stays ambiguous: escalate then.`,
+      ],
+      verification,
+    };
+  }
+  if (c.p.providerDedupes && !c.f.keyPastCutoff) {
+    return {
+      plan: [
+        ...lead,
+        `Call again with the same ref and payload before ${iso(c.f.resendCutoffAt)}: the same key ${c.key} is resent and the provider, which dedupes by key, answers with the original outcome instead of acting twice.`,
+      ],
+      verification,
+    };
+  }
+  const why = c.p.providerDedupes
+    ? `the key is past ${iso(c.f.resendCutoffAt)} (90 % of the provider's retention), so the provider may no longer recognise it`
+    : `no lookup is registered for '${c.action}' and the provider does not dedupe by key`;
+  return {
+    plan: [
+      `Do not resend: ${why}; a resend could create a second effect.`,
+      `Check at the provider whether an effect exists for ref '${c.ref}' (key ${c.key}): its API, dashboard or support.`,
+      `Then register a lookup for '${c.action}' (createClient({ lookups })) that reports what you found, and run client.recover(): found settles it as succeeded; absent lets the next call resend with the same key.`,
+    ],
+    verification,
+    escalation: `The outcome is unknown and nothing can settle it automatically: ${why}.`,
+  };
+}
+
+function decideCode(code: DiagnosisCode, c: Ctx): Decision {
+  const { r, f } = c;
+  const status = f.last?.status ?? r.result?.status;
+  switch (code) {
+    case 'succeeded':
+      return {
+        plan: [
+          `Nothing to do: calls with this scope and payload replay the stored result (status ${r.result?.status ?? '?'}) without touching the network.`,
+          'A new intent needs a new ref; this ref with another payload is a conflict.',
+        ],
+        verification: [atProvider(c, 'exactly one'), `${showCmd(c)}: state succeeded, result from ${r.result?.source ?? '?'}.`],
+      };
+    case 'cancelled':
+      return {
+        plan: ['Nothing to do: nothing was delivered and nothing will be sent for this ref.', 'A new intent needs a new ref.'],
+        verification: [atProvider(c, 'no'), 'Later calls with this ref reject with OperationCancelledError and send nothing.'],
+      };
+    case 'terminal_client_error':
+      return {
+        plan: [
+          `Do not retry unchanged input: the provider refused it${status === undefined || status === null ? '' : ` with ${status}`} (${f.last?.reason ?? r.error?.message ?? 'terminal'}).`,
+          `Read the stored response (${showCmd(c)}), fix the input, and send the fixed request with a new ref: this ref replays the refusal.`,
+        ],
+        verification: [atProvider(c, 'no'), 'Later calls with this ref get the stored response with `oncefetch-replayed: true` and send nothing.'],
+      };
+    case 'payload_changed':
+      return {
+        plan: [
+          `Do not retry and do not mint a new key for this ref: the provider refused key ${c.key} because it was used with other content.`,
+          'If the new content is a new intent, send it with a new ref.',
+          'If it is the same intent, find what changes between calls (timestamps, random ids in the body) and make the payload deterministic.',
+        ],
+        verification: [
+          'The same method, URL and canonical body give the same fingerprint: compare the one below with the new call\'s.',
+          `${atProvider(c, 'at most one')}`,
+        ],
+      };
+    case 'never_sent':
+      return {
+        plan: [
+          'Nothing reached the provider: call again with the same ref and payload to send it (its key is kept).',
+          'Or retire it without sending: client.cancel(scope).',
+        ],
+        verification: [atProvider(c, 'no'), 'The record has no attempts, or only not_sent ones.'],
+      };
+    case 'retryable_backoff':
+      return {
+        plan: [
+          `Call again with the same ref and payload: the provider said "not processed, later" (${f.last?.reason ?? 'retryable'}); the same key ${c.key} is reused.`,
+          ...(r.error === null ? [] : [`The last call stopped with ${r.error.code}: ${r.error.message}`]),
+          "Honour the provider's Retry-After; raise retry.maxAttempts or retry.deadlineMs only within the provider's limits.",
+        ],
+        verification: [`${atProvider(c, 'no')} (until a call succeeds; then exactly one).`],
+      };
+    case 'concurrent_duplicates':
+      if (f.inProgress409 !== undefined && r.state === 'pending') {
+        return {
+          plan: [
+            `Call again later with the same ref and payload: the provider answered 409 because a request with key ${c.key} was still being processed; it replays that outcome once done.`,
+            'Never mint a new key to get past a 409: that is how duplicates are made.',
+          ],
+          verification: [atProvider(c, 'at most one'), 'Every attempt in the record carries the same key (one key per operation).'],
+        };
+      }
+      return {
+        plan: [
+          `Let the one owner finish: ${r.lease?.owner ?? 'another owner'} holds the lease until ${iso(r.lease?.expiresAt ?? r.updatedAt)}. Do not start a parallel request with another key or ref.`,
+          'Calls with the same scope wait for that lease (single flight) and replay its result.',
+          'If the lease expires without a result, the next call or client.recover() takes over and looks up first.',
+        ],
+        verification: [atProvider(c, 'at most one'), `${showCmd(c)} again later: a terminal state, or an expired lease.`],
+      };
+    case 'timeout_before_response':
+      if (r.state === 'pending') {
+        const absent = f.lookups.some((l) => l.outcome === 'absent');
+        return {
+          plan: [
+            absent
+              ? `A lookup found no effect: call again with the same ref and payload; the same key ${c.key} is resent.`
+              : `Call again with the same ref and payload: the provider dedupes by key ${c.key}, so the resend cannot act twice.`,
+          ],
+          verification: [`${atProvider(c, 'exactly one')} once the resend succeeds.`],
+        };
+      }
+      return unsettled(c, []);
+    case 'stale_lease': {
+      const lead =
+        r.state === 'in_flight'
+          ? [`Take it over: the lease of ${r.lease?.owner ?? 'its owner'} expired${r.lease === null ? '' : ` at ${iso(r.lease.expiresAt)}`}; client.recover() (or a call with the same ref) becomes the new owner and the record turns ambiguous.`]
+          : [];
+      return unsettled(c, lead);
+    }
+    case 'unknown':
+      return {
+        plan: ['Do not resend.', `Inspect the record (${showCmd(c)}) and the provider's records, then decide by hand.`],
+        verification: [atProvider(c, '0 or 1')],
+        escalation: `No rule of the evidence-to-decision map fits a ${r.state} record with this evidence.`,
+      };
+  }
+}
+
+/** Plan, verification and escalation for a diagnosis, with contradictions and staleness folded in. */
+export function decide(code: DiagnosisCode, r: OperationRecord, f: Facts, p: ExplainPolicy): Decision {
+  const c: Ctx = { r, f, p, ref: r.ref, action: r.action, key: redactKey(r.key) };
+  const d = decideCode(code, c);
+  const reasons: string[] = d.escalation === undefined ? [] : [d.escalation];
+  let plan = d.plan;
+  if (f.contradictions.length > 0) {
+    reasons.push(`Contradictory evidence: ${f.contradictions.join('; ')}.`);
+    plan = isTerminal(r.state)
+      ? [...plan, `Check the lookup registered for '${c.action}': it disagrees with what the provider answered.`]
+      : [
+          `Do not resend while the evidence contradicts itself (${f.contradictions.join('; ')}).`,
+          `Check at the provider whether an effect exists for ref '${c.ref}' (key ${c.key}).`,
+          `Fix or verify the lookup for '${c.action}', then run client.recover().`,
+        ];
+  }
+  if (f.staleLease) {
+    reasons.push(
+      `The record is stale: the lease of ${r.lease?.owner ?? 'its owner'} ended while attempt ${f.last?.number ?? '?'} was on the wire, so its state does not say whether the request reached the provider.`,
+    );
+  }
+  if (f.keyPastCutoff && f.effects === 'unknown' && !isTerminal(r.state) && d.escalation === undefined) {
+    reasons.push(`The key is stale: past ${iso(f.resendCutoffAt)} the provider may no longer recognise it, so a resend might act twice.`);
+    plan = plan.filter((step) => !step.startsWith('Call again'));
+    plan.unshift(`Do not resend with key ${c.key}: check at the provider whether an effect exists for ref '${c.ref}' first.`);
+  }
+  const out: Decision = { plan, verification: d.verification };
+  if (reasons.length > 0) out.escalation = reasons.join(' ');
+  return out;
+}

@@ -1,0 +1,182 @@
+/**
+ * Types of `client.explain(scope)` (DESIGN §9): the structured hand-off of one
+ * operation to a person or an agent that has to decide what to do next.
+ *
+ * @module
+ */
+import type { JitterMode } from '../backoff/backoff.js';
+import type { OperationState, RecordedClass, Scope } from '../operation/record.js';
+
+/**
+ * What the evidence says happened, from the evidence-to-decision map:
+ *
+ * | code | evidence | decision |
+ * |---|---|---|
+ * | `timeout_before_response` | an attempt may have reached the provider but no answer came (timeout, reset after send, 500/502/504, truncated body) | look up first |
+ * | `stale_lease` | the owner stopped renewing its lease while an attempt was on the wire (crash) | take over, then look up first |
+ * | `concurrent_duplicates` | another owner holds the operation, or the provider said "in progress" (409) | one owner: wait for it, never a parallel send |
+ * | `payload_changed` | the provider reported the key reused with other content | conflict: a new intent needs a new ref |
+ * | `terminal_client_error` | the provider refused the request (4xx) | do not retry unchanged input |
+ * | `retryable_backoff` | the provider said "not processed, later" (429, 503, …) or the request never left | call again, same key |
+ * | `never_sent` | nothing reached the provider | send it, or cancel it |
+ * | `succeeded` | a 2xx or a lookup found it | nothing: later calls replay |
+ * | `cancelled` | cancelled before anything was delivered | nothing: a new intent needs a new ref |
+ * | `unknown` | nothing above fits | escalate |
+ */
+export type DiagnosisCode =
+  | 'timeout_before_response'
+  | 'concurrent_duplicates'
+  | 'payload_changed'
+  | 'terminal_client_error'
+  | 'succeeded'
+  | 'retryable_backoff'
+  | 'never_sent'
+  | 'cancelled'
+  | 'stale_lease'
+  | 'unknown';
+
+/**
+ * How far the diagnosis can be trusted: from the number of independent
+ * observations (attempt outcomes with an HTTP status, lookup answers, provider
+ * replays), lowered by contradictory or stale evidence. `high` needs two or
+ * more, `medium` one, `low` none; a record that proves nothing was sent is
+ * `high` on its own.
+ */
+export type Confidence = 'high' | 'medium' | 'low';
+
+/** The diagnosis of {@link Explanation}. */
+export interface Diagnosis {
+  code: DiagnosisCode;
+  /** one sentence for a person */
+  summary: string;
+  /** the observations the diagnosis rests on, oldest first, one line each */
+  evidence: string[];
+}
+
+/** One attempt as handed off (attempts count from 1). */
+export interface HandoffAttempt {
+  number: number;
+  /** outcome class; `null` while (or if forever) unfinished */
+  class: RecordedClass | null;
+  /** HTTP status observed, if any */
+  status: number | null;
+  reason: string | null;
+  /** epoch ms */
+  startedAt: number;
+  /** epoch ms; `null` when no outcome was recorded (on the wire, or its owner died) */
+  finishedAt: number | null;
+  /** lease owner that sent it */
+  owner: string;
+  /** lease generation it ran under (fencing token) */
+  generation: number;
+}
+
+/** One lookup (reconciliation) as handed off. */
+export interface HandoffLookup {
+  /** epoch ms */
+  at: number;
+  /** `resend` is the engine's decision to resend with the same key when the provider dedupes */
+  outcome: 'found' | 'absent' | 'unknown' | 'resend';
+  detail: string;
+}
+
+/** Retry policy in force for the operation (the explaining client's). */
+export interface HandoffRetryPolicy {
+  maxAttempts: number;
+  baseDelayMs: number;
+  maxDelayMs: number;
+  attemptTimeoutMs: number;
+  deadlineMs: number;
+  maxRetryAfterMs: number;
+  jitter: JitterMode;
+  providerDedupes: boolean;
+  /** whether a lookup is registered for the operation's action */
+  lookupRegistered: boolean;
+  summary: string;
+}
+
+/** Retention of the record and of the key at the provider. All times epoch ms. */
+export interface HandoffRetention {
+  createdAt: number;
+  /** the record is purgeable after this (terminal records only) */
+  expiresAt: number;
+  retentionMs: number;
+  providerRetentionMs: number;
+  /** how old the key is at explanation time */
+  keyAgeMs: number;
+  /** no automatic resend after this: `createdAt + 0.9 · providerRetentionMs` */
+  resendCutoffAt: number;
+  /** true once past `resendCutoffAt`: the provider may have forgotten the key */
+  keyStale: boolean;
+}
+
+/** Everything another person or agent needs to take the operation over. */
+export interface Handoff {
+  /** the key belongs to this scope and to nothing else */
+  keyScope: Scope & { description: string };
+  /** the idempotency key, redacted to its last 4 characters (`…3f9a`) */
+  key: string;
+  keySource: 'minted' | 'caller';
+  /** how the fingerprint is computed */
+  canonicalPayload: string;
+  /** SHA-256 hex of the canonical request */
+  fingerprint: string;
+  /** method and URL (origin and path; the query is never stored) */
+  request: { method: string; url: string } | null;
+  state: OperationState;
+  /** record version and fencing token */
+  generation: number;
+  lease: { owner: string; expiresAt: number; expired: boolean } | null;
+  attempts: HandoffAttempt[];
+  lookups: HandoffLookup[];
+  /** why the last call stopped, if it did */
+  error: { code: string; message: string } | null;
+  /** the stored result replayed to later calls */
+  result: { status: number; source: 'attempt' | 'lookup' } | null;
+  retryPolicy: HandoffRetryPolicy;
+  retention: HandoffRetention;
+  /** business effects at the provider, when the record alone proves the count; else `'unknown'` */
+  effects: 'unknown' | number;
+}
+
+/**
+ * The structured hand-off of one operation.
+ *
+ * @example
+ * ```ts
+ * const x = await client.explain({ action: 'create-order', ref: task.id })
+ * if (x?.escalate) page(x.escalation, x.handoff)
+ * ```
+ */
+export interface Explanation {
+  scope: Scope;
+  state: OperationState;
+  diagnosis: Diagnosis;
+  /** what to do next, in order; never a resend that could repeat an effect */
+  plan: string[];
+  /** how to check that the diagnosis and the outcome are right */
+  verification: string[];
+  handoff: Handoff;
+  confidence: Confidence;
+  /** independent observations counted for {@link Explanation.confidence} */
+  observations: number;
+  /** true when a person must decide: evidence missing, contradictory or stale */
+  escalate: boolean;
+  /** why it escalates; present only when `escalate` */
+  escalation?: string;
+}
+
+/**
+ * The policy an explanation is made under: the explaining client's resolved
+ * options and the clock.
+ */
+export interface ExplainPolicy {
+  retry: Omit<HandoffRetryPolicy, 'providerDedupes' | 'lookupRegistered' | 'summary'>;
+  retentionMs: number;
+  providerRetentionMs: number;
+  providerDedupes: boolean;
+  /** whether a lookup is registered for the record's action (a per-call lookup is not visible here) */
+  lookupRegistered: boolean;
+  /** epoch ms */
+  now: number;
+}

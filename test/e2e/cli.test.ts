@@ -1,0 +1,179 @@
+/**
+ * The `oncefetch` command end to end, run from source (`node --import tsx
+ * src/cli/main.ts`, no build needed): the demo, then the store tools on a
+ * SQLite file filled through the library against the loopback provider.
+ */
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AmbiguousOutcomeError } from '../../src/index.js';
+import { startProvider } from '../../src/testing/provider.js';
+import { orderInit, sqliteClient, tempDir } from '../helpers/setup.js';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function cli(args: string[], timeoutMs = 30_000): Promise<Run> {
+  return new Promise((done) => {
+    const env: NodeJS.ProcessEnv = { ...process.env };
+    delete env['ONCEFETCH_DB'];
+    execFile(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], { cwd: ROOT, env, timeout: timeoutMs, maxBuffer: 8 * 1024 * 1024 }, (error, stdout, stderr) => {
+      const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
+      done({ code, stdout, stderr });
+    });
+  });
+}
+
+describe('oncefetch demo', () => {
+  it('shows naive duplicates and none from oncefetch, with a crash and restart, and exits 0', async () => {
+    const run = await cli(['demo', '--orders', '12', '--seed', '3', '--concurrency', '4'], 55_000);
+    expect(run.stderr).not.toMatch(/warning/);
+    expect(run.code).toBe(0);
+    const row = (label: string): [number, number] => {
+      const m = new RegExp(`^${label}\\s+(\\d+)\\s+(\\d+)\\s*$`, 'm').exec(run.stdout);
+      expect(m, `row "${label}" in\n${run.stdout}`).not.toBeNull();
+      return [Number(m?.[1]), Number(m?.[2])];
+    };
+    const [naiveDuplicates, onceDuplicates] = row('duplicates');
+    expect(onceDuplicates).toBe(0);
+    expect(naiveDuplicates).toBeGreaterThan(0);
+    expect(row('business effects')[1]).toBe(12);
+    expect(row('logical operations')).toEqual([12, 12]);
+    expect(row('takeovers after the crash')[1]).toBe(1);
+    expect(row('lookups')[1]).toBeGreaterThan(0);
+    expect(run.stdout).toMatch(/took the lease over → lookup → found/);
+    // stderr is not a terminal here: plain progress lines, no carriage returns
+    expect(run.stderr).toMatch(/oncefetch : 12\/12/);
+    expect(run.stderr).not.toContain('\r');
+  }, 60_000);
+
+  it('rejects a bad flag with exit code 2', async () => {
+    const run = await cli(['demo', '--faults', 'drop,meteor']);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toMatch(/unknown fault "meteor"/);
+  });
+});
+
+describe('oncefetch inspect / show / explain / purge', () => {
+  const tmp = tempDir();
+  const db = join(tmp.dir, 'records.db');
+
+  beforeAll(async () => {
+    const provider = await startProvider();
+    const url = `${provider.url}/orders`;
+    const fast = { retry: { baseDelayMs: 5, maxDelayMs: 20 }, settleMs: 0 };
+    const { client } = sqliteClient(db, fast);
+    const { client: shortLived } = sqliteClient(db, { ...fast, tenant: 'old', retentionMs: 1 });
+    try {
+      await client.fetch(url, { ...orderInit('A-1'), once: { action: 'create-order', ref: 'A-1' } });
+      // committed, then a 500: ambiguous, no lookup, the provider is not declared deduping → stuck
+      provider.fault({ kind: 'error_after_commit', status: 500, match: { ref: 'A-2' } });
+      const err = await client.fetch(url, { ...orderInit('A-2'), once: { action: 'create-order', ref: 'A-2' } }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(AmbiguousOutcomeError);
+      // a body the provider refuses: terminal 400
+      await client.fetch(url, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'not json', once: { action: 'create-order', ref: 'A-3' } });
+      // same ref in another tenant, already past its retention
+      await shortLived.fetch(url, { ...orderInit('A-1'), once: { action: 'create-order', ref: 'A-1' } });
+    } finally {
+      await client.close();
+      await shortLived.close();
+      await provider.close();
+    }
+    await new Promise((done) => setTimeout(done, 5));
+  });
+
+  afterAll(() => tmp.cleanup());
+
+  // Read-only commands run side by side (each is a process start); purge runs after them.
+  describe.concurrent('read-only', () => {
+    it('inspect --json counts records by state and lists the stuck one', async () => {
+      const run = await cli(['inspect', '--store', db, '--json']);
+      expect(run.code).toBe(0);
+      const report = JSON.parse(run.stdout) as { total: number; counts: Record<string, number>; purgeable: number; stuck: { ref: string; state: string; lastClass: string; lastStatus: number }[] };
+      expect(report.counts).toEqual({ pending: 0, in_flight: 0, ambiguous: 1, succeeded: 2, failed: 1, cancelled: 0 });
+      expect(report.total).toBe(4);
+      expect(report.purgeable).toBe(1);
+      expect(report.stuck).toEqual([expect.objectContaining({ ref: 'A-2', state: 'ambiguous', lastClass: 'ambiguous', lastStatus: 500 })]);
+    });
+
+    it('inspect prints a table by default', async () => {
+      const run = await cli(['inspect', '--store', db]);
+      expect(run.code).toBe(0);
+      expect(run.stdout).toMatch(/^ambiguous\s+1$/m);
+      expect(run.stdout).toMatch(/oldest stuck records/);
+      expect(run.stdout).toMatch(/A-2\s+ambiguous\s+1\s+ambiguous 500/);
+    });
+
+    it('show --action --json prints the record with its attempts, key redacted', async () => {
+      const run = await cli(['show', 'A-2', '--action', 'create-order', '--store', db, '--json']);
+      expect(run.code).toBe(0);
+      const record = JSON.parse(run.stdout) as { state: string; key: string; attempts: { number: number; class: string; status: number }[]; evidence: { kind: string }[] };
+      expect(record.state).toBe('ambiguous');
+      expect(record.key).toMatch(/^…[0-9a-f-]{4}$/);
+      expect(record.attempts).toEqual([expect.objectContaining({ number: 1, class: 'ambiguous', status: 500 })]);
+      expect(record.evidence.map((e) => e.kind)).toContain('stop');
+    });
+
+    it('show without --action lists the matches when a ref is in several tenants (exit 2)', async () => {
+      const run = await cli(['show', 'A-1', '--store', db]);
+      expect(run.code).toBe(2);
+      expect(run.stderr).toMatch(/2 operations have ref 'A-1'/);
+      expect(run.stdout).toMatch(/^default\s+create-order\s+A-1\s+succeeded/m);
+      expect(run.stdout).toMatch(/^old\s+create-order\s+A-1\s+succeeded/m);
+      const one = await cli(['show', 'A-1', '--tenant', 'old', '--store', db]);
+      expect(one.code).toBe(0);
+      expect(one.stdout).toMatch(/old \/ create-order \/ A-1/);
+    });
+
+    it('show of an unknown ref exits 1', async () => {
+      const run = await cli(['show', 'nope', '--action', 'create-order', '--store', db]);
+      expect(run.code).toBe(1);
+      expect(run.stderr).toMatch(/no operation with ref 'nope'/);
+    });
+
+    it('explain --json escalates an ambiguous outcome with no lookup, and proposes the lookup when there is one', async () => {
+      const run = await cli(['explain', 'A-2', '--store', db, '--json']);
+      expect(run.code).toBe(0);
+      const x = JSON.parse(run.stdout) as { diagnosis: { code: string }; escalate: boolean; escalation: string; plan: string[]; handoff: { key: string; effects: unknown } };
+      expect(x.diagnosis.code).toBe('timeout_before_response');
+      expect(x.escalate).toBe(true);
+      expect(x.plan[0]).toMatch(/^Do not resend/);
+      expect(x.handoff.key).toMatch(/^…/);
+      expect(x.handoff.effects).toBe('unknown');
+      const withLookup = JSON.parse((await cli(['explain', 'A-2', '--store', db, '--json', '--lookup'])).stdout) as { escalate: boolean; plan: string[] };
+      expect(withLookup.escalate).toBe(false);
+      expect(withLookup.plan.some((p) => /^Look up first/.test(p))).toBe(true);
+    });
+
+    it('explain prints the hand-off for a person by default', async () => {
+      const run = await cli(['explain', 'A-3', '--action', 'create-order', '--store', db]);
+      expect(run.code).toBe(0);
+      expect(run.stdout).toMatch(/diagnosis\s+terminal_client_error/);
+      expect(run.stdout).toMatch(/Do not retry unchanged input/);
+      expect(run.stdout).toMatch(/RFC 8785/);
+    });
+
+    it('a store path that does not exist is an error, not a new database', async () => {
+      const run = await cli(['inspect', '--store', join(tmp.dir, 'missing.db')]);
+      expect(run.code).toBe(2);
+      expect(run.stderr).toMatch(/no oncefetch database/);
+    });
+  });
+
+  it('purge removes only terminal records past their retention', async () => {
+    const dry = await cli(['purge', '--store', db, '--dry-run', '--json']);
+    expect(JSON.parse(dry.stdout)).toMatchObject({ purged: 1, dryRun: true });
+    const run = await cli(['purge', '--store', db, '--json']);
+    expect(run.code).toBe(0);
+    expect(JSON.parse(run.stdout)).toMatchObject({ purged: 1, dryRun: false });
+    const after = JSON.parse((await cli(['inspect', '--store', db, '--json'])).stdout) as { total: number; counts: Record<string, number> };
+    expect(after.total).toBe(3);
+    expect(after.counts['ambiguous']).toBe(1);
+  });
+});
