@@ -23,7 +23,9 @@ export interface PostgresQueryResult {
 
 /** The part of a `pg.PoolClient` the store uses. */
 export interface PostgresPoolClient {
+  /** Runs one parameterised statement on this connection. */
   query(text: string, values?: unknown[]): Promise<PostgresQueryResult>;
+  /** Returns the connection to its pool (destroys it when given `true` or an error). */
   release(destroy?: boolean | Error): void;
 }
 
@@ -32,7 +34,9 @@ export interface PostgresPoolClient {
  * any pool with the same two methods.
  */
 export interface PostgresPool {
+  /** Runs one parameterised statement on any pooled connection. */
   query(text: string, values?: unknown[]): Promise<PostgresQueryResult>;
+  /** Checks a connection out, for statements that must share one session. */
   connect(): Promise<PostgresPoolClient>;
 }
 

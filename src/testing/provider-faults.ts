@@ -47,7 +47,14 @@ const KIND_SET: Record<FaultKind, true> = {
   delay_before_commit: true,
 };
 
-/** Every fault kind, in a stable order. */
+/**
+ * Every fault kind, in a stable order.
+ *
+ * @example
+ * ```ts
+ * for (const kind of FAULT_KINDS) console.log(kind) // reset_before_commit, status_before_commit, …
+ * ```
+ */
 export const FAULT_KINDS: readonly FaultKind[] = Object.freeze(Object.keys(KIND_SET) as FaultKind[]);
 
 /** Seeded random fault injection: each `POST /orders` gets a fault with probability `rate`. */

@@ -85,6 +85,22 @@ export class Ledger {
     return { order, response };
   }
 
+  /** Forgets one key, as a server that stores only some responses does. */
+  release(key: string): void {
+    this.#keys.delete(key);
+  }
+
+  /**
+   * What a server restart does to the key table: keys still `processing` belonged
+   * to requests that died with the process and are dropped; completed keys are
+   * dropped too when `forgetCompleted` (a key table kept in memory). Orders stay.
+   */
+  restart(forgetCompleted: boolean): void {
+    for (const [key, entry] of this.#keys) {
+      if (forgetCompleted || entry.state === 'processing') this.#keys.delete(key);
+    }
+  }
+
   /** The first order matching every given criterion. */
   find(by: { id?: string; ref?: string; key?: string }): Order | undefined {
     return this.#orders.find(

@@ -5,8 +5,16 @@
  */
 
 import { parseRandomFaults, type RandomFaultsOptions } from './provider-faults.js';
+import { parseMisbehave, type MisbehaveOptions, type ResolvedMisbehave } from './provider-modes.js';
 
-/** Options of `startProvider()`. */
+/**
+ * Options of `startProvider()`.
+ *
+ * @example
+ * ```ts
+ * const provider = await startProvider({ requireKey: true, randomFaults: { seed: 7, rate: 0.3, kinds: [{ kind: 'drop_after_commit' }] } })
+ * ```
+ */
 export interface ProviderOptions {
   /** TCP port on 127.0.0.1. @default 0 (any free port) */
   port?: number;
@@ -22,6 +30,8 @@ export interface ProviderOptions {
   rawBodyCompare?: boolean;
   /** Seeded random faults on top of the scripted ones. @default undefined (none) */
   randomFaults?: RandomFaultsOptions;
+  /** Standing misbehaviours seen in real servers (see `MisbehaveOptions`). @default {} (none) */
+  misbehave?: MisbehaveOptions;
 }
 
 /** {@link ProviderOptions} with defaults applied. */
@@ -35,6 +45,7 @@ export interface ResolvedOptions {
   processingMs: number;
   rawBodyCompare: boolean;
   randomFaults: RandomFaultsOptions | undefined;
+  misbehave: ResolvedMisbehave;
 }
 
 /** Applies defaults; throws a `TypeError`/`RangeError` naming a bad option. */
@@ -56,5 +67,6 @@ export function resolveOptions(options: ProviderOptions): ResolvedOptions {
     processingMs,
     rawBodyCompare: options.rawBodyCompare === true,
     randomFaults: options.randomFaults === undefined ? undefined : parseRandomFaults(options.randomFaults),
+    misbehave: parseMisbehave(options.misbehave),
   };
 }

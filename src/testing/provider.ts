@@ -31,12 +31,14 @@ import {
   type Reply,
 } from './provider-http.js';
 import { Ledger, type Order, type StoredResponse } from './provider-ledger.js';
+import { conflictsForever, parseMisbehave, type MisbehaveOptions } from './provider-modes.js';
 import { resolveOptions, type ProviderOptions } from './provider-options.js';
 
 export { FAULT_KINDS } from './provider-faults.js';
 export type { Fault, FaultKind, FaultMatch, RandomFaultsOptions } from './provider-faults.js';
 export type { Order } from './provider-ledger.js';
 export type { ProviderOptions } from './provider-options.js';
+export type { MisbehaveOptions } from './provider-modes.js';
 
 /** One `POST /orders` as received. */
 export interface ProviderRequest {
@@ -61,7 +63,16 @@ export interface ProviderState {
   lookups: number;
 }
 
-/** A running provider. */
+/**
+ * A running provider.
+ *
+ * @example
+ * ```ts
+ * provider.fault({ kind: 'error_after_commit', match: { ref: 'A-17' } })
+ * await agent.placeOrder('A-17')
+ * expect(provider.effectsFor('A-17')).toBe(1) // business effects, not HTTP successes
+ * ```
+ */
 export interface Provider {
   /** `http://127.0.0.1:PORT` */
   readonly url: string;
@@ -86,6 +97,15 @@ export interface Provider {
    * from their seed. Requests still in progress are abandoned (socket closed).
    */
   reset(): void;
+  /**
+   * Simulates a restart of the provider's process: open connections are cut and
+   * requests in progress are abandoned (their keys with them). Orders, counters
+   * and completed keys survive, unless `misbehave.forgetKeysOnRestart` is set,
+   * in which case every key is forgotten.
+   */
+  restart(): void;
+  /** Replaces the standing misbehaviours (validated like the option); `{}` makes the provider well-behaved. */
+  setMisbehave(modes: MisbehaveOptions): void;
   /** Closes the server and destroys every open socket; pending delays are cancelled. */
   close(): Promise<void>;
 }
@@ -126,6 +146,7 @@ export async function startProvider(options: ProviderOptions = {}): Promise<Prov
   const opts = resolveOptions(options);
   const queue = new FaultQueue(opts.randomFaults);
   const sockets = new Set<Socket>();
+  let modes = opts.misbehave;
   let epoch = newEpoch();
   let closing: Promise<void> | undefined;
 
@@ -165,6 +186,9 @@ export async function startProvider(options: ProviderOptions = {}): Promise<Prov
       if (fault.retryAfter !== undefined) headers['retry-after'] = fault.retryAfter;
       return send(res, problem(fault.status, 'injected-status', `Injected status ${fault.status}`, headers));
     }
+    if (conflictsForever(modes, { ref, key })) {
+      return send(res, problem(409, 'request-in-progress', 'A request with this Idempotency-Key is in progress'));
+    }
 
     const decision = decide(current.ledger, key, raw, parsed);
     const holdMs = (decision.kind === 'commit' ? opts.processingMs : 0) + (fault?.kind === 'delay_before_commit' ? fault.delayMs : 0);
@@ -180,6 +204,10 @@ export async function startProvider(options: ProviderOptions = {}): Promise<Prov
       case 'drop_after_commit':
         return void req.socket.destroy();
       case 'error_after_commit':
+        // A server that caches only 2xx releases the key of a request it just executed.
+        if (modes.cacheOnly2xx && decision.kind === 'commit' && decision.storeUnderKey && key !== undefined) {
+          current.ledger.release(key);
+        }
         return send(res, problem(fault.status ?? 500, 'injected-error', 'Injected error after commit'));
       case 'truncate_after_commit':
         return sendTruncated(res, reply);
@@ -203,7 +231,7 @@ export async function startProvider(options: ProviderOptions = {}): Promise<Prov
       case 'execute':
         return { kind: 'commit', storeUnderKey: true };
       case 'replay':
-        return { kind: 'reply', reply: stored(outcome.response, { 'idempotent-replayed': 'true' }) };
+        return { kind: 'reply', reply: replayed(outcome.response, modes.replayWithDifferentStatus) };
       case 'in_progress':
         return { kind: 'reply', reply: problem(409, 'request-in-progress', 'A request with this Idempotency-Key is in progress') };
       case 'mismatch':
@@ -309,6 +337,15 @@ export async function startProvider(options: ProviderOptions = {}): Promise<Prov
     fault: (f) => enqueue([f]),
     faults: (list) => enqueue(list),
     reset,
+    restart() {
+      epoch.controller.abort();
+      epoch.controller = new AbortController();
+      for (const socket of sockets) socket.destroy();
+      epoch.ledger.restart(modes.forgetKeysOnRestart);
+    },
+    setMisbehave(next) {
+      modes = parseMisbehave(next);
+    },
     close() {
       closing ??= new Promise<void>((resolve) => {
         epoch.controller.abort();
@@ -325,6 +362,12 @@ type Decision = { kind: 'reply'; reply: Reply } | { kind: 'commit'; storeUnderKe
 
 function stored(response: StoredResponse, headers: Record<string, string> = {}): Reply {
   return { status: response.status, contentType: 'application/json', bodyText: response.bodyText, headers };
+}
+
+/** A replay of a stored response, marked as such; `status` overrides the stored one (a misbehaving provider). */
+function replayed(response: StoredResponse, status: number | undefined): Reply {
+  const reply = stored(response, { 'idempotent-replayed': 'true' });
+  return status === undefined ? reply : { ...reply, status };
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

@@ -50,7 +50,17 @@ export interface StoreContractSubject {
   teardown?(): void | Promise<void>;
 }
 
-/** How {@link describeStoreContract} gets stores. */
+/**
+ * How {@link describeStoreContract} gets stores.
+ *
+ * @example
+ * ```ts
+ * const factory: StoreContractFactory = {
+ *   durable: false,
+ *   setup: () => ({ open: () => myStore(), corrupt: (id, raw) => myStore.rawWrite(id, raw) }),
+ * }
+ * ```
+ */
 export interface StoreContractFactory {
   /** true when a store opened again on the same location keeps every record */
   durable: boolean;
