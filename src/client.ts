@@ -23,10 +23,28 @@ import { sleep } from './backoff/sleep.js';
 import { explain, explainPolicy } from './explain/explain.js';
 import type { Explanation } from './explain/types.js';
 
-/** A scope, with the client's tenant when `tenant` is omitted. */
+/**
+ * A scope, with the client's tenant when `tenant` is omitted: how you name an
+ * operation to `get`, `cancel` and `explain` after the call that made it.
+ *
+ * @example
+ * ```ts
+ * const scope: ScopeInput = { action: 'create-order', ref: task.id }
+ * const record = await client.get(scope)
+ * ```
+ */
 export type ScopeInput = { action: string; ref: string; tenant?: string };
 
-/** Result of {@link OnceClient.cancel}. */
+/**
+ * Result of {@link OnceClient.cancel}. Only `cancelled` means nothing will
+ * happen at the provider; act on `delivered` as on a success.
+ *
+ * @example
+ * ```ts
+ * const { outcome } = await client.cancel({ action: 'refund', ref: ticket.id })
+ * if (outcome === 'delivered') notify('the refund had already gone through')
+ * ```
+ */
 export interface CancelResult {
   /**
    * - `cancelled`: nothing was delivered and nothing will be sent;
@@ -40,7 +58,14 @@ export interface CancelResult {
   state: OperationRecord['state'] | undefined;
 }
 
-/** Options of {@link OnceClient.cancel}. */
+/**
+ * Options of {@link OnceClient.cancel}.
+ *
+ * @example
+ * ```ts
+ * await client.cancel({ action: 'refund', ref: ticket.id }, { waitMs: 2_000 })
+ * ```
+ */
 export interface CancelOptions {
   /** how long to wait for an attempt on the wire to decide @default the client's inFlightWaitMs */
   waitMs?: number;

@@ -6,7 +6,16 @@
  * @module
  */
 
-/** The stable codes of {@link OnceError}. */
+/**
+ * The stable codes of {@link OnceError}: switch on them rather than on class
+ * names or messages, which may change.
+ *
+ * @example
+ * ```ts
+ * const code: OnceErrorCode = err.code
+ * if (code === 'RETRIES_EXHAUSTED' || code === 'DEADLINE_EXCEEDED') requeue(task) // resumable, same ref
+ * ```
+ */
 export type OnceErrorCode =
   | 'IDEMPOTENCY_CONFLICT'
   | 'OPERATION_IN_FLIGHT'
@@ -17,7 +26,15 @@ export type OnceErrorCode =
   | 'OPERATION_FAILED'
   | 'STORE_ERROR';
 
-/** The scope of an operation as it appears in errors: never the key or a secret. */
+/**
+ * The scope of an operation as it appears in errors: never the key or a
+ * secret, so it is safe to log and to pass to `client.explain()`.
+ *
+ * @example
+ * ```ts
+ * if (isOnceError(err) && err.scope) logger.warn({ ...err.scope, code: err.code }, err.message)
+ * ```
+ */
 export interface ScopeLabel {
   tenant: string;
   action: string;
@@ -26,9 +43,19 @@ export interface ScopeLabel {
 
 const BRAND = Symbol.for('oncefetch.error');
 
-/** Options shared by every {@link OnceError} constructor. */
+/**
+ * Options shared by every {@link OnceError} constructor; a custom store uses
+ * them to report its failures as {@link StoreError}.
+ *
+ * @example
+ * ```ts
+ * throw new StoreError(`redis: GET ${id} failed`, { cause: err })
+ * ```
+ */
 export interface OnceErrorOptions {
+  /** the underlying error, forwarded as the standard `Error.cause` @default undefined */
   cause?: unknown;
+  /** the operation concerned, copied to {@link OnceError.scope} @default undefined */
   scope?: ScopeLabel | undefined;
 }
 
@@ -80,6 +107,14 @@ function describe(scope: ScopeLabel | undefined): string {
  * The same scope was used with a different payload (checked locally before any
  * send), or the provider reported that the key was reused with other content.
  * Never resolved by minting a new key: use a new `ref` for a new intent.
+ *
+ * @example
+ * ```ts
+ * try { await client.fetch(url, { method: 'POST', body, once: { action: 'create-order', ref: cart.id } }) } catch (err) {
+ *   if (err instanceof IdempotencyConflictError) throw new Error(`cart ${cart.id} changed after checkout began`, { cause: err })
+ *   throw err
+ * }
+ * ```
  */
 export class IdempotencyConflictError extends OnceError {
   constructor(message: string, options: OnceErrorOptions = {}) {
@@ -88,7 +123,19 @@ export class IdempotencyConflictError extends OnceError {
   }
 }
 
-/** Another owner holds a live lease on the operation and the wait budget ran out. */
+/**
+ * Another owner (a process, a tab, a concurrent call) holds a live lease on
+ * the operation and `inFlightWaitMs` ran out. Nothing was sent by this call;
+ * calling again later replays the owner's result.
+ *
+ * @example
+ * ```ts
+ * try { await client.run(spec, effect) } catch (err) {
+ *   if (err instanceof OperationInFlightError) return queue.retryLater(task, 30_000)
+ *   throw err
+ * }
+ * ```
+ */
 export class OperationInFlightError extends OnceError {
   constructor(message: string, options: OnceErrorOptions = {}) {
     super('OPERATION_IN_FLIGHT', message, options);
@@ -99,7 +146,16 @@ export class OperationInFlightError extends OnceError {
 /**
  * The request may have reached the provider, and neither a lookup nor the
  * provider's deduplication can settle whether it did. The record stays
- * `ambiguous`; nothing is re-sent automatically.
+ * `ambiguous`; nothing is re-sent automatically. Hand it to a person (or
+ * register a lookup for the action and call `client.recover()`).
+ *
+ * @example
+ * ```ts
+ * try { await client.fetch(url, init) } catch (err) {
+ *   if (!(err instanceof AmbiguousOutcomeError) || !err.scope) throw err
+ *   await openTicket(await client.explain(err.scope))
+ * }
+ * ```
  */
 export class AmbiguousOutcomeError extends OnceError {
   constructor(message: string, options: OnceErrorOptions = {}) {
@@ -108,17 +164,34 @@ export class AmbiguousOutcomeError extends OnceError {
   }
 }
 
-/** Options of errors that stop the attempt loop early because of a wait. */
+/**
+ * Options of {@link RetriesExhaustedError} and {@link DeadlineExceededError},
+ * e.g. to build one in a test double of a client.
+ *
+ * @example
+ * ```ts
+ * const err = new RetriesExhaustedError('provider asked for 10 min', { retryAfterMs: 600_000, attempts: 1 })
+ * ```
+ */
 export interface StopErrorOptions extends OnceErrorOptions {
-  /** The wait the provider asked for, when that is what stopped the loop. */
+  /** The wait the provider asked for, when that is what stopped the loop. @default undefined */
   retryAfterMs?: number | undefined;
-  /** Attempts made, counting from 1. */
+  /** Attempts made, counting from 1. @default undefined */
   attempts?: number | undefined;
 }
 
 /**
  * No attempt is left (attempt limit, retry budget, or a `Retry-After` beyond
- * `maxRetryAfterMs`). The record stays resumable with the same key.
+ * `maxRetryAfterMs`). The record stays resumable with the same key: call
+ * again later with the same scope.
+ *
+ * @example
+ * ```ts
+ * try { await client.fetch(url, init) } catch (err) {
+ *   if (err instanceof RetriesExhaustedError) return scheduler.runIn(err.retryAfterMs ?? 60_000, task)
+ *   throw err
+ * }
+ * ```
  */
 export class RetriesExhaustedError extends OnceError {
   readonly retryAfterMs: number | undefined;
@@ -131,7 +204,18 @@ export class RetriesExhaustedError extends OnceError {
   }
 }
 
-/** The overall deadline (`retry.deadlineMs`) would be passed. The record stays resumable. */
+/**
+ * The overall deadline (`retry.deadlineMs`) would be passed. The record stays
+ * resumable: a later call with the same scope continues with the same key.
+ *
+ * @example
+ * ```ts
+ * try { await client.run(spec, effect) } catch (err) {
+ *   if (isOnceError(err) && err.code === 'DEADLINE_EXCEEDED') return queue.retryLater(task)
+ *   throw err
+ * }
+ * ```
+ */
 export class DeadlineExceededError extends OnceError {
   readonly retryAfterMs: number | undefined;
   readonly attempts: number | undefined;
@@ -143,7 +227,19 @@ export class DeadlineExceededError extends OnceError {
   }
 }
 
-/** The operation was cancelled before anything was sent; it will never be sent. */
+/**
+ * The operation was cancelled (`client.cancel()` or `once.signal`) before
+ * anything was sent; it will never be sent, and later calls with the same
+ * scope reject the same way.
+ *
+ * @example
+ * ```ts
+ * try { await client.fetch(url, { method: 'POST', body, once: { action: 'refund', ref, signal } }) } catch (err) {
+ *   if (err instanceof OperationCancelledError) return { refunded: false }
+ *   throw err
+ * }
+ * ```
+ */
 export class OperationCancelledError extends OnceError {
   constructor(message: string, options: OnceErrorOptions = {}) {
     super('OPERATION_CANCELLED', message, options);
@@ -154,6 +250,14 @@ export class OperationCancelledError extends OnceError {
 /**
  * A `client.run()` effect failed terminally in an earlier call. The original
  * error object is not kept; its message and status are.
+ *
+ * @example
+ * ```ts
+ * try { await client.run(spec, effect) } catch (err) {
+ *   if (err instanceof OperationFailedError && err.status === 402) return markUnpaid(order)
+ *   throw err
+ * }
+ * ```
  */
 export class OperationFailedError extends OnceError {
   /** the status the failure carried, when it had one */
@@ -168,6 +272,16 @@ export class OperationFailedError extends OnceError {
 /**
  * The store failed or returned something that is not a valid record. Raised
  * instead of treating the operation as absent, so nothing is silently re-sent.
+ * Usually an operations problem (disk, locks, a newer schema), not a reason to
+ * retry in a loop.
+ *
+ * @example
+ * ```ts
+ * try { await client.fetch(url, init) } catch (err) {
+ *   if (err instanceof StoreError) alertOps(err.message, err.cause)
+ *   throw err
+ * }
+ * ```
  */
 export class StoreError extends OnceError {
   constructor(message: string, options: OnceErrorOptions = {}) {

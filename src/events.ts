@@ -36,7 +36,15 @@ export type OnceEvent =
   | (EventBase & { type: 'late_evidence'; detail: string })
   | (EventBase & { type: 'stopped'; code: string; message: string });
 
-/** The type names of {@link OnceEvent}. */
+/**
+ * The type names of {@link OnceEvent}, e.g. to key a metrics counter.
+ *
+ * @example
+ * ```ts
+ * const counts: Partial<Record<OnceEventType, number>> = {}
+ * createClient({ onEvent: (e) => { counts[e.type] = (counts[e.type] ?? 0) + 1 } })
+ * ```
+ */
 export type OnceEventType = OnceEvent['type'];
 
 /**

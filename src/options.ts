@@ -62,7 +62,7 @@ export interface OnceClientOptions {
   keyHeader?: string;
   /** send the key as an RFC 8941 sf-string (`"…"`), as the IETF draft specifies @default false */
   quoteKey?: boolean;
-  /** retry policy */
+  /** retry policy @default `{}`: every {@link RetryOptions} field at its own default */
   retry?: RetryOptions;
   /** how long records are kept after they were created, for replay @default 86400000 (24 h) */
   retentionMs?: number;
@@ -82,7 +82,11 @@ export interface OnceClientOptions {
    * resend with the same key is deduplicated). @default 5000
    */
   settleMs?: number;
-  /** lookups per action, used by calls without their own and by `recover()` */
+  /**
+   * lookups per action, used by calls without their own and by `recover()`; an action with
+   * none ends an unsettled ambiguity with `AmbiguousOutcomeError` (unless `providerDedupes`)
+   * @default {}
+   */
   lookups?: Record<string, LookupFn>;
   /** request header names never stored (beyond Authorization, Cookie, Proxy-Authorization, Set-Cookie) @default [] */
   sensitiveHeaders?: string[];
@@ -92,7 +96,7 @@ export interface OnceClientOptions {
   maxStoredBodyBytes?: number;
   /** methods that are once-only without a `once` option @default ['POST', 'PATCH'] */
   onceMethods?: string[];
-  /** receives every {@link OnceEvent}; exceptions it throws are ignored */
+  /** receives every {@link OnceEvent}; exceptions it throws are ignored @default undefined (no listener) */
   onEvent?: (event: OnceEvent) => void;
   /** a span per call and a span event per {@link OnceEvent} through `@opentelemetry/api`, when it is installed @default true */
   telemetry?: boolean;

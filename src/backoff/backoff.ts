@@ -5,7 +5,16 @@
  * @module
  */
 
-/** A source of randomness in `[0, 1)`, like `Math.random`. */
+/**
+ * A source of randomness in `[0, 1)`, like `Math.random`. Inject a fixed one
+ * in tests so that backoff delays are exact.
+ *
+ * @example
+ * ```ts
+ * const midpoint: Random = () => 0.5
+ * const client = createClient({ store: memoryStore(), random: midpoint })
+ * ```
+ */
 export type Random = () => number;
 
 /** Delay bounds, in milliseconds. */
@@ -22,6 +31,15 @@ export interface BackoffOptions {
  * - `full` (the default in the engine): uniform in `[0, min(max, base · 2^(attempt-1)))`.
  * - `decorrelated` (AWS): uniform in `[base, previous · 3)`, capped at max.
  * - `none`: exactly `min(max, base · 2^(attempt-1))`.
+ *
+ * Jitter spreads the retries of many clients that failed together; `none`
+ * suits a single caller or a test.
+ *
+ * @example
+ * ```ts
+ * const jitter: JitterMode = 'decorrelated'
+ * createClient({ retry: { jitter, baseDelayMs: 100 } })
+ * ```
  */
 export type JitterMode = 'full' | 'decorrelated' | 'none';
 

@@ -6,7 +6,16 @@
  * @module
  */
 
-/** Options of the retry budget (`retry.budget` in `createClient`). */
+/**
+ * Options of the retry budget (`retry.budget` in `createClient`), which keeps
+ * a provider's outage from multiplying your traffic. Raise `ratio` for a
+ * client with few, precious calls; pass `budget: false` to turn it off.
+ *
+ * @example
+ * ```ts
+ * createClient({ retry: { budget: { ratio: 0.2, reserve: 20, maxTokens: 200 } } })
+ * ```
+ */
 export interface RetryBudgetOptions {
   /**
    * Tokens deposited per first attempt; one retry costs one token, so this is the

@@ -33,10 +33,27 @@ import {
  * - `ambiguous`: the outcome is unknown; look the operation up before any resend.
  * - `terminal`: caller defect or a refusal that will not change; stop.
  * - `conflict`: the key was already used with other content; never mint a new key.
+ *
+ * @example
+ * ```ts
+ * // this API answers 404 until a just-created parent is visible: retry with the same key
+ * const classify: ClassifyOverride = ({ response }): OutcomeClass | undefined => (response?.status === 404 ? 'retryable' : undefined)
+ * ```
  */
 export type OutcomeClass = 'success' | 'not_sent' | 'retryable' | 'ambiguous' | 'terminal' | 'conflict';
 
-/** The verdict on one attempt. */
+/**
+ * The verdict on one attempt, as the default that a {@link ClassifyOverride}
+ * (or `RunSpec.classify`) may keep or replace.
+ *
+ * @example
+ * ```ts
+ * // this API's 500 carries `code: 'card_declined'` when nothing was charged
+ * const classify = (error: unknown, d: Classification): OutcomeClass | undefined =>
+ *   d.class === 'ambiguous' && (error as { code?: unknown }).code === 'card_declined' ? 'terminal' : undefined
+ * await client.run({ action: 'charge', ref: order.id, classify }, effect)
+ * ```
+ */
 export interface Classification {
   /** The outcome class. */
   class: OutcomeClass;

@@ -25,7 +25,7 @@ import { isTerminal, recordId } from '../operation/record.js';
 import type { OperationRecord, ResultSnapshot, Scope } from '../operation/record.js';
 import type { ResolvedOptions } from '../options.js';
 import { reconcile } from '../reconcile/lookup.js';
-import type { SnapshotLookup } from '../reconcile/lookup.js';
+import type { ReconcileOutcome, SnapshotLookup } from '../reconcile/lookup.js';
 import { CallDeadline } from './deadline.js';
 import { LeaseLostError, OwnedRecord } from './owned.js';
 import { acquire } from './acquire.js';
@@ -369,18 +369,26 @@ export class Engine {
 
   /** Sends one attempt, renewing the lease while it is on the wire. */
   private async sendWithLease(owned: OwnedRecord, spec: OperationSpec, deadline: CallDeadline, attempt: number): Promise<AttemptOutcome> {
-    const leaseMs = this.opts.leaseMs;
-    const renew = setInterval(() => {
-      owned.commit({ type: 'renew', leaseExpiresAt: this.opts.now() + leaseMs }).catch(() => clearInterval(renew));
-    }, Math.max(50, Math.floor(leaseMs / 3)));
     const timeout = deadline.attemptSignal(this.opts.retry.attemptTimeoutMs);
     try {
-      return await spec.send({ scope: spec.scope, key: owned.rec.key, attempt, signal: timeout.signal });
+      return await this.leased(owned, () => spec.send({ scope: spec.scope, key: owned.rec.key, attempt, signal: timeout.signal }));
     } catch (error) {
       // Adapters classify their own failures; anything escaping them may have been sent.
       return { classification: classifyError(error, 'awaiting_response'), snapshot: null, live: error };
     } finally {
       timeout.done();
+    }
+  }
+
+  /** Runs `fn` while renewing the lease, so a slow send, lookup or settle wait keeps ownership. */
+  private async leased<T>(owned: OwnedRecord, fn: () => Promise<T>): Promise<T> {
+    const leaseMs = this.opts.leaseMs;
+    const renew = setInterval(() => {
+      owned.commit({ type: 'renew', leaseExpiresAt: this.opts.now() + leaseMs }).catch(() => clearInterval(renew));
+    }, Math.max(50, Math.floor(leaseMs / 3)));
+    try {
+      return await fn();
+    } finally {
       clearInterval(renew);
     }
   }
@@ -388,19 +396,24 @@ export class Engine {
   /** After an ambiguous outcome: look up before any resend (DESIGN §2). */
   async reconcileOwned(owned: OwnedRecord, spec: OperationSpec, deadline: CallDeadline): Promise<void> {
     const scope = spec.scope;
-    let result = await reconcile(spec.lookup, { scope, key: owned.rec.key, record: owned.rec, signal: deadline.signal });
-    // "Absent" right after a send may only mean "not committed yet": wait until the attempt can no
-    // longer take effect, then ask again (unless a resend with the same key would be deduplicated).
-    const settleAt = (owned.rec.attempts.at(-1)?.startedAt ?? 0) + this.opts.settleMs;
-    if (result.kind === 'absent' && !this.opts.providerDedupes && this.opts.now() < settleAt) {
+    const lookup = async (): Promise<ReconcileOutcome> => {
+      const outcome = await reconcile(spec.lookup, { scope, key: owned.rec.key, record: owned.rec, signal: deadline.signal });
+      if (outcome.kind !== 'none') this.stats.lookups++;
+      return outcome;
+    };
+    const result = await this.leased(owned, async () => {
+      const first = await lookup();
+      // "Absent" right after a send may only mean "not committed yet": wait until the attempt can no
+      // longer take effect, then ask again (unless a resend with the same key would be deduplicated).
+      const settleAt = (owned.rec.attempts.at(-1)?.startedAt ?? 0) + this.opts.settleMs;
+      if (first.kind !== 'absent' || this.opts.providerDedupes || this.opts.now() >= settleAt) return first;
       const waitMs = settleAt - this.opts.now();
       if (waitMs > deadline.remaining(this.opts.now())) {
         throw await this.stop(owned, new DeadlineExceededError(`the lookup of ${text(scope)} said absent, but the attempt may still take effect for ${waitMs} ms, past the deadline; the record stays ambiguous`, { scope }));
       }
       await sleep(waitMs, deadline.signal);
-      result = await reconcile(spec.lookup, { scope, key: owned.rec.key, record: owned.rec, signal: deadline.signal });
-    }
-    if (result.kind !== 'none') this.stats.lookups++;
+      return lookup();
+    });
     this.emit({ type: 'lookup', scope, at: this.opts.now(), outcome: result.kind });
     switch (result.kind) {
       case 'found':

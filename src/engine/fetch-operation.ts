@@ -33,17 +33,29 @@ export interface OnceOptions {
   tenant?: string;
   /** reconciliation after an ambiguous outcome @default the client's `lookups[action]` */
   lookup?: LookupFn;
-  /** override the default classification per call */
+  /** override the default classification per call @default undefined (the built-in classification) */
   classify?: ClassifyOverride;
   /**
    * Aborting it cancels the operation (like `client.cancel`): before any send it ends
    * `cancelled` and the call rejects with `OperationCancelledError`; an attempt already on
    * the wire is not torn down — if it delivers, the call returns its response.
+   *
+   * @default undefined
    */
   signal?: AbortSignal;
 }
 
-/** `RequestInit` plus `once`: an options object, `true` for defaults, or `false` to bypass oncefetch. */
+/**
+ * `RequestInit` plus `once`: an options object, `true` for defaults, or
+ * `false` to bypass oncefetch (a plain `fetch`, even for a POST).
+ *
+ * @example
+ * ```ts
+ * const init: OnceRequestInit = { method: 'POST', body, once: { action: 'create-order', ref: task.id } }
+ * const res = await client.fetch(url, init)
+ * await client.fetch(healthUrl, { method: 'POST', once: false }) // never once-only
+ * ```
+ */
 export type OnceRequestInit = RequestInit & { once?: OnceOptions | boolean | undefined };
 
 const PASSTHROUGH = ['redirect', 'credentials', 'mode', 'cache', 'referrer', 'referrerPolicy', 'integrity', 'keepalive', 'priority', 'dispatcher'] as const;

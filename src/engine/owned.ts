@@ -57,7 +57,10 @@ export class OwnedRecord {
       const current = res.current;
       if (current === undefined) throw new StoreError(`${this.store.name}: record ${base.id} vanished while owned`);
       if (current.lease?.owner !== this.owner || isTerminal(current.state)) {
-        await keepAsEvidence(this.store, current, this.owner, `superseded write (${event.type})`, this.now);
+        // A superseded owner's late outcome is kept as evidence, never applied.
+        const late = event.type === 'attempt_finished';
+        const detail = late ? `late ${event.class} outcome (${event.reason}) from a superseded owner` : `superseded write (${event.type})`;
+        await keepAsEvidence(this.store, current, this.owner, detail, this.now, late ? 'late_response' : 'stale_write', late ? event.status : null);
         throw new LeaseLostError(current);
       }
       this.rec = current;
@@ -67,8 +70,9 @@ export class OwnedRecord {
 }
 
 /**
- * Best effort: records a superseded owner's write as `stale_write` evidence on
- * the current record, never changing its state or result.
+ * Best effort: records a superseded owner's write (`stale_write`) or late
+ * attempt outcome (`late_response`, with its status) as evidence on the
+ * current record, never changing its state or result.
  */
 export async function keepAsEvidence(
   store: OnceStore,
@@ -76,10 +80,12 @@ export async function keepAsEvidence(
   owner: string,
   detail: string,
   now: () => number,
+  kind: 'stale_write' | 'late_response' = 'stale_write',
+  status: number | null = null,
 ): Promise<void> {
   let rec: OperationRecord | undefined = current;
   for (let i = 0; i < 3 && rec !== undefined; i++) {
-    const next = applyEvent(rec, { type: 'evidence', kind: 'stale_write', detail, status: null }, now(), owner);
+    const next = applyEvent(rec, { type: 'evidence', kind, detail, status }, now(), owner);
     const res: CompareAndSetResult = await store.compareAndSet(rec.id, rec.generation, next).catch(() => ({ ok: true as const }));
     if (res.ok) return;
     rec = res.current;

@@ -43,7 +43,16 @@ export interface RunSpec<T> {
   signal?: AbortSignal;
 }
 
-/** What the effect receives. */
+/**
+ * What the effect of `client.run` receives. Pass `key` and `signal` through
+ * to the provider call: the key is the same on every attempt.
+ *
+ * @example
+ * ```ts
+ * await client.run({ action: 'send-invoice', ref: invoice.id }, ({ key, signal }: RunContext) =>
+ *   billing.invoices.send(invoice.id, { idempotencyKey: key, signal }))
+ * ```
+ */
 export interface RunContext {
   /** pass this to the provider as its idempotency key */
   key: string;
@@ -51,6 +60,7 @@ export interface RunContext {
   attempt: number;
   /** aborts on the attempt timeout, the deadline or the caller's abort */
   signal: AbortSignal;
+  /** the operation this attempt belongs to, e.g. for logs */
   scope: Scope;
 }
 
@@ -76,8 +86,11 @@ function headersOf(error: unknown): Headers {
 export function classifyEffectError(error: unknown, now: number): Classification {
   const status = statusOf(error);
   if (status === undefined) return classifyError(error, 'awaiting_response');
-  const message = error instanceof Error ? error.message : '';
-  return classifyResponse({ status, headers: headersOf(error), bodyText: message }, now);
+  // SDK errors carry the provider's error type beside the message (Stripe: type/rawType
+  // `idempotency_error`, code): the key-mismatch and in-progress signals may only be there.
+  const e = error as { message?: unknown; type?: unknown; rawType?: unknown; code?: unknown };
+  const bodyText = [e.message, e.type, e.rawType, e.code].filter((v): v is string => typeof v === 'string').join(' ');
+  return classifyResponse({ status, headers: headersOf(error), bodyText }, now);
 }
 
 function toJson(value: unknown): string {

@@ -22,6 +22,12 @@ import type { OperationState, RecordedClass, Scope } from '../operation/record.j
  * | `succeeded` | a 2xx or a lookup found it | nothing: later calls replay |
  * | `cancelled` | cancelled before anything was delivered | nothing: a new intent needs a new ref |
  * | `unknown` | nothing above fits | escalate |
+ *
+ * @example
+ * ```ts
+ * const code: DiagnosisCode | undefined = (await client.explain(scope))?.diagnosis.code
+ * if (code === 'payload_changed') task.ref = crypto.randomUUID() // a new intent needs a new ref
+ * ```
  */
 export type DiagnosisCode =
   | 'timeout_before_response'
@@ -41,11 +47,28 @@ export type DiagnosisCode =
  * replays), lowered by contradictory or stale evidence. `high` needs two or
  * more, `medium` one, `low` none; a record that proves nothing was sent is
  * `high` on its own.
+ *
+ * @example
+ * ```ts
+ * const x = await client.explain(scope)
+ * const confidence: Confidence | undefined = x?.confidence
+ * if (confidence !== 'high') await askAPerson(x)
+ * ```
  */
 export type Confidence = 'high' | 'medium' | 'low';
 
-/** The diagnosis of {@link Explanation}. */
+/**
+ * The diagnosis of {@link Explanation}: what happened, and why oncefetch
+ * thinks so.
+ *
+ * @example
+ * ```ts
+ * const diagnosis: Diagnosis | undefined = (await client.explain(scope))?.diagnosis
+ * if (diagnosis) console.log(`${diagnosis.code}: ${diagnosis.summary}\n  ${diagnosis.evidence.join('\n  ')}`)
+ * ```
+ */
 export interface Diagnosis {
+  /** the row of the evidence-to-decision map that fits */
   code: DiagnosisCode;
   /** one sentence for a person */
   summary: string;
@@ -53,13 +76,24 @@ export interface Diagnosis {
   evidence: string[];
 }
 
-/** One attempt as handed off (attempts count from 1). */
+/**
+ * One attempt as handed off (attempts count from 1). An attempt with
+ * `finishedAt: null` is the one whose outcome nobody saw.
+ *
+ * @example
+ * ```ts
+ * const attempts: HandoffAttempt[] = (await client.explain(scope))?.handoff.attempts ?? []
+ * for (const a of attempts) console.log(a.number, a.class ?? 'unfinished', a.status, a.reason)
+ * ```
+ */
 export interface HandoffAttempt {
+  /** the attempt's number, from 1 */
   number: number;
   /** outcome class; `null` while (or if forever) unfinished */
   class: RecordedClass | null;
   /** HTTP status observed, if any */
   status: number | null;
+  /** why it was classified so, e.g. `'status 503'`, `'ECONNRESET'`; `null` while unfinished */
   reason: string | null;
   /** epoch ms */
   startedAt: number;
@@ -71,16 +105,34 @@ export interface HandoffAttempt {
   generation: number;
 }
 
-/** One lookup (reconciliation) as handed off. */
+/**
+ * One lookup (reconciliation) as handed off.
+ *
+ * @example
+ * ```ts
+ * const lookups: HandoffLookup[] = (await client.explain(scope))?.handoff.lookups ?? []
+ * const unanswered = lookups.filter((l) => l.outcome === 'unknown').map((l) => l.detail)
+ * ```
+ */
 export interface HandoffLookup {
   /** epoch ms */
   at: number;
   /** `resend` is the engine's decision to resend with the same key when the provider dedupes */
   outcome: 'found' | 'absent' | 'unknown' | 'resend';
+  /** what the lookup answered or why it failed, one line */
   detail: string;
 }
 
-/** Retry policy in force for the operation (the explaining client's). */
+/**
+ * Retry policy in force for the operation: the explaining client's, which
+ * may differ from the one that made the attempts.
+ *
+ * @example
+ * ```ts
+ * const policy: HandoffRetryPolicy | undefined = (await client.explain(scope))?.handoff.retryPolicy
+ * if (policy && !policy.lookupRegistered) console.warn(`no lookup for ${scope.action}: ${policy.summary}`)
+ * ```
+ */
 export interface HandoffRetryPolicy {
   maxAttempts: number;
   baseDelayMs: number;
@@ -95,7 +147,16 @@ export interface HandoffRetryPolicy {
   summary: string;
 }
 
-/** Retention of the record and of the key at the provider. All times epoch ms. */
+/**
+ * Retention of the record and of the key at the provider. All times epoch ms.
+ * Once `keyStale`, a resend with the key may no longer be deduplicated.
+ *
+ * @example
+ * ```ts
+ * const retention: HandoffRetention | undefined = (await client.explain(scope))?.handoff.retention
+ * if (retention?.keyStale) console.warn('the provider may have forgotten the key: check by hand before any resend')
+ * ```
+ */
 export interface HandoffRetention {
   createdAt: number;
   /** the record is purgeable after this (terminal records only) */
@@ -110,7 +171,16 @@ export interface HandoffRetention {
   keyStale: boolean;
 }
 
-/** Everything another person or agent needs to take the operation over. */
+/**
+ * Everything another person or agent needs to take the operation over. Holds
+ * no secret (the key is redacted), so it can go into a ticket as it is.
+ *
+ * @example
+ * ```ts
+ * const handoff: Handoff | undefined = (await client.explain(scope))?.handoff
+ * if (handoff) await tickets.create({ title: `${handoff.state}: ${scope.ref}`, body: JSON.stringify(handoff, null, 2) })
+ * ```
+ */
 export interface Handoff {
   /** the key belongs to this scope and to nothing else */
   keyScope: Scope & { description: string };
@@ -168,7 +238,16 @@ export interface Explanation {
 
 /**
  * The policy an explanation is made under: the explaining client's resolved
- * options and the clock.
+ * options and the clock. `client.explain()` builds it; the type is exported
+ * for code that stores or compares it. Shown here with the defaults:
+ *
+ * @example
+ * ```ts
+ * const policy: ExplainPolicy = {
+ *   retry: { maxAttempts: 5, baseDelayMs: 200, maxDelayMs: 10_000, attemptTimeoutMs: 30_000, deadlineMs: 120_000, maxRetryAfterMs: 60_000, jitter: 'full' },
+ *   retentionMs: 86_400_000, providerRetentionMs: 86_400_000, providerDedupes: false, lookupRegistered: false, now: Date.now(),
+ * }
+ * ```
  */
 export interface ExplainPolicy {
   retry: Omit<HandoffRetryPolicy, 'providerDedupes' | 'lookupRegistered' | 'summary'>;

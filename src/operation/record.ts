@@ -14,10 +14,27 @@ import { isExactRecord } from './record-shape.js';
 /** Version of the persisted record layout. */
 export const SCHEMA_VERSION = 1;
 
-/** The states of an operation (DESIGN §2). */
+/**
+ * The states of an operation (DESIGN §2). `succeeded`, `failed` and
+ * `cancelled` are terminal: later calls replay them and never send.
+ *
+ * @example
+ * ```ts
+ * const state: OperationState | undefined = (await client.get({ action: 'create-order', ref: task.id }))?.state
+ * if (state === 'ambiguous') await client.recover()
+ * ```
+ */
 export type OperationState = 'pending' | 'in_flight' | 'ambiguous' | 'succeeded' | 'failed' | 'cancelled';
 
-/** Outcome classes recorded on attempts (see `classify`). */
+/**
+ * Outcome classes recorded on attempts (the {@link OutcomeClass} values, as
+ * stored).
+ *
+ * @example
+ * ```ts
+ * const classes: (RecordedClass | null)[] = record.attempts.map((a) => a.class) // null: outcome never seen
+ * ```
+ */
 export type RecordedClass = 'success' | 'not_sent' | 'retryable' | 'ambiguous' | 'terminal' | 'conflict';
 
 /** States that end an operation: replayed forever after, never sent again. */
@@ -28,10 +45,22 @@ export function isTerminal(state: OperationState): boolean {
   return state === 'succeeded' || state === 'failed' || state === 'cancelled';
 }
 
-/** Identity of one business intent. */
+/**
+ * Identity of one business intent: the same scope is the same operation, in
+ * any process, after any restart.
+ *
+ * @example
+ * ```ts
+ * const scope: Scope = { tenant: 't1', action: 'create-order', ref: 'cart-8812' }
+ * const record = await client.get(scope)
+ * ```
+ */
 export interface Scope {
+  /** whose operation it is; separates customers sharing one store */
   tenant: string;
+  /** what kind of effect, e.g. `'create-order'`; selects the registered lookup */
   action: string;
+  /** your stable id of this one intent, e.g. a task or cart id */
   ref: string;
 }
 
@@ -103,13 +132,48 @@ const recordSchema = z.object({
 /** @internal The record schema itself, for tests that hold the fast pre-check to it. */
 export const RECORD_SCHEMA = recordSchema;
 
-/** One transport try. Numbered from 1; kept forever in the record. */
+/**
+ * One transport try. Numbered from 1; kept forever in the record.
+ *
+ * @example
+ * ```ts
+ * const last: AttemptRecord | undefined = record.attempts.at(-1)
+ * if (last && last.finishedAt === null) console.log(`attempt ${last.number} by ${last.owner}: outcome never recorded`)
+ * ```
+ */
 export type AttemptRecord = z.infer<typeof attemptSchema>;
-/** What was observed, kept and never used to overwrite a newer decision. */
+/**
+ * What was observed, kept and never used to overwrite a newer decision (a
+ * late response after a takeover, a stale write, a lookup answer).
+ *
+ * @example
+ * ```ts
+ * const late: EvidenceRecord[] = record.evidence.filter((e) => e.kind === 'late_response')
+ * ```
+ */
 export type EvidenceRecord = z.infer<typeof evidenceSchema>;
-/** The stored outcome that terminal records replay. */
+/**
+ * The stored outcome that terminal records replay. `body` is base64 for a
+ * response and JSON text for a `client.run()` value; it may be capped
+ * (`bodyTruncated`).
+ *
+ * @example
+ * ```ts
+ * const result: ResultSnapshot | null = record.result
+ * if (result?.source === 'lookup') console.log(`settled by a lookup: status ${result.status}`)
+ * ```
+ */
 export type ResultSnapshot = z.infer<typeof resultSchema>;
-/** The durable record of one operation. */
+/**
+ * The durable record of one operation: what stores keep and `client.get()`
+ * returns. Read it to inspect; only the engine writes it.
+ *
+ * @example
+ * ```ts
+ * const record: OperationRecord | undefined = await client.get({ action: 'create-order', ref: task.id })
+ * console.log(record?.state, record?.attempts.length, record?.result?.status)
+ * ```
+ */
 export type OperationRecord = z.infer<typeof recordSchema>;
 
 /**

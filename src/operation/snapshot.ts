@@ -6,9 +6,26 @@
  */
 import type { ResultSnapshot } from './record.js';
 
-/** Header set on every replayed response. */
+/**
+ * Header set (to `'true'`) on every replayed response: the answer came from
+ * the store, and this call sent nothing.
+ *
+ * @example
+ * ```ts
+ * const res = await client.fetch(url, init)
+ * if (res.headers.get(REPLAYED_HEADER) === 'true') log('already done earlier; nothing sent')
+ * ```
+ */
 export const REPLAYED_HEADER = 'oncefetch-replayed';
-/** Header set on a replayed response whose stored body was capped. */
+/**
+ * Header set (to `'true'`) on a replayed response whose stored body was capped
+ * at `maxStoredBodyBytes`: do not parse the body as complete.
+ *
+ * @example
+ * ```ts
+ * const order = res.headers.has(TRUNCATED_HEADER) ? await fetchOrderByRef(ref) : await res.json()
+ * ```
+ */
 export const TRUNCATED_HEADER = 'oncefetch-body-truncated';
 
 function toBase64(bytes: Uint8Array): string {

@@ -6,7 +6,17 @@
  */
 import type { OperationRecord, ResultSnapshot, Scope } from '../operation/record.js';
 
-/** What a lookup receives. */
+/**
+ * What a lookup receives. Look the operation up by `scope.ref` (when the
+ * provider stores your reference) or by `key` (when it lists requests by
+ * idempotency key), and pass `signal` on.
+ *
+ * @example
+ * ```ts
+ * const byKey = async ({ key, signal }: LookupContext) =>
+ *   fetch(`https://api.example.com/orders?idempotency_key=${encodeURIComponent(key)}`, { signal })
+ * ```
+ */
 export interface LookupContext {
   /** the operation being reconciled */
   scope: Scope;

@@ -12,7 +12,17 @@ import { applyEvent } from '../operation/record.js';
 import type { OperationRecord, Scope } from '../operation/record.js';
 import { reconcile } from './lookup.js';
 
-/** What `client.recover()` did, per operation scope. */
+/**
+ * What `client.recover()` did, per operation scope. `absent` operations wait
+ * for their caller to call again with the same ref; `stillAmbiguous` ones need
+ * a person or a lookup.
+ *
+ * @example
+ * ```ts
+ * const report = await client.recover()
+ * for (const scope of report.stillAmbiguous) await openTicket(await client.explain(scope))
+ * ```
+ */
 export interface RecoveryReport {
   /** settled as succeeded by a lookup */
   resolved: Scope[];
@@ -26,11 +36,19 @@ export interface RecoveryReport {
   errors: { scope: Scope; message: string }[];
 }
 
-/** Options of `client.recover()`. */
+/**
+ * Options of `client.recover()`. Bound a recovery run at startup with
+ * `limit` and a timeout, so a large backlog cannot hold up the process.
+ *
+ * @example
+ * ```ts
+ * await client.recover({ limit: 500, signal: AbortSignal.timeout(30_000) })
+ * ```
+ */
 export interface RecoverOptions {
   /** at most this many records per call @default 100 */
   limit?: number;
-  /** abort the recovery */
+  /** abort the recovery @default undefined */
   signal?: AbortSignal;
 }
 

@@ -7,7 +7,19 @@
  */
 import type { OperationRecord, OperationState } from '../operation/record.js';
 
-/** Result of {@link OnceStore.claim}. */
+/**
+ * Result of {@link OnceStore.claim}, as a custom store returns it.
+ *
+ * @example
+ * ```ts
+ * async claim(record: OperationRecord): Promise<ClaimResult> {
+ *   const existing = this.rows.get(record.id)
+ *   if (existing) return { created: false, record: existing }
+ *   this.rows.set(record.id, record)
+ *   return { created: true, record }
+ * }
+ * ```
+ */
 export interface ClaimResult {
   /** true when this call inserted the record; false when one already existed. */
   created: boolean;
@@ -15,10 +27,27 @@ export interface ClaimResult {
   record: OperationRecord;
 }
 
-/** Result of {@link OnceStore.compareAndSet}. */
+/**
+ * Result of {@link OnceStore.compareAndSet}. On a lost race, `current` is
+ * the record that won (undefined if it is gone), so the caller need not read
+ * it again.
+ *
+ * @example
+ * ```ts
+ * const res: CompareAndSetResult = await store.compareAndSet(id, seen.generation, next)
+ * if (!res.ok) console.log('lost the race to generation', res.current?.generation)
+ * ```
+ */
 export type CompareAndSetResult = { ok: true } | { ok: false; current: OperationRecord | undefined };
 
-/** Filter of {@link OnceStore.list}. */
+/**
+ * Filter of {@link OnceStore.list}; omitted fields do not filter.
+ *
+ * @example
+ * ```ts
+ * const stuck = await client.store.list({ states: ['ambiguous'], tenant: 't1', limit: 20 })
+ * ```
+ */
 export interface ListQuery {
   /** only records in one of these states */
   states?: readonly OperationState[] | undefined;

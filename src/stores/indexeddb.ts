@@ -29,7 +29,15 @@ import {
   type RecordColumns,
 } from './common.js';
 
-/** Options of {@link indexedDbStore}. */
+/**
+ * Options of {@link indexedDbStore}. Give each app on one origin its own
+ * `dbName` when they must not see each other's operations.
+ *
+ * @example
+ * ```ts
+ * const store = indexedDbStore({ dbName: 'shop-checkout', durability: 'relaxed' })
+ * ```
+ */
 export interface IndexedDbStoreOptions {
   /** the IndexedDB database @default 'oncefetch' */
   dbName?: string | undefined;

@@ -15,13 +15,32 @@ export const PG_SCHEMA_VERSION = 1;
 /** Literal list of the terminal states, as the purge index and purge query spell it. */
 export const TERMINAL_SQL = TERMINAL_STATES.map((state) => `'${state}'`).join(', ');
 
-/** A query result as the store reads it; `pg.QueryResult` has this shape. */
+/**
+ * A query result as the store reads it; `pg.QueryResult` has this shape, so
+ * an adapter for another driver only needs to return these two fields.
+ *
+ * @example
+ * ```ts
+ * const toResult = (r: { rows: unknown[]; count: number }): PostgresQueryResult => ({ rows: r.rows, rowCount: r.count })
+ * ```
+ */
 export interface PostgresQueryResult {
+  /** the returned rows, as objects keyed by column name */
   rows: unknown[];
+  /** rows inserted, updated or deleted; `null` when the statement reports none */
   rowCount: number | null;
 }
 
-/** The part of a `pg.PoolClient` the store uses. */
+/**
+ * The part of a `pg.PoolClient` the store uses (for its migration, which must
+ * run on one session).
+ *
+ * @example
+ * ```ts
+ * const client: PostgresPoolClient = await pool.connect()
+ * try { await client.query('SELECT 1') } finally { client.release() }
+ * ```
+ */
 export interface PostgresPoolClient {
   /** Runs one parameterised statement on this connection. */
   query(text: string, values?: unknown[]): Promise<PostgresQueryResult>;
@@ -32,6 +51,13 @@ export interface PostgresPoolClient {
 /**
  * The part of a `pg.Pool` the store uses. A `pg.Pool` satisfies it; so does
  * any pool with the same two methods.
+ *
+ * @example
+ * ```ts
+ * import pg from 'pg'
+ * const pool: PostgresPool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 20 })
+ * const store = postgresStore({ pool, schema: 'agents' })
+ * ```
  */
 export interface PostgresPool {
   /** Runs one parameterised statement on any pooled connection. */

@@ -43,11 +43,15 @@ export interface PostgresStoreOptions {
   /**
    * A `pg.Pool` (or anything with its `query` and `connect`) owned by the
    * caller. `close()` leaves it open; the caller ends it.
+   *
+   * @default undefined (give `connectionString` instead)
    */
   pool?: PostgresPool | undefined;
   /**
    * A libpq connection URI, e.g. `postgres://agent@db.internal:5432/app`.
    * The store creates its own `pg.Pool` from it and ends it on `close()`.
+   *
+   * @default undefined (give `pool` instead)
    */
   connectionString?: string | undefined;
   /**

@@ -37,7 +37,15 @@ import { TERMINAL_SQL, openDatabase, resolveOptions, storeError } from './sqlite
 type Database = BetterSqlite3.Database;
 type Statement = BetterSqlite3.Statement<unknown[], unknown>;
 
-/** Options of {@link sqliteStore}. */
+/**
+ * Options of {@link sqliteStore}. Point every process that must share
+ * operations at the same `path`.
+ *
+ * @example
+ * ```ts
+ * const store = sqliteStore({ path: '/var/lib/agent/oncefetch.db', durability: 'power-loss', busyTimeoutMs: 10_000 })
+ * ```
+ */
 export interface SqliteStoreOptions {
   /**
    * The database file, created with its parent directory when missing
@@ -72,6 +80,8 @@ export interface SqliteStoreOptions {
    * An already open better-sqlite3 handle to use instead of opening `path`.
    * The store sets its pragmas and schema on it but leaves its file modes
    * alone and does not close it on `close()`.
+   *
+   * @default undefined (open `path`)
    */
   database?: BetterSqlite3.Database | undefined;
 }

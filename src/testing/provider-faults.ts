@@ -6,7 +6,16 @@
  * @module
  */
 
-/** Restricts a fault to the requests carrying this `ref` and/or this key. */
+/**
+ * Restricts a fault to the requests carrying this `ref` and/or this key, so
+ * that one operation is hurt while concurrent ones go through.
+ *
+ * @example
+ * ```ts
+ * const match: FaultMatch = { ref: 'A-17' }
+ * provider.fault({ kind: 'reset_before_commit', match })
+ * ```
+ */
 export interface FaultMatch {
   /** Only requests whose JSON body has this `ref`. */
   ref?: string;
@@ -34,7 +43,16 @@ export type Fault = (
   | { kind: 'delay_before_commit'; delayMs: number }
 ) & { match?: FaultMatch };
 
-/** The discriminant of {@link Fault}. */
+/**
+ * The discriminant of {@link Fault}; also the key of
+ * {@link Provider.faultsInjected}.
+ *
+ * @example
+ * ```ts
+ * const kind: FaultKind = 'drop_after_commit'
+ * expect(provider.faultsInjected[kind]).toBe(1)
+ * ```
+ */
 export type FaultKind = Fault['kind'];
 
 const KIND_SET: Record<FaultKind, true> = {
@@ -57,7 +75,16 @@ const KIND_SET: Record<FaultKind, true> = {
  */
 export const FAULT_KINDS: readonly FaultKind[] = Object.freeze(Object.keys(KIND_SET) as FaultKind[]);
 
-/** Seeded random fault injection: each `POST /orders` gets a fault with probability `rate`. */
+/**
+ * Seeded random fault injection: each `POST /orders` gets a fault with
+ * probability `rate`. Log the seed of a failing run to replay it exactly.
+ *
+ * @example
+ * ```ts
+ * const randomFaults: RandomFaultsOptions = { seed: 42, rate: 0.3, kinds: [{ kind: 'drop_after_commit' }, { kind: 'reset_before_commit' }] }
+ * const provider = await startProvider({ randomFaults })
+ * ```
+ */
 export interface RandomFaultsOptions {
   /** PRNG seed (mulberry32); the same seed gives the same fault sequence. */
   seed: number;

@@ -6,7 +6,16 @@
  * @module
  */
 
-/** An order created by the provider: one business effect. */
+/**
+ * An order created by the provider: one business effect. Count these, not
+ * HTTP successes, to prove "at most once".
+ *
+ * @example
+ * ```ts
+ * const orders: readonly Order[] = provider.orders
+ * expect(orders.filter((o) => o.ref === 'A-17')).toHaveLength(1)
+ * ```
+ */
 export interface Order {
   /** `ord_<n>`, 1-based, in commit order. */
   readonly id: string;

@@ -40,18 +40,39 @@ export type { Order } from './provider-ledger.js';
 export type { ProviderOptions } from './provider-options.js';
 export type { MisbehaveOptions } from './provider-modes.js';
 
-/** One `POST /orders` as received. */
+/**
+ * One `POST /orders` as received, faulted or not: check what the client sent,
+ * e.g. that every retry carried the same key.
+ *
+ * @example
+ * ```ts
+ * const sent: readonly ProviderRequest[] = provider.requests.filter((r) => r.ref === 'A-17')
+ * expect(new Set(sent.map((r) => r.key)).size).toBe(1)
+ * ```
+ */
 export interface ProviderRequest {
+  /** The idempotency key (after RFC 8941 unquoting), when the request had one. */
   readonly key: string | undefined;
+  /** The `ref` field of the JSON body, when it was a string. */
   readonly ref: string | undefined;
   /** Lower-case header names. */
   readonly headers: Readonly<Record<string, string>>;
   /** Arrival time, epoch ms. */
   readonly at: number;
+  /** The raw request body. */
   readonly bodyText: string;
 }
 
-/** What `GET /__control/state` returns. */
+/**
+ * What `GET /__control/state` returns: the provider's counters, for a test
+ * that reaches the provider over HTTP only (it runs in another process).
+ *
+ * @example
+ * ```ts
+ * const state = (await (await fetch(`${providerUrl}/__control/state`)).json()) as ProviderState
+ * expect(state.effects).toBe(1)
+ * ```
+ */
 export interface ProviderState {
   effects: number;
   requests: readonly ProviderRequest[];

@@ -31,7 +31,19 @@ import {
   type ResultSnapshot,
 } from '../operation/record.js';
 
-/** One fresh, empty location (a temp file, a schema, a map) for one test. */
+/**
+ * One fresh, empty location (a temp file, a schema, a map) for one test.
+ *
+ * @example
+ * ```ts
+ * const db = new Database(':memory:') // better-sqlite3
+ * const subject: StoreContractSubject = {
+ *   open: () => sqliteStore({ path: ':memory:', database: db }),
+ *   corrupt: (id, raw) => { db.prepare('UPDATE oncefetch_records SET data = ? WHERE id = ?').run(raw, id) },
+ *   teardown: () => void db.close(),
+ * }
+ * ```
+ */
 export interface StoreContractSubject {
   /**
    * Opens a store on this location. Called once per test, and again after

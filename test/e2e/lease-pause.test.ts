@@ -4,7 +4,7 @@
  * response or its late send. Real processes, one SQLite file, the loopback
  * provider counting effects.
  *
- * At most one effect; the late write is kept as `stale_write` evidence and
+ * At most one effect; the late write is kept as evidence (`late_response` with its status) and
  * never applied: the result stays the one the new owner wrote, and the paused
  * owner's own call answers with that result.
  */
@@ -68,8 +68,12 @@ function expectOnlyEvidenceAdded(before: OperationRecord, after: OperationRecord
   expect(after.evidence.slice(0, before.evidence.length)).toEqual(before.evidence);
   const added = after.evidence.slice(before.evidence.length);
   expect(added.length).toBeGreaterThan(0);
-  for (const e of added) expect(e).toMatchObject({ kind: 'stale_write', owner: lateOwner });
-  expect(added.map((e) => e.detail)).toContain('superseded write (attempt_finished)');
+  for (const e of added) {
+    expect(e.owner).toBe(lateOwner);
+    expect(['stale_write', 'late_response']).toContain(e.kind);
+  }
+  // The late owner's response is kept with its status, as evidence only.
+  expect(added).toContainEqual(expect.objectContaining({ kind: 'late_response', status: 201, detail: expect.stringMatching(/^late success outcome/) }));
 }
 
 describe('an owner paused past its lease', () => {

@@ -59,6 +59,19 @@ describe('stripe-node inside client.run()', () => {
     expect(once.stats().conflicts).toBe(1);
   });
 
+  it("Stripe's idempotency_error inside client.run() is a conflict, never retried", async () => {
+    await stripe.paymentIntents.create({ amount: 500, currency: 'eur' }, { idempotencyKey: 'k-reused' });
+    const err = await once
+      .run({ action: 'charge', ref: 'B-1', key: 'k-reused', payload: { amount: 700 } }, ({ key }) =>
+        stripe.paymentIntents.create({ amount: 700, currency: 'eur' }, { idempotencyKey: key }),
+      )
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(IdempotencyConflictError);
+    expect(fake.keys).toEqual(['k-reused', 'k-reused']);
+    expect(fake.effects).toBe(1);
+    expect((await once.get({ action: 'charge', ref: 'B-1' }))?.state).toBe('failed');
+  });
+
   it('the fake answers a reused key with other parameters like Stripe: idempotency_error', async () => {
     await stripe.paymentIntents.create({ amount: 500, currency: 'eur' }, { idempotencyKey: 'k-1' });
     await expect(stripe.paymentIntents.create({ amount: 700, currency: 'eur' }, { idempotencyKey: 'k-1' })).rejects.toMatchObject({
