@@ -11,6 +11,7 @@ import { backoffDelay } from '../../src/backoff/backoff.js';
 import type { JitterMode } from '../../src/backoff/backoff.js';
 import { DeadlineExceededError, RetriesExhaustedError, createClient, memoryStore } from '../../src/index.js';
 import type { OnceEvent } from '../../src/index.js';
+import { mulberry32 } from '../../src/testing/provider-faults.js';
 
 /** A draw in [0, 1), the edges included. */
 const drawArb = fc.oneof(fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }), fc.constantFrom(0, 0.5, 1 - Number.EPSILON / 2));
@@ -111,17 +112,6 @@ describe('the engine against a provider that always answers 503', () => {
     vi.useRealTimers();
   });
 
-  /** mulberry32: the client's `random`, seeded by the property. */
-  function seeded(seed: number): () => number {
-    let state = seed >>> 0;
-    return () => {
-      state = (state + 0x6d2b79f5) >>> 0;
-      let t = state;
-      t = Math.imul(t ^ (t >>> 15), t | 1);
-      t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-    };
-  }
 
   it('each scheduled delay is within its bounds, their sum within deadlineMs, and the call stops with a typed error', async () => {
     const stops = { RETRIES_EXHAUSTED: 0, DEADLINE_EXCEEDED: 0 };
@@ -145,7 +135,7 @@ describe('the engine against a provider that always answers 503', () => {
             store: memoryStore(),
             fetch,
             now: () => Date.now(),
-            random: seeded(seed),
+            random: mulberry32(seed),
             onEvent: (e) => events.push(e),
             retry: { ...bounds, deadlineMs, maxAttempts, jitter, budget: false },
           });

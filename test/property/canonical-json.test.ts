@@ -12,6 +12,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { canonicalJson, canonicalizeJsonText } from '../../src/operation/canonical-json.js';
 import { fingerprintPayload, fingerprintRequest } from '../../src/operation/fingerprint.js';
+import { mulberry32 } from '../../src/testing/provider-faults.js';
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 type Path = (string | number)[];
@@ -28,17 +29,6 @@ function fingerprintText(text: string): Promise<string> {
   });
 }
 
-/** mulberry32: a deterministic source for the re-serialisation choices. */
-function prng(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Numbers JSON carries exactly: safe integers, non-integers, and integers written with an exponent (>= 1e21). */
 function isCarried(n: number): boolean {
@@ -189,7 +179,7 @@ describe('canonical JSON: same meaning, same fingerprint', () => {
   it('key order, whitespace, number spelling and string escapes do not change the canonical text or the fingerprint', async () => {
     await fc.assert(
       fc.asyncProperty(jsonArb, fc.integer(), async (value, seed) => {
-        const random = prng(seed);
+        const random = mulberry32(seed);
         const canonical = canonicalJson(value);
         const plain = JSON.stringify(value);
         const other = respell(value, random);
