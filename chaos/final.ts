@@ -1,0 +1,126 @@
+/**
+ * The chaos run's last step, once every worker has exited: a fresh client
+ * (well-behaved lookups, `providerDedupes: false`) runs `recover()` until no
+ * record is left `in_flight` or `ambiguous`, reads what the record of every
+ * ref that had an indeterminate call claims (`reconciled` entries), then calls
+ * each of those refs again (up to 10 calls, until one returns) so that
+ * operations put back to `pending` by an "absent" lookup complete, and reads
+ * them once more.
+ *
+ * @module
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createClient } from '../src/index.js';
+import type { LookupFn, OperationRecord } from '../src/index.js';
+import { sqliteStore } from '../src/stores/sqlite.js';
+import { claimOf, orderIdOf, placeOrder } from './call.js';
+import type { HistoryEntry, ReconciledEntry } from './history.js';
+import { DEDUPE_ACTION, STRICT_ACTION, isStrict } from './plan.js';
+import type { ClientTiming } from './protocol.js';
+
+/** What the final recovery needs. */
+export interface FinalInput {
+  dbPath: string;
+  dedupeUrl: string;
+  strictUrl: string;
+  timing: ClientTiming;
+  /** the workers' history: which refs had an indeterminate call */
+  history: readonly HistoryEntry[];
+  /** the first operation number free for the final calls */
+  firstOp: number;
+}
+
+/** What it did. */
+export interface FinalReport {
+  entries: HistoryEntry[];
+  /** `recover()` rounds until nothing was left in flight or ambiguous */
+  rounds: number;
+  /** records recover() settled as found / put back to pending */
+  resolved: number;
+  absent: number;
+  /** records still in flight or ambiguous after the last round */
+  leftLive: number;
+  /** every attempt recorded in the store at the end, by class (`retryable 409` apart) */
+  attemptClasses: Record<string, number>;
+}
+
+function lookupByRef(baseUrl: string): LookupFn {
+  return async ({ scope, signal }) => {
+    const res = await fetch(`${baseUrl}/orders?ref=${encodeURIComponent(scope.ref)}`, { signal });
+    if (res.status === 404) return null;
+    if (res.status !== 200) throw new Error(`lookup answered ${res.status}`);
+    return res;
+  };
+}
+
+function storedOrderId(record: OperationRecord | undefined): string | null {
+  const result = record?.result;
+  if (result === null || result === undefined) return null;
+  return orderIdOf(result.kind === 'response' ? Buffer.from(result.body, 'base64').toString('utf8') : result.body);
+}
+
+/** Runs recover() to a fixed point, reads the truth, calls the indeterminate refs again. */
+export async function finalRecovery(input: FinalInput): Promise<FinalReport> {
+  const t = input.timing;
+  // Every worker is gone: wait until their leases ran out and their last sends can no longer land.
+  await sleep(Math.max(t.leaseMs, t.settleMs) + 300);
+  const client = createClient({
+    store: sqliteStore({ path: input.dbPath }),
+    owner: 'final',
+    leaseMs: t.leaseMs,
+    settleMs: t.settleMs,
+    inFlightWaitMs: t.inFlightWaitMs,
+    providerDedupes: false,
+    telemetry: false,
+    retry: { maxAttempts: 8, baseDelayMs: 20, maxDelayMs: 300, attemptTimeoutMs: t.attemptTimeoutMs, deadlineMs: 4 * t.deadlineMs, maxRetryAfterMs: t.maxRetryAfterMs, budget: false },
+    lookups: { [DEDUPE_ACTION]: lookupByRef(input.dedupeUrl), [STRICT_ACTION]: lookupByRef(input.strictUrl) },
+  });
+  const report: FinalReport = { entries: [], rounds: 0, resolved: 0, absent: 0, leftLive: 0, attemptClasses: {} };
+  try {
+    for (let round = 0; round < 30; round++) {
+      const live = await client.store.list({ states: ['in_flight', 'ambiguous'], limit: 1_000_000 });
+      report.leftLive = live.length;
+      if (live.length === 0) break;
+      report.rounds++;
+      const r = await client.recover({ limit: 1_000_000 });
+      report.resolved += r.resolved.length;
+      report.absent += r.absent.length;
+      if (r.stillAmbiguous.length > 0 || r.errors.length > 0) await sleep(200);
+    }
+    const refs = [...new Set(input.history.filter((e) => e.type === 'indeterminate').map((e) => e.ref))].sort();
+    const read = async (phase: ReconciledEntry['phase']): Promise<void> => {
+      for (const ref of refs) {
+        const at = Date.now();
+        const record = await client.get({ action: isStrict(ref) ? STRICT_ACTION : DEDUPE_ACTION, ref });
+        report.entries.push({ type: 'reconciled', phase, ref, at, state: record?.state ?? 'absent', claim: claimOf(record), orderId: storedOrderId(record) });
+      }
+    };
+    await read('after_recover');
+    let op = input.firstOp;
+    const queue = [...refs];
+    const lane = async (): Promise<void> => {
+      for (let ref = queue.shift(); ref !== undefined; ref = queue.shift()) {
+        for (let round = 0; round < 10; round++) {
+          const caller = { op: op++, worker: 'final', incarnation: 0, ref };
+          report.entries.push({ type: 'invoke', ...caller, at: Date.now() });
+          const outcome = isStrict(ref)
+            ? await placeOrder(client, input.strictUrl, STRICT_ACTION, caller)
+            : await placeOrder(client, input.dedupeUrl, DEDUPE_ACTION, caller);
+          report.entries.push(outcome);
+          if (outcome.type === 'ok') break;
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: 16 }, lane));
+    await read('after_calls');
+    for (const record of await client.store.list({ limit: 10_000_000 })) {
+      for (const a of record.attempts) {
+        const name = a.class === null ? 'unfinished' : a.class === 'retryable' && a.status === 409 ? 'retryable 409' : a.class;
+        report.attemptClasses[name] = (report.attemptClasses[name] ?? 0) + 1;
+      }
+    }
+  } finally {
+    await client.close();
+  }
+  return report;
+}

@@ -1,0 +1,196 @@
+/**
+ * The worker processes of a chaos run: started, watched, SIGKILLed and
+ * restarted, SIGSTOPped and resumed at the planned points of progress.
+ *
+ * @module
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { appendFileSync, existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { parseHistory } from './checker.js';
+import type { HistoryEntry, IndeterminateEntry } from './history.js';
+import type { ChaosEvent } from './plan.js';
+import type { DoneLine, WorkerConfig } from './protocol.js';
+
+const ROOT = fileURLToPath(new URL('../', import.meta.url));
+const WORKER = fileURLToPath(new URL('./worker.ts', import.meta.url));
+/** No call finished for this long: the run is stalled. */
+const STALL_MS = 120_000;
+
+interface Slot {
+  id: number;
+  incarnation: number;
+  child: ChildProcess | undefined;
+  state: 'running' | 'paused' | 'killing' | 'done';
+  stderr: string;
+  crashes: number;
+  /** delay before the restart, while being killed */
+  restartDelayMs: number;
+}
+
+/** Appends an `indeterminate` outcome for every call a dead incarnation left without one. */
+export function closeOpenCalls(historyPath: string, incarnation: number, code: string): void {
+  if (!existsSync(historyPath)) return;
+  const text = readFileSync(historyPath, 'utf8');
+  // A line torn by the kill (never seen in practice: one small write each) must not swallow the next.
+  if (text.length > 0 && !text.endsWith('\n')) appendFileSync(historyPath, '\n');
+  const open = new Map<number, HistoryEntry>();
+  for (const e of parseHistory(text)) {
+    if (e.type === 'reconciled' || e.incarnation !== incarnation) continue;
+    if (e.type === 'invoke') open.set(e.op, e);
+    else open.delete(e.op);
+  }
+  for (const e of open.values()) {
+    if (e.type !== 'invoke') continue;
+    const closed: IndeterminateEntry = { type: 'indeterminate', op: e.op, worker: e.worker, incarnation, ref: e.ref, at: Date.now(), code, state: 'unobserved' };
+    appendFileSync(historyPath, `${JSON.stringify(closed)}\n`);
+  }
+}
+
+/** The workers' configuration, but for their id and incarnation. */
+export type FleetConfig = Omit<WorkerConfig, 'id' | 'incarnation' | 'historyPath'>;
+
+/** Runs the workers to the end of their schedules, hitting them as planned. */
+export class Fleet {
+  completed = 0;
+  kills = 0;
+  pauses = 0;
+  /** planned events that found no running worker */
+  skippedEvents = 0;
+  readonly errors: string[] = [];
+  readonly workerStats: Record<string, number> = {};
+  recoveredOnRestart = 0;
+  private readonly slots: Slot[];
+  private readonly events: ChaosEvent[];
+  private lastProgressAt = Date.now();
+  private settle: () => void = () => undefined;
+  private readonly watchdog: NodeJS.Timeout;
+  /** resolves once every worker has finished its schedule (or the run stalled) */
+  readonly finished: Promise<void>;
+
+  constructor(
+    private readonly config: FleetConfig,
+    private readonly runDir: string,
+    events: readonly ChaosEvent[],
+    private readonly log: (line: string) => void,
+  ) {
+    this.events = [...events];
+    this.slots = Array.from({ length: config.plan.workers }, (_, id) => ({ id, incarnation: 0, child: undefined, state: 'running', stderr: '', crashes: 0, restartDelayMs: 0 }));
+    this.finished = new Promise<void>((resolve) => (this.settle = resolve));
+    this.watchdog = setInterval(() => this.checkStall(), 2_000);
+    for (const slot of this.slots) this.spawn(slot);
+  }
+
+  /** The history file of a worker. */
+  historyPath(id: number): string {
+    return join(this.runDir, `history-w${id}.jsonl`);
+  }
+
+  /** Every worker's history, as written (with the kills' closing entries). */
+  history(): HistoryEntry[] {
+    return this.slots.flatMap((s) => (existsSync(this.historyPath(s.id)) ? parseHistory(readFileSync(this.historyPath(s.id), 'utf8')) : []));
+  }
+
+  /** Kills every worker still alive. */
+  stop(): void {
+    clearInterval(this.watchdog);
+    for (const slot of this.slots) {
+      if (slot.state === 'done') continue;
+      slot.state = 'done';
+      slot.child?.kill('SIGCONT');
+      slot.child?.kill('SIGKILL');
+    }
+    this.settle();
+  }
+
+  private spawn(slot: Slot): void {
+    const config: WorkerConfig = { ...this.config, id: slot.id, incarnation: slot.incarnation, historyPath: this.historyPath(slot.id) };
+    const child = spawn(process.execPath, ['--import', 'tsx', WORKER, JSON.stringify(config)], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    slot.child = child;
+    slot.state = 'running';
+    slot.stderr = '';
+    child.stderr?.on('data', (chunk: Buffer) => (slot.stderr = (slot.stderr + chunk.toString()).slice(-4000)));
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      if (line === 'p') return this.onCompletion();
+      try {
+        const done = JSON.parse(line) as DoneLine;
+        for (const [k, v] of Object.entries(done.stats)) this.workerStats[k] = (this.workerStats[k] ?? 0) + v;
+        this.recoveredOnRestart += done.recovered;
+      } catch {
+        slot.stderr += `(stdout) ${line}\n`;
+      }
+    });
+    child.once('close', (code, signal) => this.onClose(slot, code, signal));
+  }
+
+  private onCompletion(): void {
+    this.completed++;
+    this.lastProgressAt = Date.now();
+    const { ops } = this.config.plan;
+    if (this.completed % Math.max(1, Math.floor(ops / 10)) === 0) {
+      this.log(`[chaos] ${this.completed}/${ops} calls done, ${this.kills} kills, ${this.pauses} pauses`);
+    }
+    while (this.events[0] !== undefined && this.events[0].afterCompletions <= this.completed) this.fire(this.events.shift()!);
+  }
+
+  private onClose(slot: Slot, code: number | null, signal: NodeJS.Signals | null): void {
+    if (slot.state === 'done') return;
+    if (slot.state === 'killing') {
+      closeOpenCalls(this.historyPath(slot.id), slot.incarnation, 'KILLED');
+      slot.incarnation++;
+      setTimeout(() => {
+        if (slot.state === 'killing') this.spawn(slot);
+      }, slot.restartDelayMs);
+      return;
+    }
+    if (code !== 0) {
+      this.errors.push(`worker w${slot.id} (incarnation ${slot.incarnation}) exited with ${code ?? signal}: ${slot.stderr.trim().slice(-1500)}`);
+      closeOpenCalls(this.historyPath(slot.id), slot.incarnation, 'CRASHED');
+      slot.incarnation++;
+      if (++slot.crashes <= 3) return this.spawn(slot);
+    }
+    slot.state = 'done';
+    if (this.slots.every((s) => s.state === 'done')) {
+      clearInterval(this.watchdog);
+      this.settle();
+    }
+  }
+
+  /** The planned worker if it is running, else the next running one. */
+  private pick(preferred: number): Slot | undefined {
+    for (let i = 0; i < this.slots.length; i++) {
+      const slot = this.slots[(preferred + i) % this.slots.length]!;
+      if (slot.state === 'running' && slot.child !== undefined) return slot;
+    }
+    return undefined;
+  }
+
+  private fire(event: ChaosEvent): void {
+    const slot = this.pick(event.worker);
+    if (slot === undefined) return void this.skippedEvents++;
+    const child = slot.child;
+    if (event.kind === 'kill') {
+      this.kills++;
+      slot.state = 'killing';
+      slot.restartDelayMs = event.restartDelayMs;
+      child?.kill('SIGKILL');
+      return;
+    }
+    this.pauses++;
+    slot.state = 'paused';
+    child?.kill('SIGSTOP');
+    setTimeout(() => {
+      if (slot.state !== 'paused' || slot.child !== child) return;
+      slot.state = 'running';
+      child?.kill('SIGCONT');
+    }, event.pauseMs);
+  }
+
+  private checkStall(): void {
+    if (Date.now() - this.lastProgressAt < STALL_MS) return;
+    this.errors.push(`no call finished for ${STALL_MS / 1000} s (${this.completed}/${this.config.plan.ops} done): stalled`);
+    this.stop();
+  }
+}

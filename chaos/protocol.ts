@@ -1,0 +1,54 @@
+/**
+ * What the runner tells a worker (one JSON argument) and the timing both rely on.
+ *
+ * @module
+ */
+import type { RunPlan } from './plan.js';
+
+/** How a worker's lookups misbehave, per lookup, from the worker's seed. */
+export interface LookupFaults {
+  /** the lookup throws (after or without asking the provider): "unknown" */
+  failRate: number;
+  /** the lookup waits up to `slowMs` before it asks */
+  slowRate: number;
+  slowMs: number;
+  /** the lookup asks, then takes up to `staleMs` to answer: the answer may be stale when it arrives */
+  staleRate: number;
+  staleMs: number;
+}
+
+/** The clients' timing; the same for every worker and the final recovery. */
+export interface ClientTiming {
+  leaseMs: number;
+  settleMs: number;
+  inFlightWaitMs: number;
+  attemptTimeoutMs: number;
+  deadlineMs: number;
+  maxRetryAfterMs: number;
+  maxAttempts: number;
+}
+
+/** A worker's configuration: `node --import tsx chaos/worker.ts '<WorkerConfig JSON>'`. */
+export interface WorkerConfig {
+  plan: RunPlan;
+  id: number;
+  incarnation: number;
+  dbPath: string;
+  /** this worker's history file (JSON lines, appended); also read at start to resume */
+  historyPath: string;
+  /** the provider that dedupes by key */
+  dedupeUrl: string;
+  /** the provider that ignores keys */
+  strictUrl: string;
+  timing: ClientTiming;
+  lookupFaults: LookupFaults;
+}
+
+/** What a worker prints on stdout: `p` per finished call, then one `done` line. */
+export interface DoneLine {
+  done: true;
+  worker: number;
+  incarnation: number;
+  stats: Record<string, number>;
+  recovered: number;
+}

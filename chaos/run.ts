@@ -1,0 +1,166 @@
+/**
+ * `npm run chaos -- --ops N --seed S`: many operations from several client
+ * processes sharing one SQLite file, against fault-injecting providers, with
+ * SIGKILLs, restarts and pauses past the lease; every call is recorded and
+ * checked against the providers' effect logs. Prints the totals; exits 1 on
+ * any violation (printing the command that replays the seed), 2 on a bad
+ * command line.
+ *
+ * @module
+ */
+import { parseArgs } from 'node:util';
+import { EXIT, UsageError, intFlag, numberFlag, parsing } from '../src/cli/args.js';
+import type { RunPlan } from './plan.js';
+import { runChaos, type ChaosOptions, type ChaosResult } from './runner.js';
+
+const USAGE = `usage: npm run chaos -- [--ops 2000] [--seed N] [--workers 4] [--refs ops/2] [--concurrency 8]
+                      [--strict-share 0.25] [--fault-rate 0.3] [--kills ops/200] [--pauses ops/200] [--max-pause-ms 1100]
+                      [--lookup-fail 0.1] [--lookup-slow 0.1] [--lookup-stale 0.1] [--keep] [--json]`;
+
+/** Parses the command line into the run's options. */
+export function parseChaosArgs(argv: string[]): ChaosOptions & { json: boolean } {
+  const { values } = parsing(() =>
+    parseArgs({
+      args: argv,
+      options: {
+        ops: { type: 'string' },
+        seed: { type: 'string' },
+        workers: { type: 'string' },
+        refs: { type: 'string' },
+        concurrency: { type: 'string' },
+        'strict-share': { type: 'string' },
+        'fault-rate': { type: 'string' },
+        kills: { type: 'string' },
+        'max-pause-ms': { type: 'string' },
+        'lookup-fail': { type: 'string' },
+        'lookup-slow': { type: 'string' },
+        'lookup-stale': { type: 'string' },
+        pauses: { type: 'string' },
+        keep: { type: 'boolean' },
+        json: { type: 'boolean' },
+      },
+      strict: true,
+      allowPositionals: false,
+    }),
+  );
+  const ops = intFlag(values.ops, 'ops', 2000, 1, 10_000_000);
+  const plan: RunPlan = {
+    seed: intFlag(values.seed, 'seed', Math.floor(Math.random() * 2 ** 31), 0, 2 ** 32 - 1),
+    ops,
+    workers: intFlag(values.workers, 'workers', 4, 1, 64),
+    refs: intFlag(values.refs, 'refs', Math.max(1, Math.ceil(ops * 0.5)), 1, 10_000_000),
+    concurrency: intFlag(values.concurrency, 'concurrency', 8, 1, 256),
+    strictShare: numberFlag(values['strict-share'], 'strict-share', 0.25, 0, 1),
+    window: 6,
+  };
+  const defaultChaos = Math.max(2, Math.round(ops / 200));
+  // settleMs is how long after it was sent a request may still take effect. A sender stalled
+  // (SIGSTOP) between recording an attempt and writing it sends that much later, so settleMs must
+  // cover the longest pause plus the provider's longest hold (holdMs), with room for the runner's
+  // event-loop delay: the provider that ignores keys relies on it.
+  const timing = { leaseMs: 500, settleMs: 2_000, inFlightWaitMs: 5_000, attemptTimeoutMs: 250, deadlineMs: 8_000, maxRetryAfterMs: 1_200, maxAttempts: 6 };
+  const holdMs = 450;
+  const maxPauseMs = intFlag(values['max-pause-ms'], 'max-pause-ms', timing.settleMs - holdMs - 450, Math.ceil(timing.leaseMs * 1.2), 60_000);
+  return {
+    plan,
+    kills: intFlag(values.kills, 'kills', defaultChaos, 0, 100_000),
+    pauses: intFlag(values.pauses, 'pauses', defaultChaos, 0, 100_000),
+    pauseMs: { min: Math.ceil(timing.leaseMs * 1.2), max: maxPauseMs },
+    faultRate: numberFlag(values['fault-rate'], 'fault-rate', 0.3, 0, 1),
+    timing,
+    holdMs,
+    lookupFaults: {
+      failRate: numberFlag(values['lookup-fail'], 'lookup-fail', 0.1, 0, 1),
+      slowRate: numberFlag(values['lookup-slow'], 'lookup-slow', 0.1, 0, 1),
+      staleRate: numberFlag(values['lookup-stale'], 'lookup-stale', 0.1, 0, 1),
+      slowMs: 1_500,
+      // up to 1.5 × settleMs: an answer to a question asked before the commit can arrive after settleMs
+      staleMs: Math.floor(timing.settleMs * 1.5),
+    },
+    keep: values.keep === true,
+    json: values.json === true,
+    log: (line) => console.error(line),
+  };
+}
+
+/** The command that replays a run. */
+export function replayCommand(plan: RunPlan, o: Pick<ChaosOptions, 'kills' | 'pauses' | 'pauseMs' | 'faultRate' | 'lookupFaults'>): string {
+  const l = o.lookupFaults;
+  return (
+    `npm run chaos -- --ops ${plan.ops} --seed ${plan.seed} --workers ${plan.workers} --refs ${plan.refs} ` +
+    `--concurrency ${plan.concurrency} --strict-share ${plan.strictShare} --fault-rate ${o.faultRate} --kills ${o.kills} --pauses ${o.pauses} --max-pause-ms ${o.pauseMs.max} ` +
+    `--lookup-fail ${l.failRate} --lookup-slow ${l.slowRate} --lookup-stale ${l.staleRate}`
+  );
+}
+
+function row(label: string, value: string | number): string {
+  return `${label.padEnd(34)} ${value}`;
+}
+
+/** The totals, as printed. */
+export function formatTotals(options: ChaosOptions, r: ChaosResult): string {
+  const c = r.check;
+  const faultTotal = Object.values(r.faults).reduce((a, b) => a + b, 0);
+  const faults = Object.entries(r.faults).map(([k, v]) => `${k} ${v}`).join(', ');
+  const s = (k: string): number => r.workerStats[k] ?? 0;
+  const lines = [
+    `oncefetch chaos run — seed ${options.plan.seed}`,
+    row('operations (scheduled calls)', options.plan.ops),
+    row('refs called', `${c.refs} (pool ${options.plan.refs}; ${Math.round(options.plan.strictShare * 100)} % to the provider that ignores keys)`),
+    row('processes', `${options.plan.workers} workers × ${options.plan.concurrency} calls at a time, one SQLite file`),
+    row('invokes', `${r.invokes.workers + r.invokes.final} (workers ${r.invokes.workers}, final recovery ${r.invokes.final})`),
+    row('collisions', `${r.collisions} calls started while another process was calling the same ref`),
+    row('attempts (POSTs at the providers)', `${r.attempts.dedupe + r.attempts.strict} (dedupes ${r.attempts.dedupe}, ignores keys ${r.attempts.strict})`),
+    row('attempts recorded, by class', Object.entries(r.final.attemptClasses).sort().map(([k, v]) => `${k} ${v}`).join(', ')),
+    row('lookups served', r.lookups),
+    row('faults injected', `${faultTotal}: ${faults}`),
+    row('effects', c.effects),
+    row('duplicates', c.duplicates),
+    row('ok / fail / indeterminate', `${c.ok} / ${c.fail} / ${c.indeterminate}`),
+    row('ambiguous (indeterminate) reconciled', `${c.reconciled.toOne + c.reconciled.toZero} of ${c.indeterminate} (to 1 effect: ${c.reconciled.toOne}, to 0: ${c.reconciled.toZero})`),
+    row('pending (resend) with the effect landed', `${c.resendWithEffect} refs read pending after recover() whose order already existed`),
+    row('final recover()', `${r.final.rounds} rounds, ${r.final.resolved} found, ${r.final.absent} absent, ${r.final.leftLive} left live`),
+    row('kills (+ restarts) / pauses', `${r.kills} / ${r.pauses} of ${options.pauseMs.min}–${options.pauseMs.max} ms (lease ${options.timing.leaseMs} ms)${r.skippedEvents > 0 ? ` (${r.skippedEvents} events found no live worker)` : ''}`),
+    row('recover() on restart settled', r.recoveredOnRestart),
+    row('workers: takeovers / replays / ambiguous', `${s('takeovers')} / ${s('replays')} / ${s('ambiguous')} (finished lives only)`),
+    row('runner event-loop delay (max)', `${r.runnerLagMs} ms`),
+    row('elapsed', `${(r.elapsedMs / 1000).toFixed(1)} s`),
+    row('violations', c.violations.length + r.errors.length),
+  ];
+  return lines.join('\n');
+}
+
+async function main(): Promise<number> {
+  let options: ReturnType<typeof parseChaosArgs>;
+  try {
+    options = parseChaosArgs(process.argv.slice(2));
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    console.error(`${error.message}\n${USAGE}`);
+    return EXIT.usage;
+  }
+  options.log(`[chaos] seed ${options.plan.seed}: ${options.plan.ops} operations, ${options.plan.workers} workers, ${options.plan.refs} refs`);
+  if (options.pauseMs.max + options.holdMs > options.timing.settleMs) {
+    options.log(
+      `[chaos] warning: pauses up to ${options.pauseMs.max} ms plus the provider's ${options.holdMs} ms hold exceed settleMs (${options.timing.settleMs}): ` +
+        'a sender paused before its send may create a second effect at the provider that ignores keys, which no client can prevent',
+    );
+  }
+  const result = await runChaos(options);
+  console.log(formatTotals(options, result));
+  const failed = result.check.violations.length > 0 || result.errors.length > 0;
+  if (failed) {
+    for (const e of result.errors) console.log(`ERROR ${e}`);
+    for (const v of result.check.violations.slice(0, 30)) console.log(`VIOLATION ${v.kind} ${v.ref}${v.op === undefined ? '' : ` op ${v.op}`}: ${v.detail}`);
+    if (result.check.violations.length > 30) console.log(`… ${result.check.violations.length - 30} more`);
+    console.log(`FAILED with seed ${options.plan.seed}; replay: ${replayCommand(options.plan, options)}`);
+  }
+  if (result.runDir !== undefined) console.log(`run directory (database, history.jsonl, effects.json): ${result.runDir}`);
+  if (options.json) {
+    const { check, ...rest } = result;
+    console.log(JSON.stringify({ seed: options.plan.seed, plan: options.plan, ...rest, check: { ...check, violations: check.violations.slice(0, 100) } }));
+  }
+  return failed ? EXIT.failure : EXIT.ok;
+}
+
+process.exitCode = await main();

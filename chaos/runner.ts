@@ -1,0 +1,151 @@
+/**
+ * The chaos run: two loopback providers (one dedupes by key, one ignores keys)
+ * with a seeded random mix of every fault they can inject, several worker
+ * processes sharing one SQLite file and one pool of refs, SIGKILLs with
+ * restarts and SIGSTOPs past the lease at seeded points, then the final
+ * recovery and the checker.
+ *
+ * @module
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { FAULT_KINDS, startProvider, type FaultKind, type Provider } from '../src/testing/provider.js';
+import { check } from './checker.js';
+import { finalRecovery, type FinalReport } from './final.js';
+import { Fleet } from './fleet.js';
+import type { CheckResult, EffectEntry, HistoryEntry } from './history.js';
+import { chaosEvents, faultMix, subSeed, type RunPlan } from './plan.js';
+import type { ClientTiming, LookupFaults } from './protocol.js';
+
+/** Options of {@link runChaos}. */
+export interface ChaosOptions {
+  plan: RunPlan;
+  /** SIGKILL + restart events */
+  kills: number;
+  /** SIGSTOP past the lease + SIGCONT events */
+  pauses: number;
+  /** how long a pause lasts: past the lease, within the settle window (see the README) */
+  pauseMs: { min: number; max: number };
+  /** probability that a provider faults a request */
+  faultRate: number;
+  timing: ClientTiming;
+  /** the longest a provider holds a request before committing it (`delay_before_commit`) */
+  holdMs: number;
+  lookupFaults: LookupFaults;
+  /** keep the run directory (database, history, effect logs) even when the run passes */
+  keep: boolean;
+  /** progress lines */
+  log: (line: string) => void;
+}
+
+/** What {@link runChaos} measured. */
+export interface ChaosResult {
+  check: CheckResult;
+  /** the harness's own failures (a worker crash, a stall): a run with any is not a pass */
+  errors: string[];
+  invokes: { workers: number; final: number };
+  attempts: { dedupe: number; strict: number };
+  lookups: number;
+  faults: Record<FaultKind, number>;
+  kills: number;
+  pauses: number;
+  /** chaos events that found no live worker to hit */
+  skippedEvents: number;
+  workerStats: Record<string, number>;
+  recoveredOnRestart: number;
+  final: Omit<FinalReport, 'entries'>;
+  /** calls that started while another process's call of the same ref was in progress */
+  collisions: number;
+  /** largest event-loop delay of the runner (which hosts both providers), ms */
+  runnerLagMs: number;
+  elapsedMs: number;
+  /** where the database and logs are, when kept */
+  runDir: string | undefined;
+}
+
+/** Calls that started while a call of the same ref by another process was still in progress. */
+function countCollisions(history: readonly HistoryEntry[]): number {
+  const open = new Map<string, Map<string, number>>();
+  const ordered = history.filter((e) => e.type !== 'reconciled').sort((a, b) => a.at - b.at);
+  let collisions = 0;
+  for (const e of ordered) {
+    let calls = open.get(e.ref);
+    if (calls === undefined) open.set(e.ref, (calls = new Map()));
+    const id = `${e.worker}#${e.incarnation}#${e.op}`;
+    if (e.type === 'invoke') {
+      if ([...calls.keys()].some((other) => !other.startsWith(`${e.worker}#`))) collisions++;
+      calls.set(id, e.at);
+    } else calls.delete(id);
+  }
+  return collisions;
+}
+
+function effectsOf(provider: Provider): EffectEntry[] {
+  return provider.orders.map((o) => ({ id: o.id, ref: o.ref, createdAt: o.createdAt }));
+}
+
+/** Starts the providers and workers, unleashes the chaos, recovers, checks. */
+export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
+  const { plan, timing } = options;
+  const startedAt = Date.now();
+  const runDir = mkdtempSync(join(tmpdir(), 'oncefetch-chaos-'));
+  const dbPath = join(runDir, 'once.db');
+  const lag = monitorEventLoopDelay({ resolution: 10 });
+  lag.enable();
+  const faultTiming = { attemptTimeoutMs: timing.attemptTimeoutMs, holdMs: options.holdMs };
+  const dedupe = await startProvider({ processingMs: 2, randomFaults: { seed: subSeed(plan.seed, 10), rate: options.faultRate, kinds: faultMix(subSeed(plan.seed, 11), faultTiming) } });
+  const strict = await startProvider({ processingMs: 2, ignoreKeys: true, randomFaults: { seed: subSeed(plan.seed, 12), rate: options.faultRate, kinds: faultMix(subSeed(plan.seed, 13), faultTiming) } });
+  let final: FinalReport = { entries: [], rounds: 0, resolved: 0, absent: 0, leftLive: 0, attemptClasses: {} };
+  let history: HistoryEntry[] = [];
+  let result: CheckResult;
+  const fleet = new Fleet(
+    { plan, dbPath, dedupeUrl: dedupe.url, strictUrl: strict.url, timing, lookupFaults: options.lookupFaults },
+    runDir,
+    chaosEvents(plan, options.kills, options.pauses, options.pauseMs),
+    options.log,
+  );
+  try {
+    await fleet.finished;
+    history = fleet.history();
+    options.log(`[chaos] workers done after ${((Date.now() - startedAt) / 1000).toFixed(1)} s; final recovery…`);
+    final = await finalRecovery({ dbPath, dedupeUrl: dedupe.url, strictUrl: strict.url, timing, history, firstOp: plan.ops });
+    history = [...history, ...final.entries];
+    // Let any request still held by a provider land before the effect logs are read.
+    await sleep(options.holdMs + 200);
+    const effects = [...effectsOf(dedupe), ...effectsOf(strict)];
+    const requests = [...dedupe.requests, ...strict.requests].map((r) => ({ ref: r.ref, key: r.key }));
+    result = check({ history, effects, requests });
+    writeFileSync(join(runDir, 'history.jsonl'), history.map((e) => JSON.stringify(e)).join('\n') + '\n');
+    writeFileSync(join(runDir, 'effects.json'), JSON.stringify({ dedupe: dedupe.orders, strict: strict.orders }));
+  } finally {
+    fleet.stop();
+    lag.disable();
+    await dedupe.close();
+    await strict.close();
+  }
+  const faults = Object.fromEntries(FAULT_KINDS.map((k) => [k, dedupe.faultsInjected[k] + strict.faultsInjected[k]])) as Record<FaultKind, number>;
+  const out: ChaosResult = {
+    check: result,
+    errors: fleet.errors,
+    invokes: { workers: history.filter((e) => e.type === 'invoke' && e.worker !== 'final').length, final: final.entries.filter((e) => e.type === 'invoke').length },
+    attempts: { dedupe: dedupe.requests.length, strict: strict.requests.length },
+    lookups: dedupe.lookups + strict.lookups,
+    faults,
+    kills: fleet.kills,
+    pauses: fleet.pauses,
+    skippedEvents: fleet.skippedEvents,
+    workerStats: fleet.workerStats,
+    recoveredOnRestart: fleet.recoveredOnRestart,
+    final: { rounds: final.rounds, resolved: final.resolved, absent: final.absent, leftLive: final.leftLive, attemptClasses: final.attemptClasses },
+    collisions: countCollisions(history),
+    runnerLagMs: Math.round(lag.max / 1e6),
+    elapsedMs: Date.now() - startedAt,
+    runDir: undefined,
+  };
+  if (options.keep || result.violations.length > 0 || fleet.errors.length > 0) out.runDir = runDir;
+  else rmSync(runDir, { recursive: true, force: true });
+  return out;
+}
