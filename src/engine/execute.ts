@@ -24,7 +24,7 @@ import { emptyStats } from '../events.js';
 import { isTerminal, recordId } from '../operation/record.js';
 import type { OperationRecord, ResultSnapshot, Scope } from '../operation/record.js';
 import type { ResolvedOptions } from '../options.js';
-import { reconcile } from '../reconcile/lookup.js';
+import { reconcile, settledAt } from '../reconcile/lookup.js';
 import type { ReconcileOutcome, SnapshotLookup } from '../reconcile/lookup.js';
 import { CallDeadline } from './deadline.js';
 import { LeaseLostError, OwnedRecord } from './owned.js';
@@ -402,12 +402,14 @@ export class Engine {
       return outcome;
     };
     const result = await this.leased(owned, async () => {
+      // "Absent" soon after a send may only mean "not committed yet": trust it only when it was asked
+      // after the attempt can no longer take effect; otherwise wait until then and ask again (unless a
+      // resend with the same key would be deduplicated).
+      const settleAt = settledAt(owned.rec, this.opts.settleMs);
+      const askedAt = this.opts.now();
       const first = await lookup();
-      // "Absent" right after a send may only mean "not committed yet": wait until the attempt can no
-      // longer take effect, then ask again (unless a resend with the same key would be deduplicated).
-      const settleAt = (owned.rec.attempts.at(-1)?.startedAt ?? 0) + this.opts.settleMs;
-      if (first.kind !== 'absent' || this.opts.providerDedupes || this.opts.now() >= settleAt) return first;
-      const waitMs = settleAt - this.opts.now();
+      if (first.kind !== 'absent' || this.opts.providerDedupes || askedAt >= settleAt) return first;
+      const waitMs = Math.max(0, settleAt - this.opts.now());
       if (waitMs > deadline.remaining(this.opts.now())) {
         throw await this.stop(owned, new DeadlineExceededError(`the lookup of ${text(scope)} said absent, but the attempt may still take effect for ${waitMs} ms, past the deadline; the record stays ambiguous`, { scope }));
       }

@@ -10,7 +10,7 @@ import type { Engine } from '../engine/execute.js';
 import { responseLookup } from '../engine/fetch-operation.js';
 import { applyEvent } from '../operation/record.js';
 import type { OperationRecord, Scope } from '../operation/record.js';
-import { reconcile } from './lookup.js';
+import { reconcile, settledAt } from './lookup.js';
 
 /**
  * What `client.recover()` did, per operation scope. `absent` operations wait
@@ -72,15 +72,16 @@ export async function recover(engine: Engine, options: RecoverOptions = {}): Pro
       if (!cas.ok) continue; // someone else is on it
       const owned = new OwnedRecord(taken, store, owner, now);
       const lookupFn = lookups[found.action];
+      const settleAt = settledAt(taken, engine.opts.settleMs);
+      const askedAt = now();
       let outcome = await reconcile(lookupFn === undefined ? undefined : responseLookup(lookupFn, engine.opts), {
         scope,
         key: taken.key,
         record: taken,
         signal,
       });
-      // "Absent" is trusted only once the last attempt can no longer take effect at the provider.
-      const settleAt = (taken.attempts.at(-1)?.startedAt ?? 0) + engine.opts.settleMs;
-      if (outcome.kind === 'absent' && !engine.opts.providerDedupes && now() < settleAt) {
+      // "Absent" is trusted only when asked after the last attempt can no longer take effect.
+      if (outcome.kind === 'absent' && !engine.opts.providerDedupes && askedAt < settleAt) {
         outcome = { kind: 'unknown', detail: `lookup said absent, but the last attempt may still take effect until ${new Date(settleAt).toISOString()}`, error: undefined };
       }
       if (outcome.kind !== 'none') engine.stats.lookups++;
