@@ -20,18 +20,8 @@ import type { JitterMode } from '../src/backoff/backoff.js';
 import type { RetryBudget } from '../src/backoff/budget.js';
 import { resolveOptions } from '../src/options.js';
 import { memoryStore } from '../src/stores/memory.js';
+import { mulberry32 } from '../src/testing/provider-faults.js';
 
-/** A seeded PRNG in [0, 1) (mulberry32): the same seed, the same run. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** A min-heap of timed events: the virtual clock's agenda. */
 class Agenda<T> {
@@ -107,7 +97,7 @@ export interface FailingProviderRun {
  * drawn, the deadline checked, and only then a budget token spent.
  */
 export function simulateFailingProvider(policy: EnginePolicy, operations: number, arrivalEveryMs: number, seed = 1): FailingProviderRun {
-  const random = seededRandom(seed);
+  const random = mulberry32(seed);
   const agenda = new Agenda<{ op: number; attempt: number; startedAt: number }>();
   for (let op = 0; op < operations; op++) agenda.push(op * arrivalEveryMs, { op, attempt: 0, startedAt: op * arrivalEveryMs });
   let attempts = 0;
@@ -153,7 +143,7 @@ export interface ContentionRun {
  * how much work and time contention costs.
  */
 export function simulateContention(jitter: JitterMode, clients: number, baseDelayMs: number, maxDelayMs: number, seed = 1, serviceMs = 10, rttMs = 1): ContentionRun {
-  const random = seededRandom(seed);
+  const random = mulberry32(seed);
   const agenda = new Agenda<{ client: number; attempt: number; previousDelayMs: number | undefined }>();
   for (let c = 0; c < clients; c++) agenda.push(0, { client: c, attempt: 0, previousDelayMs: undefined });
   let busyUntil = -Infinity;
