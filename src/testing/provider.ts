@@ -7,6 +7,7 @@
  * @module
  */
 
+import { setMaxListeners } from 'node:events';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import {
@@ -144,12 +145,15 @@ interface Epoch {
 }
 
 function newEpoch(): Epoch {
+  const controller = new AbortController();
+  // Every held request listens on this one signal; more than 10 at once is normal, not a leak.
+  setMaxListeners(0, controller.signal);
   return {
     ledger: new Ledger(),
     requests: [],
     faultsInjected: zeroFaultCounts(),
     lookups: 0,
-    controller: new AbortController(),
+    controller,
   };
 }
 
