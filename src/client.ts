@@ -7,6 +7,7 @@
 import { StoreError } from './errors.js';
 import type { OnceStats } from './events.js';
 import { Engine } from './engine/execute.js';
+import { waitWhileOwned } from './engine/wait.js';
 import type { Exclusive } from './engine/execute.js';
 import type { OnceRequestInit } from './engine/fetch-operation.js';
 import { onceFetch } from './engine/fetch-operation.js';
@@ -19,7 +20,6 @@ import { resolveOptions } from './options.js';
 import type { OnceStore } from './stores/contract.js';
 import { recover } from './reconcile/recover.js';
 import type { RecoverOptions, RecoveryReport } from './reconcile/recover.js';
-import { sleep } from './backoff/sleep.js';
 import { explain, explainPolicy } from './explain/explain.js';
 import type { Explanation } from './explain/types.js';
 
@@ -143,30 +143,25 @@ export function createClientWith(options: OnceClientOptions, platform: PlatformD
 }
 
 async function cancel(engine: Engine, id: string, waitMs: number): Promise<CancelResult> {
-  const { store, now, owner } = engine.opts;
-  let requested = false;
+  const { store, now, owner, random } = engine.opts;
   const startedAt = now();
-  let intervalMs = 25;
+  const settled = (record: OperationRecord): CancelResult => ({ outcome: record.state === 'cancelled' ? 'cancelled' : 'delivered', state: record.state });
   for (let i = 0; ; i++) {
     const record = await store.get(id);
     if (record === undefined) return { outcome: 'not_found', state: undefined };
-    if (isTerminal(record.state)) return { outcome: record.state === 'cancelled' ? 'cancelled' : 'delivered', state: record.state };
-    if (!requested) {
-      // Recorded by compare-and-set: ordered against the owner's writes.
-      const next = applyEvent(record, { type: 'cancel' }, now(), owner);
-      const res = await store.compareAndSet(id, record.generation, next);
-      if (!res.ok) {
-        if (i > 16) throw new StoreError(`${store.name}: record ${id} kept changing while cancelling`);
-        continue;
-      }
-      requested = true;
-      if (isTerminal(next.state)) return { outcome: 'cancelled', state: next.state };
-      continue;
+    if (isTerminal(record.state)) return settled(record);
+    // Recorded by compare-and-set: ordered against the owner's writes.
+    const next = applyEvent(record, { type: 'cancel' }, now(), owner);
+    const res = await store.compareAndSet(id, record.generation, next);
+    if (res.ok) {
+      if (isTerminal(next.state)) return settled(next);
+      break;
     }
-    // Nobody is working on it (the call stopped ambiguous): the next call or recover() decides.
-    const ownerless = record.lease === null || record.lease.expiresAt <= now();
-    if (ownerless || now() - startedAt >= waitMs) return { outcome: 'undecided', state: record.state };
-    await sleep(Math.min(intervalMs, Math.max(1, waitMs - (now() - startedAt))));
-    intervalMs = Math.min(intervalMs * 2, 500);
+    if (i > 16) throw new StoreError(`${store.name}: record ${id} kept changing while cancelling`);
   }
+  // An attempt may be out: its owner's outcome decides. Nobody working on it (the call stopped
+  // ambiguous), or the wait ending, leaves it undecided for the next call or recover().
+  const last = await waitWhileOwned(store, id, { now, random, maxWaitMs: waitMs - (now() - startedAt) });
+  if (last === undefined) return { outcome: 'not_found', state: undefined };
+  return isTerminal(last.state) ? settled(last) : { outcome: 'undecided', state: last.state };
 }

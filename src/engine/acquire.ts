@@ -4,13 +4,13 @@
  *
  * @module
  */
-import { sleep } from '../backoff/sleep.js';
 import { OperationInFlightError } from '../errors.js';
 import { applyEvent, isTerminal, newRecord, recordId } from '../operation/record.js';
 import type { OperationRecord } from '../operation/record.js';
 import type { CallDeadline } from './deadline.js';
 import type { Engine, OperationSpec } from './execute.js';
 import { OwnedRecord } from './owned.js';
+import { isOwned, waitWhileOwned } from './wait.js';
 
 /** What {@link acquire} found. */
 export type Acquired = { kind: 'replay'; record: OperationRecord } | { kind: 'owned'; owned: OwnedRecord };
@@ -74,27 +74,17 @@ export async function acquire(engine: Engine, spec: OperationSpec, deadline: Cal
 }
 
 /**
- * Waits until the record is terminal or its lease is gone, polling with
- * growing, jittered intervals (no polling storm), within `inFlightWaitMs`
- * and the call's deadline.
+ * Waits until the record is terminal or its lease is gone (see `waitWhileOwned`),
+ * within `inFlightWaitMs` and the call's deadline.
  */
 async function waitForOwner(engine: Engine, id: string, deadline: CallDeadline, startedAt: number): Promise<void> {
   const { store, now, inFlightWaitMs, random } = engine.opts;
-  let intervalMs = 25;
-  for (;;) {
-    const waited = now() - startedAt;
-    const left = Math.min(inFlightWaitMs - waited, deadline.remaining(now()));
-    const record = await store.get(id);
-    if (record === undefined || isTerminal(record.state) || record.lease === null || record.lease.expiresAt <= now()) return;
-    if (left <= 0) {
-      throw new OperationInFlightError(
-        `operation ${record.tenant}/${record.action}/${record.ref} is in flight under owner ${record.lease.owner} ` +
-          `(lease until ${new Date(record.lease.expiresAt).toISOString()}); gave up waiting after ${waited} ms. Call again later.`,
-        { scope: { tenant: record.tenant, action: record.action, ref: record.ref } },
-      );
-    }
-    const untilExpiry = record.lease.expiresAt - now() + 1;
-    await sleep(Math.max(1, Math.min(intervalMs * (0.5 + random() / 2), untilExpiry, left)), deadline.signal);
-    intervalMs = Math.min(intervalMs * 2, 1000);
-  }
+  const maxWaitMs = Math.min(inFlightWaitMs - (now() - startedAt), deadline.remaining(now()));
+  const record = await waitWhileOwned(store, id, { now, random, maxWaitMs, signal: deadline.signal });
+  if (!isOwned(record, now())) return;
+  throw new OperationInFlightError(
+    `operation ${record.tenant}/${record.action}/${record.ref} is in flight under owner ${record.lease.owner} ` +
+      `(lease until ${new Date(record.lease.expiresAt).toISOString()}); gave up waiting after ${now() - startedAt} ms. Call again later.`,
+    { scope: { tenant: record.tenant, action: record.action, ref: record.ref } },
+  );
 }
