@@ -3,7 +3,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/', 'docs/api/', 'coverage/', 'node_modules/', '.oncefetch/'] },
+  { ignores: ['dist/', 'docs/api/', 'coverage/', 'node_modules/', '.oncefetch/', '.tmp/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

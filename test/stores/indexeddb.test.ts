@@ -165,4 +165,139 @@ describe('indexedDbStore', () => {
     await store.close();
     await deleteIdb(dbName);
   });
+
+  describe('group commit', () => {
+    /** Counts readwrite transactions opened while `body` runs. */
+    async function countWriteTransactions(body: () => Promise<void>): Promise<number> {
+      let count = 0;
+      const original = IDBDatabase.prototype.transaction;
+      IDBDatabase.prototype.transaction = function (this: IDBDatabase, names, mode, options) {
+        if (mode === 'readwrite') count++;
+        return original.call(this, names, mode, options);
+      } as typeof original;
+      try {
+        await body();
+      } finally {
+        IDBDatabase.prototype.transaction = original;
+      }
+      return count;
+    }
+
+    it('32 writes issued in one task share one transaction; with groupCommit: false, one each', async () => {
+      const dbName = freshDbName();
+      const grouped = indexedDbStore({ dbName });
+      const separate = indexedDbStore({ dbName, groupCommit: false });
+      const shared = await countWriteTransactions(async () => {
+        const results = await Promise.all(Array.from({ length: 32 }, () => grouped.claim(sample())));
+        expect(results.every((r) => r.created)).toBe(true);
+      });
+      const each = await countWriteTransactions(async () => {
+        const results = await Promise.all(Array.from({ length: 32 }, () => separate.claim(sample())));
+        expect(results.every((r) => r.created)).toBe(true);
+      });
+      expect(shared).toBe(1);
+      expect(each).toBe(32);
+      await grouped.close();
+      await separate.close();
+      await deleteIdb(dbName);
+    });
+
+    it('writes to one record in one batch apply in order: one claim wins, one compare-and-set wins', async () => {
+      const dbName = freshDbName();
+      const store = indexedDbStore({ dbName });
+      const r = sample();
+      const next = applyEvent(r, { type: 'attempt_started', attemptId: 'att-1' }, 1_001, 'owner');
+      const rival = applyEvent(r, { type: 'cancel' }, 1_002, 'owner');
+      const transactions = await countWriteTransactions(async () => {
+        const [claimed, again, first, second] = await Promise.all([
+          store.claim(r),
+          store.claim({ ...r, key: 'another-key' }),
+          store.compareAndSet(r.id, r.generation, next),
+          store.compareAndSet(r.id, r.generation, rival),
+        ]);
+        expect(claimed.created).toBe(true);
+        expect(again).toEqual({ created: false, record: r });
+        expect(first).toEqual({ ok: true });
+        expect(second).toEqual({ ok: false, current: next });
+      });
+      expect(transactions).toBe(1);
+      expect(await store.get(r.id)).toEqual(next);
+      await store.close();
+      await deleteIdb(dbName);
+    });
+
+    it('a write settles only after its transaction committed: a second tab reads it at once', async () => {
+      const dbName = freshDbName();
+      const tabA = indexedDbStore({ dbName });
+      const tabB = indexedDbStore({ dbName });
+      const records = Array.from({ length: 8 }, () => sample());
+      await Promise.all(
+        records.map(async (r) => {
+          await tabA.claim(r);
+          expect(await tabB.get(r.id)).toEqual(r);
+        }),
+      );
+      await tabA.close();
+      await tabB.close();
+      await deleteIdb(dbName);
+    });
+
+    it('a transaction that aborts fails every write of its batch, and none of them stands', async () => {
+      const dbName = freshDbName();
+      const store = indexedDbStore({ dbName });
+      await store.claim(sample()); // creates the database
+      const records = Array.from({ length: 4 }, () => sample());
+      const poisoned = records[2]!.id;
+      const original = IDBObjectStore.prototype.put;
+      IDBObjectStore.prototype.put = function (this: IDBObjectStore, value: unknown, key?: IDBValidKey) {
+        if (key === poisoned) throw new DOMException('simulated', 'QuotaExceededError');
+        return original.call(this, value, key);
+      };
+      let outcomes: PromiseSettledResult<unknown>[];
+      try {
+        outcomes = await Promise.allSettled(records.map((r) => store.claim(r)));
+      } finally {
+        IDBObjectStore.prototype.put = original;
+      }
+      for (const outcome of outcomes) {
+        expect(outcome.status).toBe('rejected');
+        const reason = (outcome as PromiseRejectedResult).reason as Error;
+        expect(isOnceError(reason) && reason.code === 'STORE_ERROR').toBe(true);
+      }
+      for (const r of records) expect(await store.get(r.id)).toBeUndefined();
+      expect((await store.claim(records[0]!)).created).toBe(true);
+      await store.close();
+      await deleteIdb(dbName);
+    });
+
+    it('close() commits writes already queued before it lets go of the connection', async () => {
+      const dbName = freshDbName();
+      const store = indexedDbStore({ dbName });
+      await store.claim(sample()); // opens the connection
+      const r = sample();
+      const open = indexedDB.open.bind(indexedDB);
+      let opened = 0;
+      indexedDB.open = (...args: Parameters<IDBFactory['open']>) => {
+        opened++;
+        return open(...args);
+      };
+      try {
+        const claimed = store.claim(r);
+        await store.close();
+        expect((await claimed).created).toBe(true);
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      } finally {
+        indexedDB.open = open;
+      }
+      expect(opened).toBe(0); // not reopened behind the caller's back after close()
+      const reopened = indexedDbStore({ dbName });
+      expect(await reopened.get(r.id)).toEqual(r);
+      await reopened.close();
+      await deleteIdb(dbName);
+    });
+
+    it('rejects a non-boolean groupCommit', () => {
+      expect(() => indexedDbStore({ groupCommit: 'yes' as never })).toThrow(/"groupCommit"/);
+    });
+  });
 });
