@@ -18,9 +18,7 @@ import type { OperationRecord, Scope } from './operation/record.js';
 import type { OnceClientOptions } from './options.js';
 import { resolveOptions } from './options.js';
 import type { OnceStore } from './stores/contract.js';
-import { recover } from './reconcile/recover.js';
 import type { RecoverOptions, RecoveryReport } from './reconcile/recover.js';
-import { explain, explainPolicy } from './explain/explain.js';
 import type { Explanation } from './explain/types.js';
 
 /**
@@ -130,11 +128,14 @@ export function createClientWith(options: OnceClientOptions, platform: PlatformD
     run: (spec, effect) => onceRun(engine, spec, effect),
     get: (scope) => opts.store.get(recordId(toScope(scope))),
     cancel: (scope, o) => cancel(engine, recordId(toScope(scope)), o?.waitMs ?? opts.inFlightWaitMs),
-    recover: (o) => recover(engine, o),
+    // recover() and explain() load their code on first use: a browser bundle splits them off the entry.
+    recover: async (o) => (await import('./reconcile/recover.js')).recover(engine, o),
     purge: () => opts.store.purge(opts.now()),
     explain: async (scope) => {
       const record = await opts.store.get(recordId(toScope(scope)));
-      return record === undefined ? undefined : explain(record, explainPolicy(opts, record.action, opts.now()));
+      if (record === undefined) return undefined;
+      const { explain, explainPolicy } = await import('./explain/explain.js');
+      return explain(record, explainPolicy(opts, record.action, opts.now()));
     },
     stats: () => ({ ...engine.stats }),
     close: () => opts.store.close(),
