@@ -17,7 +17,7 @@
  * readwrite transaction, each with its own insert-if-absent or
  * compare-and-set, and every promise settles after that transaction commits
  * (with `durability: 'strict'`, after the flush to disk). One commit per batch
- * instead of one per write: ~3.5× the writes per second at 16 concurrent
+ * instead of one per write: about 3.6× the operations per second at 16 concurrent
  * operations in Chromium (`npm run bench`). A failing transaction fails every
  * write of it: nothing of it stands.
  *
