@@ -4,14 +4,13 @@
  *
  * @module
  */
-import * as z from 'zod/mini';
 import type { JitterMode, Random } from './backoff/backoff.js';
 import type { RetryBudget, RetryBudgetOptions } from './backoff/budget.js';
 import { createRetryBudget } from './backoff/budget.js';
 import type { OnceEvent } from './events.js';
 import type { LookupFn } from './reconcile/lookup.js';
 import type { OnceStore } from './stores/contract.js';
-import { issueText } from './validation.js';
+import * as s from './schema.js';
 
 const SECOND = 1000;
 const HOUR = 3600 * SECOND;
@@ -134,76 +133,70 @@ export interface ResolvedOptions {
   random: Random;
 }
 
-const ms = z.int().check(z.nonnegative());
-const positiveMs = z.int().check(z.positive());
-const nonEmpty = z.string().check(z.minLength(1));
-const fn = z.custom<(...args: never[]) => unknown>((v) => typeof v === 'function', 'must be a function');
-const nonNegative = z.number().check(z.nonnegative());
+const ms = s.int(0);
+const positiveMs = s.int(1);
+const nonEmpty = s.str(1);
+const fn = s.custom<(...args: never[]) => unknown>((v) => typeof v === 'function', 'must be a function');
+const nonNegative = s.num(0);
 
-const optionsSchema = z.strictObject({
-  store: z.optional(
-    z.custom<OnceStore>(
-      (v) => typeof v === 'object' && v !== null && typeof (v as OnceStore).claim === 'function',
-      'must be a store (see the store contract)',
+const budgetObject = s.obj({ ratio: s.optional(s.num(0, 1)), reserve: s.optional(nonNegative), maxTokens: s.optional(nonNegative) }, true);
+/** `false`, or the budget's fields; a field out of range or an unknown key is named, anything else gets one message. */
+const budget: s.Check<unknown> = (v) => {
+  const r = v === false ? v : budgetObject(v);
+  return r instanceof s.Issue && r.kind === 'type' ? new s.Issue('must be false or { ratio?, reserve?, maxTokens? } of numbers') : r;
+};
+
+const optionsCheck = s.obj(
+  {
+    store: s.optional(
+      s.custom<OnceStore>((v) => typeof v === 'object' && v !== null && typeof (v as OnceStore).claim === 'function', 'must be a store (see the store contract)'),
     ),
-  ),
-  tenant: z.optional(nonEmpty),
-  fetch: z.optional(fn),
-  keyHeader: z.optional(z.string().check(z.regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'must be an HTTP header name'))),
-  quoteKey: z.optional(z.boolean()),
-  retry: z.optional(
-    z.strictObject({
-      maxAttempts: z.optional(z.int().check(z.minimum(1), z.maximum(100))),
-      baseDelayMs: z.optional(ms),
-      maxDelayMs: z.optional(ms),
-      attemptTimeoutMs: z.optional(positiveMs),
-      deadlineMs: z.optional(positiveMs),
-      maxRetryAfterMs: z.optional(ms),
-      jitter: z.optional(z.enum(['full', 'decorrelated', 'none'])),
-      budget: z.optional(
-        z.union(
-          [
-            z.literal(false),
-            z.strictObject({
-              ratio: z.optional(z.number().check(z.minimum(0), z.maximum(1))),
-              reserve: z.optional(nonNegative),
-              maxTokens: z.optional(nonNegative),
-            }),
-          ],
-          { error: 'must be false or { ratio?, reserve?, maxTokens? } of numbers' },
-        ),
+    tenant: s.optional(nonEmpty),
+    fetch: s.optional(fn),
+    keyHeader: s.optional(s.str(0, /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'must be an HTTP header name')),
+    quoteKey: s.optional(s.bool),
+    retry: s.optional(
+      s.obj(
+        {
+          maxAttempts: s.optional(s.int(1, 100)),
+          baseDelayMs: s.optional(ms),
+          maxDelayMs: s.optional(ms),
+          attemptTimeoutMs: s.optional(positiveMs),
+          deadlineMs: s.optional(positiveMs),
+          maxRetryAfterMs: s.optional(ms),
+          jitter: s.optional(s.oneOf(['full', 'decorrelated', 'none'])),
+          budget: s.optional(budget),
+        },
+        true,
       ),
-    }),
-  ),
-  retentionMs: z.optional(positiveMs),
-  providerRetentionMs: z.optional(positiveMs),
-  leaseMs: z.optional(z.int().check(z.minimum(100))),
-  inFlightWaitMs: z.optional(ms),
-  providerDedupes: z.optional(z.boolean()),
-  settleMs: z.optional(ms),
-  lookups: z.optional(z.record(z.string(), fn)),
-  sensitiveHeaders: z.optional(z.array(nonEmpty)),
-  maxBodyBytes: z.optional(positiveMs),
-  maxStoredBodyBytes: z.optional(ms),
-  onceMethods: z.optional(z.array(nonEmpty)),
-  onEvent: z.optional(fn),
-  telemetry: z.optional(z.boolean()),
-  owner: z.optional(nonEmpty),
-  now: z.optional(fn),
-  random: z.optional(fn),
-});
+    ),
+    retentionMs: s.optional(positiveMs),
+    providerRetentionMs: s.optional(positiveMs),
+    leaseMs: s.optional(s.int(100)),
+    inFlightWaitMs: s.optional(ms),
+    providerDedupes: s.optional(s.bool),
+    settleMs: s.optional(ms),
+    lookups: s.optional(s.dict(fn)),
+    sensitiveHeaders: s.optional(s.arr(nonEmpty)),
+    maxBodyBytes: s.optional(positiveMs),
+    maxStoredBodyBytes: s.optional(ms),
+    onceMethods: s.optional(s.arr(nonEmpty)),
+    onEvent: s.optional(fn),
+    telemetry: s.optional(s.bool),
+    owner: s.optional(nonEmpty),
+    now: s.optional(fn),
+    random: s.optional(fn),
+  },
+  true,
+);
 
 /** Throws a TypeError or RangeError naming the first bad option. */
 export function validateOptions(options: unknown, where: string): void {
-  const parsed = optionsSchema.safeParse(options ?? {}, { error: issueText });
-  if (parsed.success) return;
-  const issue = parsed.error.issues[0];
-  if (issue === undefined) throw new TypeError(`${where}: invalid options`);
+  const issue = optionsCheck(options ?? {});
+  if (!(issue instanceof s.Issue)) return;
   const path = issue.path.join('.');
-  const name = path === '' ? 'options' : `option "${path}"`;
-  const message = `${where}: ${name} ${issue.message}`;
-  if (issue.code === 'too_small' || issue.code === 'too_big') throw new RangeError(message);
-  throw new TypeError(message);
+  const message = `${where}: ${path === '' ? 'options' : `option "${path}"`} ${issue.message}`;
+  throw issue.kind === 'range' ? new RangeError(message) : new TypeError(message);
 }
 
 /** Applies the defaults; `store` and `fetch` come from the platform entry. */

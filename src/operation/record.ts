@@ -6,9 +6,8 @@
  *
  * @module
  */
-import * as z from 'zod/mini';
 import { StoreError } from '../errors.js';
-import { issueText } from '../validation.js';
+import * as s from '../schema.js';
 import { isExactRecord } from './record-shape.js';
 
 /** Version of the persisted record layout. */
@@ -69,68 +68,9 @@ export function recordId(scope: Scope): string {
   return JSON.stringify([scope.tenant, scope.action, scope.ref]);
 }
 
-const stateSchema = z.enum(['pending', 'in_flight', 'ambiguous', 'succeeded', 'failed', 'cancelled']);
-const classSchema = z.enum(['success', 'not_sent', 'retryable', 'ambiguous', 'terminal', 'conflict']);
-const int = z.int().check(z.nonnegative());
-const status = z.nullable(z.int());
-
-const attemptSchema = z.object({
-  id: z.string().check(z.minLength(1)),
-  number: z.int().check(z.positive()),
-  generation: int,
-  owner: z.string(),
-  startedAt: int,
-  finishedAt: z.nullable(int),
-  class: z.nullable(classSchema),
-  status,
-  reason: z.nullable(z.string()),
-});
-
-const evidenceSchema = z.object({
-  at: int,
-  kind: z.enum(['attempt', 'lookup', 'late_response', 'stale_write', 'takeover', 'cancel', 'stop']),
-  generation: int,
-  owner: z.string(),
-  detail: z.string(),
-  status,
-});
-
-const resultSchema = z.object({
-  kind: z.enum(['response', 'value']),
-  source: z.enum(['attempt', 'lookup']),
-  status: z.int(),
-  statusText: z.string(),
-  headers: z.array(z.tuple([z.string(), z.string()])),
-  /** base64 of the (possibly capped) body for responses; JSON text for values */
-  body: z.string(),
-  bodyTruncated: z.boolean(),
-});
-
-const recordSchema = z.object({
-  schemaVersion: z.literal(SCHEMA_VERSION),
-  id: z.string().check(z.minLength(1)),
-  tenant: z.string(),
-  action: z.string(),
-  ref: z.string(),
-  key: z.string().check(z.minLength(1)),
-  keySource: z.enum(['minted', 'caller']),
-  fingerprint: z.string().check(z.regex(/^[0-9a-f]{64}$/)),
-  request: z.nullable(z.object({ method: z.string(), url: z.string() })),
-  state: stateSchema,
-  generation: int,
-  lease: z.nullable(z.object({ owner: z.string(), expiresAt: int })),
-  createdAt: int,
-  updatedAt: int,
-  expiresAt: int,
-  attempts: z.array(attemptSchema),
-  evidence: z.array(evidenceSchema),
-  result: z.nullable(resultSchema),
-  error: z.nullable(z.object({ code: z.string(), message: z.string() })),
-  cancelRequestedAt: z.nullable(int),
-});
-
-/** @internal The record schema itself, for tests that hold the fast pre-check to it. */
-export const RECORD_SCHEMA = recordSchema;
+const STATES: readonly OperationState[] = ['pending', 'in_flight', 'ambiguous', 'succeeded', 'failed', 'cancelled'];
+const CLASSES: readonly RecordedClass[] = ['success', 'not_sent', 'retryable', 'ambiguous', 'terminal', 'conflict'];
+const EVIDENCE_KINDS: readonly EvidenceRecord['kind'][] = ['attempt', 'lookup', 'late_response', 'stale_write', 'takeover', 'cancel', 'stop'];
 
 /**
  * One transport try. Numbered from 1; kept forever in the record.
@@ -141,7 +81,27 @@ export const RECORD_SCHEMA = recordSchema;
  * if (last && last.finishedAt === null) console.log(`attempt ${last.number} by ${last.owner}: outcome never recorded`)
  * ```
  */
-export type AttemptRecord = z.infer<typeof attemptSchema>;
+export interface AttemptRecord {
+  /** unique id of this try */
+  id: string;
+  /** 1 for the first try of the operation, across calls and owners */
+  number: number;
+  /** record generation that opened it */
+  generation: number;
+  /** lease owner that sent it */
+  owner: string;
+  /** epoch ms, before the request was handed to the transport */
+  startedAt: number;
+  /** epoch ms; null while its outcome is unknown */
+  finishedAt: number | null;
+  /** outcome class; null while unknown */
+  class: RecordedClass | null;
+  /** HTTP status, when a response arrived */
+  status: number | null;
+  /** why it was classified so, e.g. `status 503` or `ECONNRESET` */
+  reason: string | null;
+}
+
 /**
  * What was observed, kept and never used to overwrite a newer decision (a
  * late response after a takeover, a stale write, a lookup answer).
@@ -151,7 +111,19 @@ export type AttemptRecord = z.infer<typeof attemptSchema>;
  * const late: EvidenceRecord[] = record.evidence.filter((e) => e.kind === 'late_response')
  * ```
  */
-export type EvidenceRecord = z.infer<typeof evidenceSchema>;
+export interface EvidenceRecord {
+  /** epoch ms */
+  at: number;
+  kind: 'attempt' | 'lookup' | 'late_response' | 'stale_write' | 'takeover' | 'cancel' | 'stop';
+  /** record generation it was written with */
+  generation: number;
+  /** who observed it */
+  owner: string;
+  detail: string;
+  /** HTTP status, when there was one */
+  status: number | null;
+}
+
 /**
  * The stored outcome that terminal records replay. `body` is base64 for a
  * response and JSON text for a `client.run()` value; it may be capped
@@ -163,7 +135,19 @@ export type EvidenceRecord = z.infer<typeof evidenceSchema>;
  * if (result?.source === 'lookup') console.log(`settled by a lookup: status ${result.status}`)
  * ```
  */
-export type ResultSnapshot = z.infer<typeof resultSchema>;
+export interface ResultSnapshot {
+  kind: 'response' | 'value';
+  /** the attempt's own response, or what a lookup found */
+  source: 'attempt' | 'lookup';
+  status: number;
+  statusText: string;
+  /** stored headers, sensitive ones left out */
+  headers: Array<[string, string]>;
+  /** base64 of the (possibly capped) body for responses; JSON text for values */
+  body: string;
+  bodyTruncated: boolean;
+}
+
 /**
  * The durable record of one operation: what stores keep and `client.get()`
  * returns. Read it to inspect; only the engine writes it.
@@ -174,7 +158,89 @@ export type ResultSnapshot = z.infer<typeof resultSchema>;
  * console.log(record?.state, record?.attempts.length, record?.result?.status)
  * ```
  */
-export type OperationRecord = z.infer<typeof recordSchema>;
+export interface OperationRecord {
+  /** version of the persisted layout (1) */
+  schemaVersion: typeof SCHEMA_VERSION;
+  /** store id of the scope: the JSON array `[tenant, action, ref]` */
+  id: string;
+  tenant: string;
+  action: string;
+  ref: string;
+  /** the idempotency key every attempt carries */
+  key: string;
+  /** minted by oncefetch, or adopted from the caller's header */
+  keySource: 'minted' | 'caller';
+  /** SHA-256 (hex) of method, URL and canonical body */
+  fingerprint: string;
+  /** method and URL (without credentials or fragment); null for `client.run()` */
+  request: { method: string; url: string } | null;
+  state: OperationState;
+  /** version and fencing token, bumped by every write */
+  generation: number;
+  /** who may write it, until when (epoch ms); null when nobody holds it */
+  lease: { owner: string; expiresAt: number } | null;
+  createdAt: number;
+  updatedAt: number;
+  /** epoch ms after which `purge` may delete it */
+  expiresAt: number;
+  attempts: AttemptRecord[];
+  evidence: EvidenceRecord[];
+  /** what terminal calls replay */
+  result: ResultSnapshot | null;
+  /** why it stopped or failed */
+  error: { code: string; message: string } | null;
+  /** epoch ms of the first cancel request */
+  cancelRequestedAt: number | null;
+}
+
+const nat = s.int(0);
+const status = s.nullable(s.int());
+
+/** The record schema: the definition of a valid record (held to a zod oracle in test/unit/schema-oracle.test.ts). */
+export const RECORD_CHECK: s.Check<OperationRecord> = s.obj({
+  schemaVersion: s.oneOf([SCHEMA_VERSION]),
+  id: s.str(1),
+  tenant: s.str(),
+  action: s.str(),
+  ref: s.str(),
+  key: s.str(1),
+  keySource: s.oneOf(['minted', 'caller']),
+  fingerprint: s.str(0, /^[0-9a-f]{64}$/),
+  request: s.nullable(s.obj({ method: s.str(), url: s.str() })),
+  state: s.oneOf(STATES),
+  generation: nat,
+  lease: s.nullable(s.obj({ owner: s.str(), expiresAt: nat })),
+  createdAt: nat,
+  updatedAt: nat,
+  expiresAt: nat,
+  attempts: s.arr(
+    s.obj({
+      id: s.str(1),
+      number: s.int(1),
+      generation: nat,
+      owner: s.str(),
+      startedAt: nat,
+      finishedAt: s.nullable(nat),
+      class: s.nullable(s.oneOf(CLASSES)),
+      status,
+      reason: s.nullable(s.str()),
+    }),
+  ),
+  evidence: s.arr(s.obj({ at: nat, kind: s.oneOf(EVIDENCE_KINDS), generation: nat, owner: s.str(), detail: s.str(), status })),
+  result: s.nullable(
+    s.obj({
+      kind: s.oneOf(['response', 'value']),
+      source: s.oneOf(['attempt', 'lookup']),
+      status: s.int(),
+      statusText: s.str(),
+      headers: s.arr(s.stringPair),
+      body: s.str(),
+      bodyTruncated: s.bool,
+    }),
+  ),
+  error: s.nullable(s.obj({ code: s.str(), message: s.str() })),
+  cancelRequestedAt: s.nullable(nat),
+});
 
 /**
  * Validates a value read back from a store. A corrupt or foreign row is a
@@ -189,17 +255,11 @@ export function parseRecord(raw: unknown, where: string): OperationRecord {
       throw new StoreError(`${where}: stored record is not valid JSON`, { cause });
     }
   }
-  // Exactly a valid record (the common case) needs no zod pass; anything else gets the schema's verdict.
+  // Exactly a valid record (the common case) skips the generic checks; anything else gets the schema's verdict.
   if (isExactRecord(value, SCHEMA_VERSION)) return value;
-  const parsed = recordSchema.safeParse(value, { error: issueText });
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    const path = issue === undefined ? '' : issue.path.join('.');
-    throw new StoreError(`${where}: stored record is invalid at "${path}": ${issue?.message ?? 'unknown'}`, {
-      cause: parsed.error,
-    });
-  }
-  return parsed.data;
+  const parsed = RECORD_CHECK(value);
+  if (parsed instanceof s.Issue) throw new StoreError(`${where}: stored record is invalid at "${parsed.path.join('.')}": ${parsed.message}`);
+  return parsed;
 }
 
 /** Input of {@link newRecord}. */
