@@ -5,7 +5,6 @@
  *
  * @module
  */
-import pRetry from 'p-retry';
 import { backoffDelay } from '../backoff/backoff.js';
 import { sleep } from '../backoff/sleep.js';
 import type { Classification } from '../classify/classify.js';
@@ -203,32 +202,28 @@ export class Engine {
     return { record, snapshot: record.result, replayed, live: replayed ? undefined : live };
   }
 
-  /** The attempt loop: p-retry counts attempts and carries the abort; delays are ours. */
+  /** The attempt loop: one step per attempt number, a scheduled wait between them, all under the deadline's signal. */
   private async attempts(owned: OwnedRecord, spec: OperationSpec, deadline: CallDeadline): Promise<StepResult> {
     const { retry } = this.opts;
+    const signal = deadline.signal;
     let previousDelayMs: number | undefined;
     // A call entering the loop is one request: it pays into the budget that funds retries.
     retry.budget?.recordRequest();
     this.stats.operationsExecuted++;
     this.stats.attemptsPerOperation = this.stats.attempts / this.stats.operationsExecuted;
     try {
-      return await pRetry((n) => this.step(owned, spec, deadline, n), {
-        retries: retry.maxAttempts - 1,
-        minTimeout: 0,
-        maxTimeout: 0,
-        randomize: false,
-        signal: deadline.signal,
-        shouldRetry: ({ error }) => error instanceof RetryLater,
-        onFailedAttempt: async ({ error, attemptNumber, retriesLeft }) => {
-          if (!(error instanceof RetryLater)) return;
-          previousDelayMs = await this.scheduleRetry(owned, spec, deadline, error.classification, attemptNumber, retriesLeft, previousDelayMs);
-        },
-      });
+      for (let n = 1; ; n++) {
+        signal.throwIfAborted();
+        try {
+          return await this.step(owned, spec, deadline, n);
+        } catch (error) {
+          if (!(error instanceof RetryLater)) throw error;
+          // Throws (a typed stop) when no attempt is left, the wait is too long, or the budget is spent.
+          previousDelayMs = await this.scheduleRetry(owned, spec, deadline, error.classification, n, retry.maxAttempts - n, previousDelayMs);
+        }
+      }
     } catch (error) {
-      if (error instanceof RetryLater) throw await this.stop(owned, exhausted(owned.rec, error.classification, retry.maxAttempts));
-      // An abort rejects with signal.reason as given (p-retry would turn a non-Error reason thrown
-      // inside an attempt into its own TypeError); our deliberate errors (OnceError) stand.
-      const signal = deadline.signal;
+      // An abort rejects with signal.reason as given; our deliberate errors (OnceError) stand.
       if (signal.aborted && (error === signal.reason || !isOnceError(error))) throw await this.abandon(owned, signal.reason);
       throw error;
     }
