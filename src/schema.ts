@@ -143,7 +143,7 @@ export function obj<S extends Shape>(shape: S, strict = false): Check<ObjectOf<S
       const r = checks[i]!(value);
       if (r instanceof Issue) return r.at(key);
       if (r !== value) changed = true;
-      if (value !== undefined || hasOwn.call(o, key)) present++;
+      if (hasOwn.call(o, key)) present++;
     }
     let own = 0;
     for (const key in o) if (hasOwn.call(o, key)) own++;
