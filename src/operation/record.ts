@@ -168,11 +168,11 @@ export interface OperationRecord {
   ref: string;
   /** the idempotency key every attempt carries */
   key: string;
-  /** minted by oncefetch, or adopted from the caller's header */
+  /** minted by oncefetch, or given by the caller (its key header, or `key` in `client.run()`) */
   keySource: 'minted' | 'caller';
-  /** SHA-256 (hex) of method, URL and canonical body */
+  /** SHA-256 (hex) of the request (method, URL, canonical body), or of `client.run()`'s canonical input */
   fingerprint: string;
-  /** method and URL (without credentials or fragment); null for `client.run()` */
+  /** method and URL as stored: origin and path only (a query string shows as `?…`); null for `client.run()` */
   request: { method: string; url: string } | null;
   state: OperationState;
   /** version and fencing token, bumped by every write */
