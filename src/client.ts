@@ -20,6 +20,7 @@ import { resolveOptions } from './options.js';
 import type { OnceStore } from './stores/contract.js';
 import type { RecoverOptions, RecoveryReport } from './reconcile/recover.js';
 import type { Explanation } from './explain/types.js';
+import type { Telemetry } from './telemetry.js';
 
 /**
  * A scope, with the client's tenant when `tenant` is omitted: how you name an
@@ -114,12 +115,17 @@ export interface PlatformDefaults {
   fetch: () => typeof globalThis.fetch;
   /** cross-tab or cross-process exclusion per record id (the browser entry: Web Locks) */
   exclusive?: Exclusive | undefined;
+  /**
+   * the OpenTelemetry bridge, used unless `telemetry: false` (the Node entry;
+   * the browser entry has none: a bundled page cannot import the API by name)
+   */
+  telemetry?: (() => Telemetry) | undefined;
 }
 
 /** @internal Builds a client on the given platform defaults. */
 export function createClientWith(options: OnceClientOptions, platform: PlatformDefaults): OnceClient {
   const opts = resolveOptions(options, platform);
-  const engine = new Engine(opts, platform.exclusive);
+  const engine = new Engine(opts, platform.exclusive, opts.telemetry ? platform.telemetry?.() : undefined);
   const toScope = (s: ScopeInput): Scope => ({ tenant: s.tenant ?? opts.tenant, action: s.action, ref: s.ref });
   const client: OnceClient = {
     store: opts.store,

@@ -12,6 +12,7 @@ import { Agent, fetch as undiciFetch, request } from 'undici';
 import type { Dispatcher } from 'undici';
 import type { PlatformDefaults } from './client.js';
 import { sqliteStore } from './stores/sqlite.js';
+import { createTelemetry } from './telemetry.js';
 
 /** Where the default SQLite store lives: `$ONCEFETCH_DB`, else `./.oncefetch/oncefetch.db`. */
 export function defaultStorePath(): string {
@@ -294,4 +295,5 @@ export function defaultFetch(): typeof globalThis.fetch {
 export const nodeDefaults: PlatformDefaults = {
   store: () => sqliteStore({ path: defaultStorePath() }),
   fetch: defaultFetch,
+  telemetry: () => createTelemetry(),
 };

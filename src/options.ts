@@ -97,7 +97,11 @@ export interface OnceClientOptions {
   onceMethods?: string[];
   /** receives every {@link OnceEvent}; exceptions it throws are ignored @default undefined (no listener) */
   onEvent?: (event: OnceEvent) => void;
-  /** a span per call and a span event per {@link OnceEvent} through `@opentelemetry/api`, when it is installed @default true */
+  /**
+   * a span per call and a span event per {@link OnceEvent} through `@opentelemetry/api`, when it is
+   * installed; Node entry only (a browser finds the API by name only through an import map, so the
+   * browser entry has no bridge and ignores this) @default true
+   */
   telemetry?: boolean;
   /** owner id of this client in leases @default a random UUID */
   owner?: string;

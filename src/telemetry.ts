@@ -6,6 +6,9 @@
  * their HTTP spans under it. When the API is absent, nothing happens: one
  * failed import per client, no error.
  *
+ * Node entry only (`PlatformDefaults.telemetry`): a browser resolves the API
+ * by name only through an import map, so the browser entry does not ship this.
+ *
  * The API is typed structurally here, not imported: oncefetch's published
  * types must not depend on an optional peer.
  *

@@ -28,7 +28,6 @@ import type { ReconcileOutcome, SnapshotLookup } from '../reconcile/lookup.js';
 import { CallDeadline } from './deadline.js';
 import { LeaseLostError, OwnedRecord } from './owned.js';
 import { acquire } from './acquire.js';
-import { createTelemetry } from '../telemetry.js';
 import type { Telemetry } from '../telemetry.js';
 
 /** What one attempt gets from the engine. */
@@ -100,17 +99,18 @@ type StepResult = { record: OperationRecord; live: unknown };
 export class Engine {
   readonly stats: OnceStats = emptyStats();
   private readonly inflight = new Map<string, { fingerprint: string; promise: Promise<ExecuteResult> }>();
-  /** OpenTelemetry spans, when the application has `@opentelemetry/api` */
-  private readonly telemetry: Telemetry | undefined;
 
   /**
    * @param exclusive optional: runs one record's execution exclusively across
    *   tabs or processes (the browser entry passes Web Locks); the store's lease and
    *   compare-and-set stay the guarantee, this only saves the waiting side its polling.
+   * @param telemetry optional: OpenTelemetry spans (the Node entry passes them unless `telemetry: false`)
    */
-  constructor(readonly opts: ResolvedOptions, private readonly exclusive?: Exclusive) {
-    this.telemetry = opts.telemetry ? createTelemetry() : undefined;
-  }
+  constructor(
+    readonly opts: ResolvedOptions,
+    private readonly exclusive?: Exclusive,
+    private readonly telemetry?: Telemetry,
+  ) {}
 
   emit(event: OnceEvent): void {
     try {

@@ -16,6 +16,7 @@
  * @module
  */
 import type { OperationRecord } from './record.js';
+import { usePrecheck } from './record.js';
 
 const STATES: ReadonlySet<unknown> = new Set(['pending', 'in_flight', 'ambiguous', 'succeeded', 'failed', 'cancelled']);
 const CLASSES: ReadonlySet<unknown> = new Set(['success', 'not_sent', 'retryable', 'ambiguous', 'terminal', 'conflict']);
@@ -123,4 +124,13 @@ export function isExactRecord(v: unknown, schemaVersion: number): v is Operation
     (error === null || (plain(error, 2) && str(error['code']) && str(error['message']))) &&
     natOrNull(v['cancelRequestedAt'])
   );
+}
+
+/**
+ * Installs {@link isExactRecord} in front of the record schema (`usePrecheck`).
+ * Called at load by the SQLite and PostgreSQL stores, so by every Node entry
+ * (the Node defaults import the SQLite store); idempotent.
+ */
+export function installRecordPrecheck(): void {
+  usePrecheck(isExactRecord);
 }

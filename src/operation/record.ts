@@ -8,7 +8,6 @@
  */
 import { StoreError } from '../errors.js';
 import * as s from '../schema.js';
-import { isExactRecord } from './record-shape.js';
 
 /** Version of the persisted record layout. */
 export const SCHEMA_VERSION = 1;
@@ -242,6 +241,27 @@ export const RECORD_CHECK: s.Check<OperationRecord> = s.obj({
   cancelRequestedAt: s.nullable(nat),
 });
 
+/** The exact-shape pre-check, once a Node entry point has installed it ({@link usePrecheck}). */
+let precheck: ((value: unknown, schemaVersion: number) => value is OperationRecord) | undefined;
+
+/**
+ * Puts a pre-check in front of the record schema: `true` must mean "exactly a
+ * valid record" (the schema would return it unchanged), `false` "ask the
+ * schema". Node's entry points install `isExactRecord` (record-shape.ts), which
+ * saves about a microsecond per record on the hot path; the browser entry does
+ * not load it (2 kB minified, against IndexedDB reads of a millisecond).
+ *
+ * @internal
+ */
+export function usePrecheck(check: (value: unknown, schemaVersion: number) => value is OperationRecord): void {
+  precheck = check;
+}
+
+/** The installed pre-check, for tests. @internal */
+export function installedPrecheck(): typeof precheck {
+  return precheck;
+}
+
 /**
  * Validates a value read back from a store. A corrupt or foreign row is a
  * {@link StoreError}, never "absent": treating it as absent would re-send.
@@ -256,7 +276,7 @@ export function parseRecord(raw: unknown, where: string): OperationRecord {
     }
   }
   // Exactly a valid record (the common case) skips the generic checks; anything else gets the schema's verdict.
-  if (isExactRecord(value, SCHEMA_VERSION)) return value;
+  if (precheck?.(value, SCHEMA_VERSION) === true) return value;
   const parsed = RECORD_CHECK(value);
   if (parsed instanceof s.Issue) throw new StoreError(`${where}: stored record is invalid at "${parsed.path.join('.')}": ${parsed.message}`);
   return parsed;

@@ -27,6 +27,10 @@ import {
   type RecordColumns,
 } from './common.js';
 import { TERMINAL_SQL, migrate, names, storeError, type Names, type PostgresPool } from './postgres-schema.js';
+import { installRecordPrecheck } from '../operation/record-shape.js';
+
+// Node entry point: the exact-shape pre-check in front of the record schema (record.ts, usePrecheck).
+installRecordPrecheck();
 
 export type { PostgresPool, PostgresPoolClient, PostgresQueryResult } from './postgres-schema.js';
 

@@ -33,6 +33,10 @@ import {
 import { createGroupCommit } from './sqlite-batch.js';
 import type { GroupCommit } from './sqlite-batch.js';
 import { TERMINAL_SQL, openDatabase, resolveOptions, storeError } from './sqlite-open.js';
+import { installRecordPrecheck } from '../operation/record-shape.js';
+
+// Node entry point: the exact-shape pre-check in front of the record schema (record.ts, usePrecheck).
+installRecordPrecheck();
 
 type Database = BetterSqlite3.Database;
 type Statement = BetterSqlite3.Statement<unknown[], unknown>;

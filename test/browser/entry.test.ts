@@ -53,6 +53,8 @@ describe('browser entry', () => {
     expect(inputs.some((p) => p.includes('node_modules/idb-keyval/'))).toBe(true);
     // validation is src/schema.ts (zod is a dev dependency, the test oracle); the attempt loop is the engine's own (p-retry serves only the demo's naive client)
     expect(inputs.filter((p) => /node_modules\/(zod|p-retry)\//.test(p))).toEqual([]);
+    // Node-only: the OpenTelemetry bridge (no import map in a bundled page) and the record pre-check (a hot-path shortcut)
+    expect(inputs.filter((p) => /src\/(telemetry|operation\/record-shape)\.ts$/.test(p))).toEqual([]);
   });
 
   it('package.json sends browsers to dist/browser.js and Node to dist/index.js', () => {

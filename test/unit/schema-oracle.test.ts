@@ -6,7 +6,7 @@
  * error class. zod is a dev dependency only: the shipped bundle stays small.
  */
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import * as z from 'zod/mini';
 import { memoryStore } from '../../src/index.js';
 import { validateOptions } from '../../src/options.js';
@@ -183,6 +183,30 @@ describe('record schema vs zod', () => {
       { numRuns: 3000 },
     );
     expect(accepted).toBeGreaterThan(100);
+  });
+
+  it('the Node entry points install the pre-check, and parseRecord then consults it first', async () => {
+    vi.resetModules();
+    const fresh = await import('../../src/operation/record.js');
+    expect(fresh.installedPrecheck()).toBeUndefined(); // the browser entry's state: the schema alone
+    const [r] = lifecycle();
+    const copy = JSON.parse(JSON.stringify(r)) as unknown;
+    expect(fresh.parseRecord(copy, 'test')).toBe(copy);
+    await import('../../src/index.js');
+    const shape = await import('../../src/operation/record-shape.js');
+    expect(fresh.installedPrecheck()).toBe(shape.isExactRecord);
+    const seen: unknown[] = [];
+    fresh.usePrecheck((v, version): v is OperationRecord => (seen.push(v), shape.isExactRecord(v, version)));
+    expect(fresh.parseRecord(copy, 'test')).toBe(copy);
+    expect(() => fresh.parseRecord({ ...(copy as object), generation: -1 }, 'w')).toThrow('invalid at "generation"');
+    expect(seen).toHaveLength(2);
+    fresh.usePrecheck(shape.isExactRecord);
+    for (const entry of ['../../src/stores/sqlite.js', '../../src/stores/postgres.js']) {
+      vi.resetModules();
+      const again = await import('../../src/operation/record.js');
+      await import(entry);
+      expect(again.installedPrecheck(), entry).toBeDefined();
+    }
   });
 
   it('a rejected row is a StoreError naming the field', () => {
