@@ -117,7 +117,8 @@ export interface PlatformDefaults {
   exclusive?: Exclusive | undefined;
   /**
    * the OpenTelemetry bridge, used unless `telemetry: false` (the Node entry;
-   * the browser entry has none: a bundled page cannot import the API by name)
+   * the browser entry has none: a browser finds the API by name only through
+   * an import map)
    */
   telemetry?: (() => Telemetry) | undefined;
 }

@@ -12,6 +12,9 @@
  * (test/unit/schema-oracle.test.ts checks both directions on generated
  * records).
  *
+ * Node only: the SQLite and PostgreSQL stores install it (`installRecordPrecheck`);
+ * the browser bundle does without it.
+ *
  * @internal
  * @module
  */
