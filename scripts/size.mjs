@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 // `npm run size`: min+gzip of the browser entry (src/browser.ts, IndexedDB store
 // included) as a browser bundler would ship it: code-split like any bundler
-// does with dynamic imports, so `client.explain()` and `client.recover()`,
-// which load their code on first use, are lazy chunks, printed apart. The
+// does with dynamic imports, so `client.explain()`, which loads its code on
+// first use, is a lazy chunk, printed apart. The
 // budget is for the entry chunk, what a page loads to use oncefetch. Fails
 // over the budget, or when a Node-only module (node:*, better-sqlite3,
 // undici, pg) got into any chunk.

@@ -6,7 +6,6 @@
  *
  * @module
  */
-import { isTerminal } from '../operation/record.js';
 import type { OperationRecord } from '../operation/record.js';
 import type { ResolvedOptions } from '../options.js';
 import type { Facts } from './facts.js';
@@ -95,7 +94,7 @@ function confidenceOf(r: OperationRecord, f: Facts): Confidence {
   // A record that proves nothing was sent needs no outside observation.
   let level = !f.anySent && r.state !== 'in_flight' ? 2 : Math.min(2, f.observations);
   if (f.contradictions.length > 0) level = 0;
-  if (f.staleLease || (f.keyPastCutoff && f.effects === 'unknown' && !isTerminal(r.state))) level = Math.max(0, level - 1);
+  if (f.staleLease || (f.keyPastCutoff && f.effects === 'unknown' && !f.terminal)) level = Math.max(0, level - 1);
   return levels[level] ?? 'low';
 }
 

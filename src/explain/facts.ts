@@ -21,6 +21,12 @@ export interface Facts {
   staleLease: boolean;
   /** the lease is held and not expired */
   liveLease: boolean;
+  /**
+   * the state ends the operation (`succeeded`, `failed`, `cancelled`): the same
+   * test as `isTerminal`, written here because importing record.ts would put
+   * it (with the schema) in a chunk shared with the browser entry
+   */
+  terminal: boolean;
   /** the key is past `0.9 · providerRetentionMs` */
   keyPastCutoff: boolean;
   keyAgeMs: number;
@@ -148,6 +154,7 @@ export function factsOf(record: OperationRecord, now: number, providerRetentionM
     contradictions,
     staleLease: record.state === 'in_flight' && !liveLease,
     liveLease,
+    terminal: record.state === 'succeeded' || record.state === 'failed' || record.state === 'cancelled',
     keyPastCutoff: now >= resendCutoffAt,
     keyAgeMs,
     resendCutoffAt,

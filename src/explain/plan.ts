@@ -7,7 +7,6 @@
  *
  * @module
  */
-import { isTerminal } from '../operation/record.js';
 import type { OperationRecord } from '../operation/record.js';
 import type { Facts } from './facts.js';
 import { iso } from './facts.js';
@@ -189,7 +188,7 @@ export function decide(code: DiagnosisCode, r: OperationRecord, f: Facts, p: Exp
   let plan = d.plan;
   if (f.contradictions.length > 0) {
     reasons.push(`Contradictory evidence: ${f.contradictions.join('; ')}.`);
-    plan = isTerminal(r.state)
+    plan = f.terminal
       ? [...plan, `Check the lookup registered for '${c.action}': it disagrees with what the provider answered.`]
       : [
           `Do not resend while the evidence contradicts itself (${f.contradictions.join('; ')}).`,
@@ -202,7 +201,7 @@ export function decide(code: DiagnosisCode, r: OperationRecord, f: Facts, p: Exp
       `The record is stale: the lease of ${r.lease?.owner ?? 'its owner'} ended while attempt ${f.last?.number ?? '?'} was on the wire, so its state does not say whether the request reached the provider.`,
     );
   }
-  if (f.keyPastCutoff && f.effects === 'unknown' && !isTerminal(r.state) && d.escalation === undefined) {
+  if (f.keyPastCutoff && f.effects === 'unknown' && !f.terminal && d.escalation === undefined) {
     reasons.push(`The key is stale: past ${iso(f.resendCutoffAt)} the provider may no longer recognise it, so a resend might act twice.`);
     plan = plan.filter((step) => !step.startsWith('Call again'));
     plan.unshift(`Do not resend with key ${c.key}: check at the provider whether an effect exists for ref '${c.ref}' first.`);

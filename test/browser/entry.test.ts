@@ -57,6 +57,28 @@ describe('browser entry', () => {
     expect(inputs.filter((p) => /src\/(telemetry|operation\/record-shape)\.ts$/.test(p))).toEqual([]);
   });
 
+  it('code-split as a bundler does: explain() is a lazy chunk and the page loads one file', async () => {
+    const result = await build({
+      entryPoints: [`${root}src/browser.ts`],
+      bundle: true,
+      write: false,
+      splitting: true,
+      outdir: `${root}.entry-test-out`,
+      format: 'esm',
+      platform: 'browser',
+      metafile: true,
+      logLevel: 'silent',
+    });
+    const outputs = Object.values(result.metafile.outputs);
+    const entry = outputs.find((o) => o.entryPoint !== undefined);
+    // A module shared by the entry and the lazy chunk would become a third file the page must load first.
+    expect(entry?.imports.filter((i) => i.kind === 'import-statement')).toEqual([]);
+    const lazy = outputs.filter((o) => o !== entry);
+    expect(lazy.map((o) => Object.keys(o.inputs).filter((p) => p.startsWith('src/')).sort())).toEqual([
+      ['src/explain/explain.ts', 'src/explain/facts.ts', 'src/explain/plan.ts'],
+    ]);
+  });
+
   it('package.json sends browsers to dist/browser.js and Node to dist/index.js', () => {
     const pkg = JSON.parse(readFileSync(`${root}package.json`, 'utf8')) as { exports: Record<string, Record<string, string>> };
     const dot = pkg.exports['.'];

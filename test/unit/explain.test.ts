@@ -5,9 +5,10 @@
  */
 import { describe, expect, it } from 'vitest';
 import { explain } from '../../src/explain/explain.js';
+import { factsOf } from '../../src/explain/facts.js';
 import type { DiagnosisCode, ExplainPolicy, Explanation } from '../../src/explain/types.js';
-import { applyEvent, newRecord } from '../../src/operation/record.js';
-import type { OperationRecord, RecordEvent, RecordedClass, ResultSnapshot } from '../../src/operation/record.js';
+import { applyEvent, isTerminal, newRecord } from '../../src/operation/record.js';
+import type { OperationRecord, OperationState, RecordEvent, RecordedClass, ResultSnapshot } from '../../src/operation/record.js';
 import { createClient, memoryStore } from '../../src/index.js';
 
 const T0 = 1_700_000_000_000;
@@ -293,6 +294,13 @@ describe('explain', () => {
       expect(x.escalate).toBe(true);
     }
   });
+
+  it.each<OperationState>(['pending', 'in_flight', 'ambiguous', 'succeeded', 'failed', 'cancelled'])(
+    'Facts.terminal (kept apart from record.ts for the lazy chunk) agrees with isTerminal: %s',
+    (state) => {
+      expect(factsOf({ ...new Rec().rec, state }, T0, DAY).terminal).toBe(isTerminal(state));
+    },
+  );
 
   it('counts independent observations: statuses, lookup answers and provider replays, not timeouts', () => {
     const r = new Rec()
