@@ -99,7 +99,7 @@ try {
 }
 try {
   size = JSON.parse(sizeOut.trim().split('\n').pop() ?? '') as typeof size;
-  console.log(`\nbrowser bundle (src/browser.ts with the IndexedDB store, scripts/size.mjs): ${size?.minBytes} B min, ${size?.gzipBytes} B min+gzip (budget ${size?.budgetBytes} B: ${size?.ok === true ? 'within' : 'over'}); explain() and recover() load ${size?.lazyGzipBytes} B min+gzip more on first use`);
+  console.log(`\nbrowser bundle (src/browser.ts with the IndexedDB store, scripts/size.mjs): ${size?.minBytes} B min, ${size?.gzipBytes} B min+gzip (budget ${size?.budgetBytes} B: ${size?.ok === true ? 'within' : 'over'}); explain() loads ${size?.lazyGzipBytes} B min+gzip more on first use`);
 } catch {
   console.log('\nbrowser bundle size: scripts/size.mjs gave no measurement');
 }
