@@ -65,6 +65,33 @@ function loadDriver(): typeof BetterSqlite3 {
   return driver;
 }
 
+/**
+ * True when `cause` (thrown while loading better-sqlite3 or creating its first
+ * database) says the driver itself is unusable: not installed (it is an
+ * optional dependency), or its native binding missing or built for another
+ * Node. SQLite's own errors (`SQLITE_*`, e.g. a file it cannot open) are not.
+ *
+ * @internal exported for tests
+ */
+export function isDriverUnavailable(cause: unknown): boolean {
+  if (typeof cause !== 'object' || cause === null) return false;
+  const { code, message } = cause as { code?: unknown; message?: unknown };
+  if (code === 'MODULE_NOT_FOUND' || code === 'ERR_DLOPEN_FAILED') return true;
+  return typeof message === 'string' && /Could not locate the bindings file|NODE_MODULE_VERSION/.test(message);
+}
+
+/** The StoreError for an unusable driver: what is missing and the two ways on. */
+function driverError(cause: unknown, path: string): StoreError {
+  const detail = cause instanceof Error ? cause.message.split('\n')[0] : String(cause);
+  return new StoreError(
+    `SQLite store ${path}: better-sqlite3 cannot be loaded (${detail}). It is an optional dependency of oncefetch ` +
+      'and the Node default store: install it with `npm install better-sqlite3` and let its install script build the ' +
+      'native binding (npm 11: `npm install-scripts approve better-sqlite3`), or pass another store, e.g. ' +
+      "createClient({ store: memoryStore() }) or postgresStore() from 'oncefetch/postgres'",
+    { cause },
+  );
+}
+
 /** Options with defaults applied. */
 export interface Resolved {
   path: string;
@@ -181,9 +208,14 @@ export function openDatabase(resolved: Resolved, handle: Database | undefined): 
     if (handle !== undefined) {
       db = handle;
     } else {
-      if (path !== ':memory:') prepareFile(path);
-      const Driver = loadDriver();
-      db = new Driver(path, { timeout: resolved.busyTimeoutMs });
+      try {
+        // The driver first: without it, no directory or file is left behind.
+        const Driver = loadDriver();
+        if (path !== ':memory:') prepareFile(path);
+        db = new Driver(path, { timeout: resolved.busyTimeoutMs });
+      } catch (cause) {
+        throw isDriverUnavailable(cause) ? driverError(cause, path) : cause;
+      }
     }
   } catch (cause) {
     throw storeError(cause, path, 'opening');

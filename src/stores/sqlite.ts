@@ -13,7 +13,9 @@
  * transaction (and, in `'power-loss'` mode, one fsync) instead of paying one each.
  *
  * better-sqlite3 is loaded on the first call of {@link sqliteStore}, so
- * importing this module costs nothing until a store is opened.
+ * importing this module costs nothing until a store is opened. It is an
+ * optional dependency of oncefetch: when it is missing (or its native binding
+ * is), {@link sqliteStore} throws a `StoreError` saying how to install it.
  *
  * @module
  */
@@ -163,7 +165,8 @@ function columnValues(c: RecordColumns): unknown[] {
 /**
  * Opens (creating when missing) an SQLite {@link OnceStore}. Safe to share
  * between processes. Throws a `StoreError` when the file is not a database,
- * fails `PRAGMA quick_check`, or was written by a newer schema.
+ * fails `PRAGMA quick_check`, or was written by a newer schema, and when
+ * better-sqlite3 (an optional dependency) or its native binding is missing.
  *
  * @example
  * ```ts

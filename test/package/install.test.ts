@@ -74,6 +74,7 @@ describe.skipIf(!ENABLED)('the packed tarball, installed in a fresh project', { 
   const codeSubpaths = subpaths.filter((s) => !s.endsWith('.json'));
   let tmp = '';
   let project = '';
+  let tarball = '';
 
   beforeAll(async () => {
     const started = Date.now();
@@ -86,7 +87,7 @@ describe.skipIf(!ENABLED)('the packed tarball, installed in a fresh project', { 
       lap('built');
     }
     const packed = JSON.parse(await run('npm', ['pack', '--json', '--pack-destination', tmp], ROOT, 120_000)) as { filename: string }[];
-    const tarball = join(tmp, packed[0]?.filename ?? '');
+    tarball = join(tmp, packed[0]?.filename ?? '');
     lap(`packed ${tarball}`);
 
     project = join(tmp, 'consumer');
@@ -199,5 +200,44 @@ await provider.close();`;
     expect(out).toMatch(/All good!/);
     // attw lists the ignored resolutions too; a problem in a checked one fails the command.
     expect(out).not.toMatch(/^(?!.*\(ignored).*(💀|❌|⚠️)/mu);
+  });
+
+  // better-sqlite3 is an optional dependency: a browser app (or a machine without a compiler)
+  // installs oncefetch without it; only the SQLite store needs it, and says so.
+  describe('installed with --omit=optional', () => {
+    let lean = '';
+    beforeAll(async () => {
+      lean = join(tmp, 'lean');
+      await run('mkdir', [lean], tmp, 5_000);
+      writeFileSync(join(lean, 'package.json'), JSON.stringify({ name: 'lean', version: '1.0.0', private: true, type: 'module' }, null, 2));
+      await run('npm', ['install', tarball, '--omit=optional', '--no-audit', '--no-fund', '--prefer-offline'], lean, 240_000);
+    }, 300_000);
+
+    it('has no better-sqlite3, and works with another store; the SQLite default says what to install', async () => {
+      expect(readdirSync(join(lean, 'node_modules'))).not.toContain('better-sqlite3');
+      const script = `
+import { createServer } from 'node:http';
+import { createClient, memoryStore } from 'oncefetch';
+let defaultError;
+try { createClient({ tenant: 't1' }); } catch (e) { defaultError = { name: e.name, code: e.code, message: e.message }; }
+// oncefetch/testing needs vitest (an optional peer), so a bare provider counts the effects here.
+let effects = 0;
+const server = createServer((req, res) => { req.resume(); req.on('end', () => { effects++; res.writeHead(201).end('{}'); }); });
+await new Promise((r) => server.listen(0, '127.0.0.1', r));
+const client = createClient({ tenant: 't1', store: memoryStore() });
+const call = () => client.fetch('http://127.0.0.1:' + server.address().port + '/orders', {
+  method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ref: 'A-1' }),
+  once: { action: 'create-order', ref: 'A-1' },
+});
+const statuses = [(await call()).status, (await call()).status];
+console.log(JSON.stringify({ statuses, effects, defaultError }));
+server.close();`;
+      const out = await run(process.execPath, ['--input-type=module', '-e', script], lean, 60_000, cleanEnv({ ONCEFETCH_DB: join(lean, 'db', 'once.db') }));
+      const got = JSON.parse(out.trim()) as { statuses: number[]; effects: number; defaultError: { name: string; code: string; message: string } };
+      // the second call of the same operation is a replay from the store: one effect
+      expect(got).toMatchObject({ statuses: [201, 201], effects: 1, defaultError: { name: 'StoreError', code: 'STORE_ERROR' } });
+      expect(got.defaultError.message).toMatch(/better-sqlite3 cannot be loaded \(Cannot find module 'better-sqlite3'.*npm install better-sqlite3/);
+      expect(existsSync(join(lean, 'db'))).toBe(false);
+    });
   });
 });

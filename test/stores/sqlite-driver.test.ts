@@ -1,0 +1,116 @@
+/**
+ * better-sqlite3 is an optional dependency: when it is not installed, or its
+ * native binding is missing or built for another Node, opening the SQLite
+ * store (and so `createClient()` with the Node default) fails at once with a
+ * StoreError that says what is missing and the two ways on, and leaves no
+ * file behind. The errors are real ones: a require from a directory without
+ * node_modules, a `.node` file that is not a library, the `bindings` lookup.
+ * (The packed tarball installed with `--omit=optional` is checked in
+ * test/package/install.test.ts.)
+ */
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import * as nodeModule from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
+import { isOnceError } from '../../src/errors.js';
+import { isDriverUnavailable } from '../../src/stores/sqlite-open.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'oncefetch-driver-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** A require whose resolution starts in an empty directory: better-sqlite3 is not installed there. */
+const requireWithout = nodeModule.createRequire(join(dir, 'nowhere.js'));
+
+/** What `fn` throws. */
+function thrown(fn: () => unknown): unknown {
+  try {
+    fn();
+  } catch (error) {
+    return error;
+  }
+  throw new Error('expected a throw');
+}
+
+/** While true, every require of better-sqlite3 resolves from `dir`, as if it were not installed. */
+let withoutDriver = false;
+vi.mock('node:module', async (importOriginal) => {
+  const real = await importOriginal<typeof import('node:module')>();
+  return {
+    ...real,
+    createRequire: (from: string | URL) => {
+      const req = real.createRequire(from);
+      const wrapped = (id: string): unknown =>
+        withoutDriver && id === 'better-sqlite3' ? real.createRequire(join(dir, 'nowhere.js'))(id) : req(id);
+      return Object.assign(wrapped, req);
+    },
+  };
+});
+
+describe('isDriverUnavailable', () => {
+  it('recognises a missing module, a .node file that does not load, and a missing binding', () => {
+    const notInstalled = thrown(() => requireWithout('better-sqlite3'));
+    expect(notInstalled).toMatchObject({ code: 'MODULE_NOT_FOUND' });
+    expect(isDriverUnavailable(notInstalled)).toBe(true);
+
+    const junk = join(dir, 'junk.node');
+    writeFileSync(junk, 'not a shared library');
+    const badBinary = thrown(() => nodeModule.createRequire(import.meta.url)(junk));
+    expect(badBinary).toMatchObject({ code: 'ERR_DLOPEN_FAILED' });
+    expect(isDriverUnavailable(badBinary)).toBe(true);
+
+    const bindings = nodeModule.createRequire(import.meta.url)('bindings') as (o: object) => unknown;
+    const noBinding = thrown(() => bindings({ bindings: 'better_sqlite3.node', module_root: dir }));
+    expect(String((noBinding as Error).message)).toMatch(/Could not locate the bindings file/);
+    expect(isDriverUnavailable(noBinding)).toBe(true);
+  });
+
+  it("does not take SQLite's own errors, or other failures, for a missing driver", () => {
+    const cantOpen = thrown(() => new Database(join(dir, 'no-such-dir', 'x.db'), { fileMustExist: true }));
+    expect(isDriverUnavailable(cantOpen)).toBe(false);
+    expect(isDriverUnavailable(Object.assign(new Error('disk I/O error'), { code: 'SQLITE_IOERR' }))).toBe(false);
+    expect(isDriverUnavailable(new Error('something else'))).toBe(false);
+    expect(isDriverUnavailable('MODULE_NOT_FOUND')).toBe(false);
+    expect(isDriverUnavailable(null)).toBe(false);
+  });
+});
+
+describe('without better-sqlite3 installed', () => {
+  afterEach(() => {
+    withoutDriver = false;
+    vi.unstubAllEnvs();
+  });
+
+  it('sqliteStore fails with a StoreError naming the fix, and creates nothing', async () => {
+    const { sqliteStore } = await import('../../src/stores/sqlite.js');
+    withoutDriver = true;
+    const path = join(dir, 'store-dir', 'once.db');
+    const error = thrown(() => sqliteStore({ path }));
+    expect(isOnceError(error) && error.code).toBe('STORE_ERROR');
+    expect((error as Error).message).toContain(`SQLite store ${path}: better-sqlite3 cannot be loaded (Cannot find module 'better-sqlite3'`);
+    expect((error as Error).message).toContain('npm install better-sqlite3');
+    expect((error as Error).message).toContain('memoryStore()');
+    expect((error as Error).cause).toMatchObject({ code: 'MODULE_NOT_FOUND' });
+    expect(existsSync(join(dir, 'store-dir'))).toBe(false);
+  });
+
+  it('createClient() with the Node default store fails the same way; another store works', async () => {
+    const { createClient, memoryStore } = await import('../../src/index.js');
+    withoutDriver = true;
+    vi.stubEnv('ONCEFETCH_DB', join(dir, 'default', 'oncefetch.db'));
+    expect(() => createClient({ tenant: 't1' })).toThrow(/better-sqlite3 cannot be loaded.*optional dependency/);
+    const client = createClient({ tenant: 't1', store: memoryStore() });
+    await expect(client.get({ action: 'a', ref: 'r' })).resolves.toBeUndefined();
+    await client.close();
+  });
+
+  it('the driver loads once it is there (nothing is cached from the failure)', async () => {
+    const { sqliteStore } = await import('../../src/stores/sqlite.js');
+    withoutDriver = true;
+    expect(() => sqliteStore({ path: ':memory:' })).toThrow(/better-sqlite3 cannot be loaded/);
+    withoutDriver = false;
+    const store = sqliteStore({ path: ':memory:' });
+    await store.close();
+  });
+});
