@@ -49,12 +49,16 @@ describe.runIf(available)('oncefetch in headless Chromium', { timeout: 30_000 },
   let api: Loopback;
   let site: Loopback;
   let pageUrl: string;
+  /** the page bundle's chunk for explain(), loaded on first use */
+  let explainChunk: string | undefined;
 
   beforeAll(async () => {
     const files = new Map<string, StaticFile>();
+    // Code-split as an app's bundler would: explain() is a chunk fetched on first use.
     const bundle = await bundleForBrowser(fileURLToPath(new URL('./page.ts', import.meta.url)));
     files.set('/', { type: 'text/html; charset=utf-8', body: pageHtml('oncefetch browser tests', '/page.js') });
-    files.set('/page.js', { type: 'text/javascript; charset=utf-8', body: bundle });
+    for (const [path, body] of bundle) files.set(path, { type: 'text/javascript; charset=utf-8', body });
+    explainChunk = [...bundle.keys()].find((p) => /^\/explain-[\w-]+\.js$/.test(p));
     provider = await startProvider();
     api = await startCorsProxy(provider.url);
     site = await startStaticServer(files);
@@ -119,6 +123,21 @@ describe.runIf(available)('oncefetch in headless Chromium', { timeout: 30_000 },
 
     expect(posts(call.ref)).toBe(1);
     expect(provider.effectsFor(call.ref)).toBe(1);
+    await page.close();
+  });
+
+  it('explain() fetches its chunk on first use, in a code-split page; recover() finds nothing to do', async () => {
+    expect(explainChunk).toBeDefined();
+    const page = await openPage();
+    const fetched: string[] = [];
+    page.on('request', (r) => fetched.push(new URL(r.url()).pathname));
+    const call: OrderCall = { ref: unique('explain'), item: 'pen', dbName: unique('db') };
+    ok(await place(page, call));
+    expect(fetched).not.toContain(explainChunk);
+    const got = await page.evaluate((c) => window.oncefetchTest.explainAndRecover(c), call);
+    expect(fetched.filter((p) => p === explainChunk)).toHaveLength(1);
+    expect(got).toMatchObject({ code: 'succeeded', state: 'succeeded', recovered: { resolved: [], absent: [], stillAmbiguous: [], resent: [], errors: [] } });
+    expect(posts(call.ref)).toBe(1);
     await page.close();
   });
 

@@ -36,26 +36,27 @@ export function launchChromium(): Promise<Browser> {
 const here = fileURLToPath(new URL('.', import.meta.url));
 
 /**
- * Bundles `entry` for the browser (ESM, ES2022), with `vitest` aliased to the
- * page's shim so that the contract suite runs in the page. Fails when a Node
- * module would end up in the bundle.
+ * Bundles `entry` for the browser (ESM, ES2022) as bundlers ship an app:
+ * code-split, so that dynamic imports (`client.explain()`) become chunks the
+ * page fetches on first use; `vitest` is aliased to the page's shim so that
+ * the contract suite runs in the page. Fails when a Node module would end up
+ * in the bundle. Returns every output file by its URL path (`/page.js` for
+ * the entry).
  */
-export async function bundleForBrowser(entry: string, options: { minify?: boolean } = {}): Promise<string> {
+export async function bundleForBrowser(entry: string): Promise<Map<string, string>> {
   const result = await build({
-    entryPoints: [entry],
+    entryPoints: { page: entry },
     bundle: true,
     write: false,
+    splitting: true,
+    outdir: `${here}.split-out`,
     format: 'esm',
     platform: 'browser',
     target: 'es2022',
-    minify: options.minify ?? false,
-    sourcemap: 'inline',
     alias: { vitest: `${here}vitest-shim.ts` },
     logLevel: 'silent',
   });
-  const [file] = result.outputFiles;
-  if (file === undefined) throw new Error(`esbuild produced nothing for ${entry}`);
-  return file.text;
+  return new Map(result.outputFiles.map((f) => [`/${f.path.split('/').pop() ?? ''}`, f.text]));
 }
 
 /** The test page: its bundle as a module script. */

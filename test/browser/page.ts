@@ -86,6 +86,18 @@ async function placeOrder(call: OrderCall): Promise<OrderOutcome> {
   }
 }
 
+/** `client.explain()` and `client.recover()` on a ref's database: the diagnosis and the recovery report. */
+async function explainAndRecover(call: OrderCall): Promise<{ code: string | undefined; state: string | undefined; recovered: unknown }> {
+  const c = client(call, []);
+  try {
+    const x = await c.explain({ action: 'create-order', ref: call.ref });
+    const recovered = await c.recover();
+    return { code: x?.diagnosis.code, state: x?.state, recovered };
+  } finally {
+    await c.close();
+  }
+}
+
 /** The order a previous page load was placing, if it did not finish. */
 function pendingOrder(): OrderCall | null {
   const raw = sessionStorage.getItem('pending-order');
@@ -119,7 +131,7 @@ function contract(): Promise<CaseResult[]> {
   return runRegistered();
 }
 
-const api_ = { placeOrder, pendingOrder, record, contract, hasWebLocks: () => 'locks' in navigator, isSecureContext: () => isSecureContext };
+const api_ = { placeOrder, explainAndRecover, pendingOrder, record, contract, hasWebLocks: () => 'locks' in navigator, isSecureContext: () => isSecureContext };
 declare global {
   interface Window {
     oncefetchTest: typeof api_;
