@@ -53,6 +53,7 @@ export async function bundleForBrowser(entry: string): Promise<Map<string, strin
     format: 'esm',
     platform: 'browser',
     target: 'es2022',
+    sourcemap: 'inline',
     alias: { vitest: `${here}vitest-shim.ts` },
     logLevel: 'silent',
   });

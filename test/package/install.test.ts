@@ -3,7 +3,9 @@
  * the tarball into a fresh project (better-sqlite3 builds its native binding),
  * then, for every subpath in the exports map as it is when the test runs: ESM
  * `import`, `require()` (Node ≥ 20.19 loads ESM synchronously), and a strict
- * `tsc --noEmit` consumer. Finally publint and attw on the repository.
+ * `tsc --noEmit` consumer. Then publint and attw on the repository, and a
+ * second install with `--omit=optional` (no better-sqlite3, as a browser app
+ * would install it).
  *
  * Slow (the native build takes minutes on a small machine): runs with
  * ONCEFETCH_PACKAGE_TEST=1 or CI=true.
