@@ -11,6 +11,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { sqliteStore } from '../stores/sqlite.js';
 import { startProvider } from '../testing/provider.js';
 import type { Provider } from '../testing/provider.js';
 import { EXIT, UsageError, intFlag, numberFlag, parsing } from './args.js';
@@ -202,6 +203,13 @@ export async function demoCommand(args: string[], io: CliIo): Promise<number> {
   const tmp = s.store === undefined ? mkdtempSync(join(tmpdir(), 'oncefetch-demo-')) : undefined;
   const storePath = s.store ?? join(tmp ?? '.', 'oncefetch.db');
   const crashRef = orderRef(1);
+  try {
+    // Fail before the naive run, not after it, when the store cannot open (e.g. better-sqlite3 not installed).
+    await sqliteStore({ path: storePath }).close();
+  } catch (error) {
+    if (tmp !== undefined) rmSync(tmp, { recursive: true, force: true });
+    throw error;
+  }
   const provider = await startProvider({ randomFaults: { seed: s.seed, rate: s.rate, kinds: s.faults.map((f) => ({ ...DEMO_FAULTS[f] })) } });
   try {
     const naiveCrash = await crashWorker(provider, crashRef, ['--client', 'naive', '--url', provider.url, '--index', '1']);

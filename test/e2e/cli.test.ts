@@ -4,6 +4,7 @@
  * SQLite file filled through the library against the loopback provider.
  */
 import { execFile } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -52,6 +53,21 @@ describe('oncefetch demo', () => {
     expect(run.stderr).toMatch(/oncefetch : 12\/12/);
     expect(run.stderr).not.toContain('\r');
   }, 60_000);
+
+  it('fails before the naive run when the store cannot open', async () => {
+    const tmp = tempDir();
+    try {
+      const notADatabase = join(tmp.dir, 'notes.db');
+      writeFileSync(notADatabase, 'these are not the records you are looking for\n'.repeat(200));
+      const run = await cli(['demo', '--orders', '4', '--store', notADatabase]);
+      expect(run.code).toBe(1);
+      expect(run.stderr).toMatch(/oncefetch demo: SQLite store .*notes\.db: .*not a database/);
+      expect(run.stderr).not.toMatch(/naive/);
+      expect(run.stdout).toBe('');
+    } finally {
+      tmp.cleanup();
+    }
+  });
 
   it('rejects a bad flag with exit code 2', async () => {
     const run = await cli(['demo', '--faults', 'drop,meteor']);
