@@ -203,15 +203,11 @@ export async function demoCommand(args: string[], io: CliIo): Promise<number> {
   const tmp = s.store === undefined ? mkdtempSync(join(tmpdir(), 'oncefetch-demo-')) : undefined;
   const storePath = s.store ?? join(tmp ?? '.', 'oncefetch.db');
   const crashRef = orderRef(1);
+  let provider: Provider | undefined;
   try {
     // Fail before the naive run, not after it, when the store cannot open (e.g. better-sqlite3 not installed).
     await sqliteStore({ path: storePath }).close();
-  } catch (error) {
-    if (tmp !== undefined) rmSync(tmp, { recursive: true, force: true });
-    throw error;
-  }
-  const provider = await startProvider({ randomFaults: { seed: s.seed, rate: s.rate, kinds: s.faults.map((f) => ({ ...DEMO_FAULTS[f] })) } });
-  try {
+    provider = await startProvider({ randomFaults: { seed: s.seed, rate: s.rate, kinds: s.faults.map((f) => ({ ...DEMO_FAULTS[f] })) } });
     const naiveCrash = await crashWorker(provider, crashRef, ['--client', 'naive', '--url', provider.url, '--index', '1']);
     const naiveBar = createProgress(io, 'naive     ', s.orders);
     const naivePhase = await runNaive(provider.url, s.orders, s.concurrency, naiveBar.tick);
@@ -257,7 +253,7 @@ export async function demoCommand(args: string[], io: CliIo): Promise<number> {
     }
     return ok ? EXIT.ok : EXIT.failure;
   } finally {
-    await provider.close();
+    await provider?.close();
     if (tmp !== undefined) rmSync(tmp, { recursive: true, force: true });
   }
 }

@@ -208,17 +208,13 @@ export function openDatabase(resolved: Resolved, handle: Database | undefined): 
     if (handle !== undefined) {
       db = handle;
     } else {
-      try {
-        // The driver first: without it, no directory or file is left behind.
-        const Driver = loadDriver();
-        if (path !== ':memory:') prepareFile(path);
-        db = new Driver(path, { timeout: resolved.busyTimeoutMs });
-      } catch (cause) {
-        throw isDriverUnavailable(cause) ? driverError(cause, path) : cause;
-      }
+      // The driver first: without it, no directory or file is left behind.
+      const Driver = loadDriver();
+      if (path !== ':memory:') prepareFile(path);
+      db = new Driver(path, { timeout: resolved.busyTimeoutMs });
     }
   } catch (cause) {
-    throw storeError(cause, path, 'opening');
+    throw isDriverUnavailable(cause) ? driverError(cause, path) : storeError(cause, path, 'opening');
   }
   try {
     configure(db, resolved, handle === undefined);
