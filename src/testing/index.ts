@@ -10,7 +10,8 @@
  *   against a custom {@link OnceStore} from a vitest test file.
  *
  * This entry imports `vitest` (an optional peer dependency): install it as a dev
- * dependency to use it.
+ * dependency to use it. Without vitest (jest, `node:test`, a script), import
+ * the provider alone from `oncefetch/testing/provider`.
  *
  * @example
  * ```ts

@@ -4,6 +4,21 @@
  * 422 mismatch), can be told to ignore keys, and injects scripted or seeded
  * random faults around the commit point. Only `node:` built-ins.
  *
+ * Imported as `oncefetch/testing/provider`, it needs nothing else: use it from
+ * jest, `node:test` or a plain script. (`oncefetch/testing` exports the same
+ * provider beside the store contract suite, which imports `vitest`.)
+ *
+ * @example
+ * ```ts
+ * import { startProvider } from 'oncefetch/testing/provider'
+ *
+ * const provider = await startProvider({ requireKey: true })
+ * provider.fault({ kind: 'drop_after_commit' })
+ * await placeOrder(`${provider.url}/orders`, { ref: 'A-17' }) // your code, through oncefetch
+ * assert.equal(provider.effectsFor('A-17'), 1) // business effects, not HTTP successes
+ * await provider.close()
+ * ```
+ *
  * @module
  */
 

@@ -5,6 +5,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
 import { describe, expect, it } from 'vitest';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -25,5 +26,25 @@ describe('package exports', () => {
   it('typedoc.json documents exactly the exported entry points', () => {
     const expected = codeSubpaths.map(([, c]) => sourceOf(c['types'] ?? '')).sort();
     expect([...typedoc.entryPoints].sort(), 'typedoc.json "entryPoints" must list the source of every export\'s types').toEqual(expected);
+  });
+
+  // `oncefetch/testing` imports vitest (the contract suite); its provider alone must run under
+  // jest, node:test or a plain script, where vitest is not installed.
+  it('./testing/provider imports nothing but node: built-ins', async () => {
+    const provider = codeSubpaths.find(([subpath]) => subpath === './testing/provider')?.[1];
+    expect(provider, 'the exports map has ./testing/provider').toBeDefined();
+    const result = await build({
+      entryPoints: [`${ROOT}${sourceOf(provider?.['default'] ?? '')}`],
+      bundle: true,
+      write: false,
+      platform: 'node',
+      format: 'esm',
+      packages: 'external',
+      metafile: true,
+      logLevel: 'silent',
+    });
+    const imports = Object.values(result.metafile.outputs).flatMap((o) => o.imports.map((i) => i.path));
+    expect(imports.length).toBeGreaterThan(0);
+    expect(imports.filter((p) => !p.startsWith('node:'))).toEqual([]);
   });
 });

@@ -68,6 +68,9 @@ export const idb: () => OnceStore = () => indexedDbStore();`,
   './testing': `import { describeStoreContract, startProvider, type Provider } from 'oncefetch/testing';
 export const provider: Promise<Provider> = startProvider({ requireKey: true });
 export const suite: typeof describeStoreContract = describeStoreContract;`,
+  './testing/provider': `import { startProvider, FAULT_KINDS, type Provider } from 'oncefetch/testing/provider';
+export const provider: Promise<Provider> = startProvider({ requireKey: true });
+export const kinds: readonly string[] = FAULT_KINDS;`,
 };
 
 describe.skipIf(!ENABLED)('the packed tarball, installed in a fresh project', { timeout: 600_000 }, () => {
@@ -215,29 +218,31 @@ await provider.close();`;
       await run('npm', ['install', tarball, '--omit=optional', '--no-audit', '--no-fund', '--prefer-offline'], lean, 240_000);
     }, 300_000);
 
-    it('has no better-sqlite3, and works with another store; the SQLite default says what to install', async () => {
-      expect(readdirSync(join(lean, 'node_modules'))).not.toContain('better-sqlite3');
+    it('has no better-sqlite3 and no vitest, and works with another store; the SQLite default says what to install', async () => {
+      const installed = readdirSync(join(lean, 'node_modules'));
+      expect(installed).not.toContain('better-sqlite3');
+      expect(installed).not.toContain('vitest');
+      // oncefetch/testing/provider needs no vitest: it counts the effects at the provider.
       const script = `
-import { createServer } from 'node:http';
 import { createClient, memoryStore } from 'oncefetch';
+import { startProvider } from 'oncefetch/testing/provider';
 let defaultError;
 try { createClient({ tenant: 't1' }); } catch (e) { defaultError = { name: e.name, code: e.code, message: e.message }; }
-// oncefetch/testing needs vitest (an optional peer), so a bare provider counts the effects here.
-let effects = 0;
-const server = createServer((req, res) => { req.resume(); req.on('end', () => { effects++; res.writeHead(201).end('{}'); }); });
-await new Promise((r) => server.listen(0, '127.0.0.1', r));
-const client = createClient({ tenant: 't1', store: memoryStore() });
-const call = () => client.fetch('http://127.0.0.1:' + server.address().port + '/orders', {
-  method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ref: 'A-1' }),
+const provider = await startProvider({ requireKey: true });
+provider.fault({ kind: 'drop_after_commit', match: { ref: 'A-1' } });
+const client = createClient({ tenant: 't1', store: memoryStore(), providerDedupes: true, retry: { baseDelayMs: 1, maxDelayMs: 5 } });
+const call = () => client.fetch(provider.url + '/orders', {
+  method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ref: 'A-1', sku: 'book' }),
   once: { action: 'create-order', ref: 'A-1' },
 });
 const statuses = [(await call()).status, (await call()).status];
-console.log(JSON.stringify({ statuses, effects, defaultError }));
-server.close();`;
+console.log(JSON.stringify({ statuses, effects: provider.effectsFor('A-1'), posts: provider.requests.length, defaultError }));
+await provider.close();`;
       const out = await run(process.execPath, ['--input-type=module', '-e', script], lean, 60_000, cleanEnv({ ONCEFETCH_DB: join(lean, 'db', 'once.db') }));
-      const got = JSON.parse(out.trim()) as { statuses: number[]; effects: number; defaultError: { name: string; code: string; message: string } };
-      // the second call of the same operation is a replay from the store: one effect
-      expect(got).toMatchObject({ statuses: [201, 201], effects: 1, defaultError: { name: 'StoreError', code: 'STORE_ERROR' } });
+      const got = JSON.parse(out.trim()) as { statuses: number[]; effects: number; posts: number; defaultError: { name: string; code: string; message: string } };
+      // The first attempt's response is dropped after the provider committed; the retry carries the
+      // same key and gets the provider's replay; the second call is a replay from the store.
+      expect(got).toMatchObject({ statuses: [201, 201], effects: 1, posts: 2, defaultError: { name: 'StoreError', code: 'STORE_ERROR' } });
       expect(got.defaultError.message).toMatch(/better-sqlite3 cannot be loaded \(Cannot find module 'better-sqlite3'.*npm install better-sqlite3/);
       expect(existsSync(join(lean, 'db'))).toBe(false);
     });
