@@ -6,14 +6,21 @@
  * @module
  */
 import { StoreError } from '../errors.js';
-import { applyEvent, isTerminal } from '../operation/record.js';
+import { IllegalTransitionError, applyEvent, isTerminal } from '../operation/record.js';
 import type { OperationRecord, RecordEvent } from '../operation/record.js';
 import type { CompareAndSetResult, OnceStore } from '../stores/contract.js';
 
-/** Thrown when another owner (or a cancel) has taken the record away from us. */
+/**
+ * Thrown when another owner (or a cancel) has taken the record away from us, or moved it where
+ * our event no longer applies (a late response reopened it): the caller starts over from the
+ * stored record.
+ */
 export class LeaseLostError extends Error {
-  constructor(readonly current: OperationRecord) {
-    super(`lease on ${current.id} lost (now ${current.state}, owner ${current.lease?.owner ?? 'none'})`);
+  constructor(
+    readonly current: OperationRecord,
+    message = `lease on ${current.id} lost (now ${current.state}, owner ${current.lease?.owner ?? 'none'})`,
+  ) {
+    super(message);
     this.name = 'LeaseLostError';
   }
 }
@@ -48,7 +55,15 @@ export class OwnedRecord {
   private async write(event: RecordEvent): Promise<OperationRecord> {
     for (let i = 0; i < MAX_REAPPLY; i++) {
       const base = this.rec;
-      const next = applyEvent(base, event, this.now(), this.owner);
+      let next: OperationRecord;
+      try {
+        next = applyEvent(base, event, this.now(), this.owner);
+      } catch (error) {
+        // Our own record is always consistent; only a record that moved under us (a superseded
+        // owner's late response reopened it, say) can refuse the event: follow the stored record.
+        if (i === 0 || !(error instanceof IllegalTransitionError)) throw error;
+        throw new LeaseLostError(base, `record ${base.id} moved on under its owner (now ${base.state}): ${event.type} no longer applies`);
+      }
       const res = await this.store.compareAndSet(base.id, base.generation, next);
       if (res.ok) {
         this.rec = next;
@@ -57,10 +72,13 @@ export class OwnedRecord {
       const current = res.current;
       if (current === undefined) throw new StoreError(`${this.store.name}: record ${base.id} vanished while owned`);
       if (current.lease?.owner !== this.owner || isTerminal(current.state)) {
-        // A superseded owner's late outcome is kept as evidence, never applied.
+        // A superseded owner's late outcome is kept as evidence, never applied. One that shows the
+        // request reached the provider (a success, or an ambiguous end) reopens a pending record:
+        // an "absent" or a retryable answer that cleared it for a resend came too early.
         const late = event.type === 'attempt_finished';
         const detail = late ? `late ${event.class} outcome (${event.reason}) from a superseded owner` : `superseded write (${event.type})`;
-        await keepAsEvidence(this.store, current, this.owner, detail, this.now, late ? 'late_response' : 'stale_write', late ? event.status : null);
+        const reopen = late && (event.class === 'success' || event.class === 'ambiguous');
+        await keepAsEvidence(this.store, current, this.owner, detail, this.now, late ? 'late_response' : 'stale_write', late ? event.status : null, reopen);
         throw new LeaseLostError(current);
       }
       this.rec = current;
@@ -72,7 +90,8 @@ export class OwnedRecord {
 /**
  * Best effort: records a superseded owner's write (`stale_write`) or late
  * attempt outcome (`late_response`, with its status) as evidence on the
- * current record, never changing its state or result.
+ * current record, never changing its result. With `reopen`, a `pending`
+ * record goes back to `ambiguous` (see the `evidence` event).
  */
 export async function keepAsEvidence(
   store: OnceStore,
@@ -82,10 +101,11 @@ export async function keepAsEvidence(
   now: () => number,
   kind: 'stale_write' | 'late_response' = 'stale_write',
   status: number | null = null,
+  reopen = false,
 ): Promise<void> {
   let rec: OperationRecord | undefined = current;
   for (let i = 0; i < 3 && rec !== undefined; i++) {
-    const next = applyEvent(rec, { type: 'evidence', kind, detail, status }, now(), owner);
+    const next = applyEvent(rec, { type: 'evidence', kind, detail, status, reopen }, now(), owner);
     const res: CompareAndSetResult = await store.compareAndSet(rec.id, rec.generation, next).catch(() => ({ ok: true as const }));
     if (res.ok) return;
     rec = res.current;

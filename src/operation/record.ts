@@ -340,10 +340,21 @@ export type RecordEvent =
   | { type: 'resend_after_ambiguous'; detail: string }
   | { type: 'stopped'; code: string; message: string }
   | { type: 'cancel' }
-  | { type: 'evidence'; kind: EvidenceRecord['kind']; detail: string; status: number | null };
+  | {
+      type: 'evidence';
+      kind: EvidenceRecord['kind'];
+      detail: string;
+      status: number | null;
+      /**
+       * The evidence shows that an earlier attempt reached the provider (a superseded owner's late
+       * success or ambiguous outcome): a `pending` record, which a lookup or a retryable outcome had
+       * cleared for a resend, goes back to `ambiguous`, to be reconciled before any send.
+       */
+      reopen?: boolean;
+    };
 
 const NEXT: Readonly<Record<OperationState, readonly OperationState[]>> = {
-  pending: ['pending', 'in_flight', 'cancelled'],
+  pending: ['pending', 'in_flight', 'ambiguous', 'cancelled'],
   in_flight: ['in_flight', 'succeeded', 'failed', 'pending', 'ambiguous'],
   ambiguous: ['ambiguous', 'succeeded', 'pending', 'cancelled'],
   succeeded: ['succeeded'],
@@ -409,11 +420,12 @@ function targetState(record: OperationRecord, event: RecordEvent): OperationStat
       return 'pending';
     case 'cancel':
       return record.state === 'pending' ? 'cancelled' : record.state;
+    case 'evidence':
+      return event.reopen === true && record.state === 'pending' ? 'ambiguous' : record.state;
     case 'renew':
     case 'release':
     case 'lookup_unknown':
     case 'stopped':
-    case 'evidence':
       return record.state;
   }
 }

@@ -74,15 +74,17 @@ export async function reconcile(lookup: SnapshotLookup | undefined, ctx: LookupC
 /**
  * When an "absent" answer about `record`'s last attempt can be trusted: `settleMs` after the
  * attempt can no longer have left this process — when it finished, or, for an attempt that never
- * finished (its owner crashed or was taken over), when the lease was last taken over. Compare it
- * with the time the lookup was *asked*, not answered: a slow lookup may have asked too early.
+ * finished (its owner crashed or was taken over), when the lease was last taken over — and after
+ * the last late response of a superseded owner, whose attempt was on the wire until then. Compare
+ * it with the time the lookup was *asked*, not answered: a slow lookup may have asked too early.
  */
 export function settledAt(record: Pick<OperationRecord, 'attempts' | 'evidence'>, settleMs: number): number {
   const last = record.attempts.at(-1);
   if (last === undefined) return 0;
   let from = last.finishedAt ?? last.startedAt;
-  if (last.finishedAt === null) {
-    for (const e of record.evidence) if (e.kind === 'takeover' && e.at > from) from = e.at;
+  for (const e of record.evidence) {
+    const counts = e.kind === 'late_response' || (e.kind === 'takeover' && last.finishedAt === null);
+    if (counts && e.at > from) from = e.at;
   }
   return from + settleMs;
 }

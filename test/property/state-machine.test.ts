@@ -28,9 +28,13 @@ import type { OnceStore } from '../../src/stores/contract.js';
 import { memoryStore } from '../../src/stores/memory.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
 
-/** DESIGN §2, written down independently of `record.ts`. */
+/**
+ * DESIGN §2, written down independently of `record.ts`, plus one edge: pending -> ambiguous, only
+ * on evidence that reopens it (a superseded owner's late response shows that an earlier attempt
+ * reached the provider after a lookup or a retryable answer had cleared the record for a resend).
+ */
 const LEGAL: Readonly<Record<OperationState, readonly OperationState[]>> = {
-  pending: ['pending', 'in_flight', 'cancelled'],
+  pending: ['pending', 'in_flight', 'ambiguous', 'cancelled'],
   in_flight: ['in_flight', 'succeeded', 'failed', 'pending', 'ambiguous'],
   ambiguous: ['ambiguous', 'succeeded', 'pending', 'cancelled'],
   succeeded: ['succeeded'],
@@ -100,6 +104,7 @@ const eventArb: fc.Arbitrary<EventSpec> = fc.oneof(
   fc.constantFrom('RETRIES_EXHAUSTED', 'AMBIGUOUS_OUTCOME', 'IDEMPOTENCY_CONFLICT').map((code) => ({ type: 'stopped' as const, code, message: code })),
   fc.constant({ type: 'cancel' as const }),
   fc.constant({ type: 'evidence' as const, kind: 'late_response' as const, detail: 'late', status: 201 }),
+  fc.constant({ type: 'evidence' as const, kind: 'late_response' as const, detail: 'late, reached the provider', status: 201, reopen: true }),
 );
 
 function toEvent(spec: EventSpec, owner: string, now: number): RecordEvent {
@@ -136,6 +141,8 @@ function checkApply(base: OperationRecord, event: RecordEvent, now: number, owne
     return undefined;
   }
   expect(LEGAL[base.state], `${base.state} -> ${next.state} on ${event.type}`).toContain(next.state);
+  if (base.state === 'pending' && next.state === 'ambiguous') expect(event).toMatchObject({ type: 'evidence', reopen: true });
+  if (event.type === 'evidence') expect(next.state).toBe(event.reopen === true && base.state === 'pending' ? 'ambiguous' : base.state);
   expect(next.generation).toBe(base.generation + 1);
   for (const field of ['id', 'key', 'keySource', 'fingerprint', 'tenant', 'action', 'ref', 'createdAt', 'expiresAt'] as const) {
     expect(next[field], field).toEqual(base[field]);
@@ -379,15 +386,17 @@ function checkWrite(w: Write, key: string): void {
   checkRecord(after);
   const holder = before.lease?.owner === writer;
   const takeover = after.lease?.owner === writer && (before.lease === null || before.lease.expiresAt <= after.updatedAt);
-  // a cancel or an evidence note: nothing else changes (pending may become cancelled, dropping its lease)
+  // a cancel or an evidence note: nothing else changes (pending may become cancelled, dropping its
+  // lease, or be reopened to ambiguous by a late response)
   const core = (r: OperationRecord): unknown => {
     const { generation: _g, updatedAt: _u, evidence: _e, cancelRequestedAt: _c, state: _s, lease: _l, ...rest } = r;
     return rest;
   };
   const cancelled = before.state === 'pending' && after.state === 'cancelled';
+  const reopened = before.state === 'pending' && after.state === 'ambiguous' && after.evidence.at(-1)?.kind === 'late_response';
   const note =
     same(core(before), core(after)) &&
-    (after.state === before.state || cancelled) &&
+    (after.state === before.state || cancelled || reopened) &&
     (same(after.lease, before.lease) || cancelled);
   expect(holder || takeover || note, `${writer} wrote ${before.state} -> ${after.state} without holding the lease`).toBe(true);
 }

@@ -29,6 +29,9 @@ const finished = (cls: 'success' | 'terminal' | 'not_sent' | 'retryable' | 'ambi
   result: cls === 'success' || cls === 'terminal' ? snapshot : null,
 });
 
+/** A superseded owner's late success, as `keepAsEvidence` writes it. */
+const lateDelivery: RecordEvent = { type: 'evidence', kind: 'late_response', detail: 'late success outcome', status: 201, reopen: true };
+
 function drive(events: RecordEvent[]): OperationRecord {
   return events.reduce((rec, e, i) => applyEvent(rec, e, T0 + i + 1, 'o1'), fresh());
 }
@@ -50,6 +53,13 @@ describe('state machine', () => {
     ['cancel then absent', [started, { type: 'cancel' }, finished('ambiguous'), { type: 'lookup_absent', detail: 'x' }], 'cancelled'],
     ['cancel then delivery: delivery wins', [started, { type: 'cancel' }, finished('success')], 'succeeded'],
     ['takeover of in_flight', [started, { type: 'acquire', owner: 'o2', leaseExpiresAt: T0 + 5000 }], 'ambiguous'],
+    ['late delivery reopens absent', [started, finished('ambiguous'), { type: 'lookup_absent', detail: 'x' }, lateDelivery], 'ambiguous'],
+    ['late delivery reopens retryable', [started, finished('retryable'), lateDelivery], 'ambiguous'],
+    ['late delivery, ambiguous record', [started, finished('ambiguous'), lateDelivery], 'ambiguous'],
+    ['late delivery, in flight', [started, lateDelivery], 'in_flight'],
+    ['late delivery, succeeded', [started, finished('success'), lateDelivery], 'succeeded'],
+    ['late delivery, cancelled', [{ type: 'cancel' }, lateDelivery], 'cancelled'],
+    ['late evidence without reopen', [started, finished('retryable'), { ...lateDelivery, reopen: false }], 'pending'],
   ])('%s → %s', (_name, events, state) => {
     expect(drive(events).state).toBe(state);
   });
@@ -78,6 +88,15 @@ describe('state machine', () => {
     const rec = drive([started, { type: 'acquire', owner: 'o2', leaseExpiresAt: T0 + 5000 }]);
     expect(rec.lease).toEqual({ owner: 'o2', expiresAt: T0 + 5000 });
     expect(rec.evidence.map((e) => e.kind)).toEqual(['takeover']);
+  });
+
+  it('a reopened record keeps its lease, result and attempts; the late response is evidence', () => {
+    const absent = drive([started, finished('ambiguous'), { type: 'lookup_absent', detail: 'x' }]);
+    const reopened = applyEvent(absent, lateDelivery, T0 + 10, 'o-late');
+    expect(reopened).toMatchObject({ state: 'ambiguous', lease: absent.lease, result: absent.result, attempts: absent.attempts, generation: absent.generation + 1 });
+    expect(reopened.evidence.at(-1)).toMatchObject({ kind: 'late_response', owner: 'o-late', status: 201 });
+    // reconciled like any ambiguous record: no send before a lookup or a same-key resend decision
+    expect(() => applyEvent(reopened, started, T0 + 11, 'o1')).toThrow(IllegalTransitionError);
   });
 
   it('releases the lease on terminal states and when a call stops', () => {

@@ -1,0 +1,97 @@
+/**
+ * OwnedRecord, the engine's writer: a superseded owner's late outcome is kept as evidence, and one
+ * that shows the request reached the provider reopens a pending record; the current owner, whose
+ * next event no longer applies to the reopened record, is told to start over (LeaseLostError),
+ * never an IllegalTransitionError.
+ */
+import { describe, expect, it } from 'vitest';
+import { LeaseLostError, OwnedRecord } from '../../src/engine/owned.js';
+import { applyEvent, newRecord } from '../../src/operation/record.js';
+import type { OperationRecord, RecordedClass } from '../../src/operation/record.js';
+import { settledAt } from '../../src/reconcile/lookup.js';
+import { memoryStore } from '../../src/stores/memory.js';
+
+const T0 = 1_900_000_000_000;
+const snapshot = { kind: 'response' as const, source: 'attempt' as const, status: 201, statusText: 'Created', headers: [], body: '', bodyTruncated: false };
+
+/** A record that A sent (attempt 1 open) and B took over and cleared for a resend (pending, B's lease). */
+async function takenOver(): Promise<{ store: ReturnType<typeof memoryStore>; a: OwnedRecord; b: OwnedRecord; clock: { now: number } }> {
+  const clock = { now: T0 };
+  const now = (): number => clock.now++;
+  const store = memoryStore();
+  const fresh = newRecord({
+    scope: { tenant: 't', action: 'create-order', ref: 'R-1' },
+    key: 'k-1',
+    keySource: 'minted',
+    fingerprint: 'f'.repeat(64),
+    request: { method: 'POST', url: 'http://127.0.0.1/orders' },
+    owner: 'A',
+    now: now(),
+    leaseMs: 100,
+    retentionMs: 60_000,
+  });
+  const { record } = await store.claim(applyEvent(fresh, { type: 'attempt_started', attemptId: 'a-1' }, now(), 'A'));
+  const a = new OwnedRecord(record, store, 'A', now);
+  clock.now += 1_000; // A's lease expires
+  const taken = applyEvent(record, { type: 'acquire', owner: 'B', leaseExpiresAt: clock.now + 100 }, now(), 'B');
+  expect((await store.compareAndSet(record.id, record.generation, taken)).ok).toBe(true);
+  const b = new OwnedRecord(taken, store, 'B', now);
+  await b.commit({ type: 'lookup_absent', detail: 'lookup reported no such operation' });
+  expect(b.rec).toMatchObject({ state: 'pending', lease: { owner: 'B' } });
+  return { store, a, b, clock };
+}
+
+const finished = (cls: RecordedClass): Parameters<OwnedRecord['commit']>[0] => ({
+  type: 'attempt_finished',
+  class: cls,
+  status: cls === 'success' ? 201 : cls === 'retryable' ? 503 : null,
+  reason: cls,
+  result: cls === 'success' ? snapshot : null,
+});
+
+describe('OwnedRecord: a late outcome from a superseded owner', () => {
+  it.each<[RecordedClass, 'ambiguous' | 'pending']>([
+    ['success', 'ambiguous'],
+    ['ambiguous', 'ambiguous'],
+    ['retryable', 'pending'],
+    ['not_sent', 'pending'],
+    ['terminal', 'pending'],
+  ])('%s: kept as evidence; the pending record becomes %s', async (cls, state) => {
+    const { store, a, b } = await takenOver();
+    const error = await a.commit(finished(cls)).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LeaseLostError);
+    const stored = (await store.get(b.rec.id)) as OperationRecord;
+    expect(stored.state).toBe(state);
+    expect(stored.evidence.at(-1)).toMatchObject({ kind: 'late_response', owner: 'A', detail: expect.stringMatching(new RegExp(`^late ${cls} outcome`)) });
+    // the late outcome is never applied: attempts, result and lease are B's
+    expect(stored).toMatchObject({ attempts: b.rec.attempts, result: b.rec.result, lease: b.rec.lease });
+  });
+
+  it("the current owner's send after a reopen: LeaseLostError (start over and reconcile), nothing applied", async () => {
+    const { store, a, b } = await takenOver();
+    await a.commit(finished('success')).catch(() => undefined);
+    const reopened = (await store.get(b.rec.id)) as OperationRecord;
+    expect(reopened.state).toBe('ambiguous');
+    const error = await b.commit({ type: 'attempt_started', attemptId: 'b-1' }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LeaseLostError);
+    expect((error as LeaseLostError).message).toMatch(/moved on under its owner \(now ambiguous\): attempt_started no longer applies/);
+    expect(await store.get(b.rec.id)).toEqual(reopened);
+  });
+});
+
+describe('settledAt: when an "absent" answer can be trusted', () => {
+  const attempt = (startedAt: number, finishedAt: number | null) => ({ id: 'x', number: 1, generation: 1, owner: 'A', startedAt, finishedAt, class: null, status: null, reason: null });
+  const evidence = (kind: OperationRecord['evidence'][number]['kind'], at: number) => ({ at, kind, generation: 2, owner: 'A', detail: '', status: null });
+
+  it('settleMs after the last attempt ended, or after the last takeover of an attempt that never ended', () => {
+    expect(settledAt({ attempts: [], evidence: [] }, 500)).toBe(0);
+    expect(settledAt({ attempts: [attempt(1_000, 1_200)], evidence: [evidence('takeover', 5_000)] }, 500)).toBe(1_700);
+    expect(settledAt({ attempts: [attempt(1_000, null)], evidence: [evidence('takeover', 5_000)] }, 500)).toBe(5_500);
+  });
+
+  it("and after a superseded owner's late response: its attempt was on the wire until then", () => {
+    expect(settledAt({ attempts: [attempt(1_000, 1_200)], evidence: [evidence('late_response', 9_000)] }, 500)).toBe(9_500);
+    expect(settledAt({ attempts: [attempt(1_000, null)], evidence: [evidence('late_response', 9_000), evidence('takeover', 5_000)] }, 500)).toBe(9_500);
+    expect(settledAt({ attempts: [attempt(10_000, 10_200)], evidence: [evidence('late_response', 9_000)] }, 500)).toBe(10_700);
+  });
+});
