@@ -83,7 +83,7 @@ export interface CancelOptions {
  * ```
  */
 export interface OnceClient {
-  /** fetch-compatible; POST and PATCH (or any call with `once`) are once-only */
+  /** fetch-compatible; POST and PATCH (or any call with `once` or an `Idempotency-Key` header) are once-only */
   fetch(input: RequestInfo | URL, init?: OnceRequestInit): Promise<Response>;
   /** a plain `fetch` function with the same guarantee, to hand to other SDKs */
   wrap(): typeof globalThis.fetch;
@@ -91,9 +91,12 @@ export interface OnceClient {
   run<T>(spec: RunSpec<T>, effect: (ctx: RunContext) => Promise<T>): Promise<T>;
   /** the stored record of a scope */
   get(scope: ScopeInput): Promise<OperationRecord | undefined>;
-  /** records a cancel and reports whether cancellation or delivery won (DESIGN §8) */
+  /** records a cancel and reports whether cancellation or delivery won */
   cancel(scope: ScopeInput, options?: CancelOptions): Promise<CancelResult>;
-  /** reconciles every `in_flight`/`ambiguous` record whose lease expired, with the registered `lookups` */
+  /**
+   * reconciles the `in_flight`/`ambiguous` records whose lease expired (up to `limit`, default 100)
+   * with the registered `lookups`; a `client.run()` operation is left to its next call's lookup
+   */
   recover(options?: RecoverOptions): Promise<RecoveryReport>;
   /** removes terminal records past their `expiresAt`; returns how many */
   purge(): Promise<number>;

@@ -2,7 +2,8 @@
  * oncefetch — one logical request, at most one business effect.
  *
  * The Node entry: `createClient()` defaults to the embedded SQLite store and
- * undici's fetch.
+ * a fetch-compatible transport on undici's `request` (no fetch layer; it does not
+ * decompress responses).
  *
  * @example
  * ```ts
@@ -25,7 +26,8 @@ import type { OnceClientOptions } from './options.js';
 
 /**
  * Creates a once-only client. On Node the store defaults to SQLite at
- * `./.oncefetch/oncefetch.db` (or `$ONCEFETCH_DB`) and the transport to undici.
+ * `./.oncefetch/oncefetch.db` (or `$ONCEFETCH_DB`) and the transport to a
+ * fetch-compatible one on undici's `request`.
  *
  * @throws TypeError or RangeError naming a bad option.
  * @example

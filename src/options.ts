@@ -55,7 +55,7 @@ export interface OnceClientOptions {
   store?: OnceStore;
   /** tenant of every operation unless the call names one @default 'default' */
   tenant?: string;
-  /** the transport @default undici's fetch on Node; the page's `fetch` in browsers */
+  /** the transport @default a fetch-compatible transport on undici's `request` on Node (it does not decompress responses); the page's `fetch` in browsers */
   fetch?: typeof globalThis.fetch;
   /** request header that carries the key @default 'Idempotency-Key' */
   keyHeader?: string;
@@ -75,19 +75,21 @@ export interface OnceClientOptions {
   providerDedupes?: boolean;
   /**
    * How long after it was sent a request may still take effect at the provider (its
-   * processing limit). A lookup that answers "absent" sooner than this after the ambiguous
-   * attempt started is not trusted: the engine waits and looks again, so a request still being
-   * processed is never resent next to itself. Not needed when `providerDedupes` is true (a
+   * processing limit). A lookup asked sooner than this after the ambiguous attempt ended (for
+   * an attempt that never ended: after the takeover, or after a superseded owner's late
+   * response) that answers "absent" is not trusted: the engine waits and looks again, so a
+   * request still being processed is never resent next to itself. Not needed when `providerDedupes` is true (a
    * resend with the same key is deduplicated). @default 5000
    */
   settleMs?: number;
   /**
-   * lookups per action, used by calls without their own and by `recover()`; an action with
-   * none ends an unsettled ambiguity with `AmbiguousOutcomeError` (unless `providerDedupes`)
+   * lookups per action, used by `client.fetch` (and `wrap()`) calls without their own and by
+   * `recover()`; an action with none ends an unsettled ambiguity with `AmbiguousOutcomeError`
+   * (unless `providerDedupes`). A `client.run()` operation uses only its spec's `lookup`.
    * @default {}
    */
   lookups?: Record<string, LookupFn>;
-  /** request header names never stored (beyond Authorization, Cookie, Proxy-Authorization, Set-Cookie) @default [] */
+  /** response header names left out of stored results (beyond Set-Cookie, Set-Cookie2, Authorization, Cookie, Proxy-Authorization); request headers are never stored @default [] */
   sensitiveHeaders?: string[];
   /** largest request body buffered for fingerprinting and resending @default 1048576 */
   maxBodyBytes?: number;

@@ -4,7 +4,7 @@
  * `explain`, `purge`.
  *
  * Exit codes: 0 ok; 1 a duplicate (demo), a record not found, or an error;
- * 2 a bad command line.
+ * 2 a bad command line, a missing store file, or a ref that matches several operations.
  *
  * @module
  */

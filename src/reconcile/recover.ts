@@ -1,7 +1,9 @@
 /**
  * `client.recover()`: after a restart, settle every operation left
  * `in_flight` or `ambiguous` under an expired lease, without the original
- * caller, using the lookups registered per action.
+ * caller, using the lookups registered per action. Those lookups answer for
+ * `client.fetch` operations (a `Response`); a `client.run()` operation takes
+ * its lookup per call, so recovery leaves it `ambiguous` for its next call.
  *
  * @module
  */
@@ -28,7 +30,7 @@ export interface RecoveryReport {
   resolved: Scope[];
   /** the lookup says it never happened: back to `pending`, to be re-sent by its caller with the same ref and key */
   absent: Scope[];
-  /** no lookup, or the lookup could not tell: still `ambiguous` */
+  /** no lookup (always so for a `client.run()` operation), or the lookup could not tell: still `ambiguous` */
   stillAmbiguous: Scope[];
   /** re-sent by recover itself; always empty, since request bodies are not stored */
   resent: Scope[];
@@ -71,7 +73,9 @@ export async function recover(engine: Engine, options: RecoverOptions = {}): Pro
       const cas = await store.compareAndSet(found.id, found.generation, taken);
       if (!cas.ok) continue; // someone else is on it
       const owned = new OwnedRecord(taken, store, owner, now);
-      const lookupFn = lookups[found.action];
+      // A registered lookup answers with a Response; a client.run() operation (no request) replays a
+      // value, so only its own call's lookup can settle it.
+      const lookupFn = found.request === null ? undefined : lookups[found.action];
       const settleAt = settledAt(taken, engine.opts.settleMs);
       const askedAt = now();
       let outcome = await reconcile(lookupFn === undefined ? undefined : responseLookup(lookupFn, engine.opts), {

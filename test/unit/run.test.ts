@@ -159,6 +159,34 @@ describe('client.run', () => {
     expect((await client.get(SPEC))?.state).toBe('ambiguous');
   });
 
+  // Regression: recover() once settled a run() operation with the Response of the action's
+  // registered lookup, and the next run() replayed that base64 body through JSON.parse: SyntaxError.
+  it("recover() leaves a run() operation to its own call's lookup; the registry's Response lookups are for fetch", async () => {
+    let registryCalls = 0;
+    const registry = async (): Promise<Response> => {
+      registryCalls++;
+      return new Response('{"id":"ch_from_registry"}', { status: 200 });
+    };
+    let clock = 1_900_000_000_000;
+    const client = makeClient({ lookups: { [SPEC.action]: registry }, now: () => clock });
+    const reset = Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' });
+    const { effect, seen } = scriptedEffect<unknown>([{ error: reset }, { value: 'charged twice' }]);
+    await expect(client.run(SPEC, effect)).rejects.toBeInstanceOf(AmbiguousOutcomeError);
+    expect(registryCalls).toBe(0);
+
+    clock += 60_000; // past the lease
+    const report = await client.recover();
+    expect(report).toMatchObject({ resolved: [], absent: [], stillAmbiguous: [{ action: SPEC.action, ref: SPEC.ref }], errors: [] });
+    expect(registryCalls).toBe(0);
+    expect((await client.get(SPEC))?.state).toBe('ambiguous');
+
+    const value = await client.run({ ...SPEC, lookup: async () => ({ value: { id: 'ch_found' } }) }, effect);
+    expect(value).toEqual({ id: 'ch_found' });
+    expect(await client.run(SPEC, effect)).toEqual({ id: 'ch_found' }); // replayed, as a value
+    expect(seen).toHaveLength(1);
+    expect(registryCalls).toBe(0);
+  });
+
   it("adopts spec.key as the effect's key", async () => {
     const client = makeClient();
     const { effect, seen } = scriptedEffect([{ value: 1 }]);
