@@ -47,7 +47,8 @@ export function ownerName(worker: number, provider: 'd' | 's'): string {
  * ways; never for the provider that ignores keys, nor for the final recovery (`final`).
  */
 export function reliesOnDedupe(owner: string): boolean {
-  const m = /^w(\d+)-d$/.exec(owner);
+  // a worker's recover() writes as `<owner>/recover`, with the worker's options
+  const m = /^w(\d+)-d(?:\/recover)?$/.exec(owner);
   return m !== null && Number(m[1]) % 2 === 0;
 }
 

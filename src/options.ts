@@ -105,7 +105,11 @@ export interface OnceClientOptions {
    * browser entry has no bridge and ignores this) @default true
    */
   telemetry?: boolean;
-  /** owner id of this client in leases @default a random UUID */
+  /**
+   * owner id of this client in leases and evidence: give each live client its own (a process
+   * restarted with its predecessor's id resumes that one's records without waiting out their
+   * leases). `client.recover()` works as `<owner>/recover`. @default a random UUID
+   */
   owner?: string;
   /** clock, for tests @default Date.now */
   now?: () => number;

@@ -71,10 +71,12 @@ export class OwnedRecord {
       }
       const current = res.current;
       if (current === undefined) throw new StoreError(`${this.store.name}: record ${base.id} vanished while owned`);
-      if (current.lease?.owner !== this.owner || isTerminal(current.state)) {
+      if (current.lease?.owner !== this.owner || isTerminal(current.state) || !sameAttempts(base, current)) {
         // A superseded owner's late outcome is kept as evidence, never applied. One that shows the
         // request reached the provider (a success, or an ambiguous end) reopens a pending record:
         // an "absent" or a retryable answer that cleared it for a resend came too early.
+        // (Attempts that changed under a lease with our name: another holder of this owner id sent
+        // meanwhile, e.g. two clients configured with one `owner`; our view is stale all the same.)
         const late = event.type === 'attempt_finished';
         const detail = late ? `late ${event.class} outcome (${event.reason}) from a superseded owner` : `superseded write (${event.type})`;
         const reopen = late && (event.class === 'success' || event.class === 'ambiguous');
@@ -85,6 +87,14 @@ export class OwnedRecord {
     }
     throw new StoreError(`${this.store.name}: record ${this.rec.id} keeps changing under its owner`);
   }
+}
+
+/** Whether `current` holds exactly the attempts of `base` (a cancel or a note may have moved it, no send). */
+function sameAttempts(base: OperationRecord, current: OperationRecord): boolean {
+  if (current.attempts.length !== base.attempts.length) return false;
+  const a = base.attempts.at(-1);
+  const b = current.attempts.at(-1);
+  return a?.id === b?.id && a?.finishedAt === b?.finishedAt;
 }
 
 /**

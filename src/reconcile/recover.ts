@@ -54,13 +54,21 @@ export interface RecoverOptions {
   signal?: AbortSignal;
 }
 
+/** The lease owner `client.recover()` works under: the client's owner with `/recover`. */
+export function recoveryOwner(owner: string): string {
+  return `${owner}/recover`;
+}
+
 function scopeOf(r: OperationRecord): Scope {
   return { tenant: r.tenant, action: r.action, ref: r.ref };
 }
 
 /** Reconciles stale `in_flight`/`ambiguous` records. */
 export async function recover(engine: Engine, options: RecoverOptions = {}): Promise<RecoveryReport> {
-  const { store, owner, now, leaseMs, lookups } = engine.opts;
+  const { store, now, leaseMs, lookups } = engine.opts;
+  // Its own lease holder: a call of this client that meets a record recover() holds waits for it,
+  // as it would for another process, instead of sharing the lease and racing its writes.
+  const owner = recoveryOwner(engine.opts.owner);
   const report: RecoveryReport = { resolved: [], absent: [], stillAmbiguous: [], resent: [], errors: [] };
   const stale = await store.list({ states: ['in_flight', 'ambiguous'], leaseExpiredBefore: now(), limit: options.limit ?? 100 });
   const signal = options.signal ?? new AbortController().signal;

@@ -79,6 +79,25 @@ describe('OwnedRecord: a late outcome from a superseded owner', () => {
   });
 });
 
+describe('OwnedRecord: two holders under one owner id', () => {
+  it('a write from a view older than the last send is refused (LeaseLostError), never re-applied to the newer attempt', async () => {
+    const { store, b } = await takenOver();
+    // B's record is pending under B's lease. A second holder named B (another client configured
+    // with the same owner) reads it, looks up (absent, say) and sends attempt 2, which ends ambiguous.
+    const twin = new OwnedRecord((await store.get(b.rec.id)) as OperationRecord, store, 'B', () => T0 + 5_000);
+    await twin.commit({ type: 'attempt_started', attemptId: 'b2' });
+    await twin.commit(finished('ambiguous'));
+    const sent = (await store.get(b.rec.id)) as OperationRecord;
+    expect(sent).toMatchObject({ state: 'ambiguous', lease: { owner: 'B' } });
+    // The first holder's stale decision about attempt 1 must not settle attempt 2.
+    const error = await b.commit({ type: 'cancel' }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LeaseLostError);
+    const after = (await store.get(b.rec.id)) as OperationRecord;
+    expect(after).toMatchObject({ state: 'ambiguous', attempts: sent.attempts, cancelRequestedAt: null });
+    expect(after.evidence.at(-1)).toMatchObject({ kind: 'stale_write', owner: 'B' });
+  });
+});
+
 describe('settledAt: when an "absent" answer can be trusted', () => {
   const attempt = (startedAt: number, finishedAt: number | null) => ({ id: 'x', number: 1, generation: 1, owner: 'A', startedAt, finishedAt, class: null, status: null, reason: null });
   const evidence = (kind: OperationRecord['evidence'][number]['kind'], at: number) => ({ at, kind, generation: 2, owner: 'A', detail: '', status: null });
