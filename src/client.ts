@@ -50,7 +50,9 @@ export interface CancelResult {
    * - `cancelled`: nothing was delivered and nothing will be sent;
    * - `delivered`: delivery won (or the operation had already ended): its result is kept;
    * - `undecided`: the cancel is recorded, but an attempt's outcome is still unknown when the
-   *   wait ended; the next call or `recover()` settles it (a lookup decides which won);
+   *   wait ended; the next call or `recover()` settles it (a lookup decides which won). With no
+   *   lookup that can answer it stays undecided (`ambiguous`): after a cancel nothing is resent,
+   *   not even with the same key to a provider that dedupes;
    * - `not_found`: no such operation.
    */
   outcome: 'cancelled' | 'delivered' | 'undecided' | 'not_found';

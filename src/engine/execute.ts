@@ -423,12 +423,18 @@ export class Engine {
       case 'none': {
         const keyAgeMs = this.opts.now() - owned.rec.createdAt;
         const keyStillRemembered = keyAgeMs < this.opts.providerRetentionMs * 0.9;
-        if (this.opts.providerDedupes && keyStillRemembered) {
+        // A requested cancel withdrew the authority to send: a resend could make the very effect it stops.
+        const cancelled = owned.rec.cancelRequestedAt !== null;
+        if (this.opts.providerDedupes && keyStillRemembered && !cancelled) {
           await owned.commit({ type: 'resend_after_ambiguous', detail: `${result.detail}; the provider dedupes by key` });
           return;
         }
         if (result.kind === 'unknown') await owned.commit({ type: 'lookup_unknown', detail: result.detail });
-        const why = !keyStillRemembered && this.opts.providerDedupes ? 'the key is older than the provider retention' : 'the provider does not dedupe';
+        const why = cancelled
+          ? 'a cancel was requested'
+          : !keyStillRemembered && this.opts.providerDedupes
+            ? 'the key is older than the provider retention'
+            : 'the provider does not dedupe';
         throw await this.stop(owned, new AmbiguousOutcomeError(
           `the outcome of ${text(scope)} is unknown (${result.detail}) and ${why}; not resent. Reconcile it with a lookup or by hand.`,
           { scope, cause: result.kind === 'unknown' ? result.error : undefined },

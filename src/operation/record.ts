@@ -419,7 +419,10 @@ function targetState(record: OperationRecord, event: RecordEvent): OperationStat
     case 'resend_after_ambiguous':
       return 'pending';
     case 'cancel':
-      return record.state === 'pending' ? 'cancelled' : record.state;
+      // A pending record is cancelled only when no attempt can have been delivered; one that was
+      // merely cleared for a same-key resend goes back to reconciliation, and is never resent.
+      if (record.state !== 'pending') return record.state;
+      return deliveryUnresolved(record) ? 'ambiguous' : 'cancelled';
     case 'evidence':
       return event.reopen === true && record.state === 'pending' ? 'ambiguous' : record.state;
     case 'renew':
@@ -428,6 +431,17 @@ function targetState(record: OperationRecord, event: RecordEvent): OperationStat
     case 'stopped':
       return record.state;
   }
+}
+
+/**
+ * Whether an attempt of `record` may have reached the provider with nothing since proving it did
+ * not: an attempt that never finished, ended ambiguous, or got 409 "in progress" (an earlier request
+ * with the key was being processed), not followed by a lookup that found it absent.
+ */
+export function deliveryUnresolved(record: Pick<OperationRecord, 'attempts' | 'evidence'>): boolean {
+  const risky = record.attempts.findLast((a) => a.finishedAt === null || !(a.class === 'not_sent' || (a.class === 'retryable' && a.status !== 409)));
+  if (risky === undefined) return false;
+  return !record.evidence.some((e) => e.kind === 'lookup' && e.generation > risky.generation && e.detail.startsWith('absent:'));
 }
 
 /**
@@ -520,7 +534,14 @@ export function applyEvent(record: OperationRecord, event: RecordEvent, now: num
       break;
     case 'cancel':
       next.cancelRequestedAt = record.cancelRequestedAt ?? now;
-      note('cancel', record.state === 'pending' ? 'cancelled before any send' : `cancel requested while ${record.state}`);
+      note(
+        'cancel',
+        to === 'cancelled'
+          ? 'cancelled before any send'
+          : record.state === 'pending'
+            ? 'cancel requested; an earlier attempt may have been delivered: reconcile, never resend'
+            : `cancel requested while ${record.state}`,
+      );
       break;
     case 'evidence':
       note(event.kind, event.detail, event.status);

@@ -91,6 +91,56 @@ describe('cancellation', () => {
   });
 });
 
+// Regression (found by an adversarial run): with providerDedupes and no lookup that can answer,
+// an ambiguous record is cleared for a same-key resend (pending); a cancel then turned it into
+// `cancelled`, and cancel() said so, while the provider had acted.
+describe('cancellation after an ambiguous outcome nothing settled (providerDedupes, no lookup answer)', () => {
+  it('a later cancel leaves the operation undecided and ambiguous; the next call does not resend, and does not say cancelled', async () => {
+    provider.fault({ kind: 'drop_after_commit' });
+    const a = client({ providerDedupes: true, retry: { maxAttempts: 1 } });
+    const scope = { action: 'create-order', ref: 'C-amb' };
+    await expect(post(a, 'C-amb')).rejects.toBeInstanceOf(AmbiguousOutcomeError);
+    expect(provider.effects).toBe(1);
+
+    expect(await client().cancel(scope)).toEqual({ outcome: 'undecided', state: 'ambiguous' });
+    const again = await post(a, 'C-amb').catch((e: unknown) => e);
+    expect(again).toBeInstanceOf(AmbiguousOutcomeError);
+    expect((again as Error).message).toMatch(/a cancel was requested; not resent/);
+    expect(await client().cancel(scope)).toEqual({ outcome: 'undecided', state: 'ambiguous' });
+    expect(provider.requests).toHaveLength(1);
+    expect(provider.effects).toBe(1);
+
+    // a lookup settles it: delivery won
+    const found = await post(a, 'C-amb', { lookup: lookupByRef(provider.url) });
+    expect(found.status).toBe(200);
+    expect(await client().cancel(scope)).toEqual({ outcome: 'delivered', state: 'succeeded' });
+    expect(provider.requests).toHaveLength(1);
+  });
+
+  it('a cancel while the attempt is on the wire and the answer is lost: never "cancelled" with the effect made', async () => {
+    provider.fault({ kind: 'delay_after_commit', delayMs: 400 }); // committed; the answer comes after the attempt timeout
+    const owner = client({ providerDedupes: true, retry: { attemptTimeoutMs: 100 } });
+    const scope = { action: 'create-order', ref: 'C-wire' };
+    const down = async (): Promise<never> => {
+      throw new Error('lookup service down');
+    };
+    const call = post(owner, 'C-wire', { lookup: down }).then(
+      (r) => ({ status: r.status }),
+      (e: unknown) => ({ error: (e as Error).name }),
+    );
+    const other = client();
+    while ((await other.get(scope)) === undefined) await new Promise((r) => setTimeout(r, 1));
+    await new Promise((r) => setTimeout(r, 20));
+    const cancelled = await other.cancel(scope, { waitMs: 3_000 });
+    const outcome = await call;
+    expect(provider.effects).toBe(1);
+    expect(cancelled.outcome).not.toBe('cancelled');
+    expect(outcome).toEqual({ error: 'AmbiguousOutcomeError' });
+    expect((await other.get(scope))?.state).toBe('ambiguous');
+    expect(provider.requests).toHaveLength(1);
+  });
+});
+
 describe('recover()', () => {
   it('settles an ambiguous operation by lookup after the caller gave up, and the next call replays it', async () => {
     provider.fault({ kind: 'delay_after_commit', delayMs: 400 });

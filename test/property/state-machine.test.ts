@@ -29,9 +29,10 @@ import { memoryStore } from '../../src/stores/memory.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
 
 /**
- * DESIGN §2, written down independently of `record.ts`, plus one edge: pending -> ambiguous, only
- * on evidence that reopens it (a superseded owner's late response shows that an earlier attempt
- * reached the provider after a lookup or a retryable answer had cleared the record for a resend).
+ * DESIGN §2, written down independently of `record.ts`, plus one edge: pending -> ambiguous, on
+ * evidence that reopens it (a superseded owner's late response shows that an earlier attempt
+ * reached the provider after a lookup or a retryable answer had cleared the record for a resend),
+ * or on a cancel of a record only cleared for a same-key resend (nothing proved no delivery).
  */
 const LEGAL: Readonly<Record<OperationState, readonly OperationState[]>> = {
   pending: ['pending', 'in_flight', 'ambiguous', 'cancelled'],
@@ -141,7 +142,9 @@ function checkApply(base: OperationRecord, event: RecordEvent, now: number, owne
     return undefined;
   }
   expect(LEGAL[base.state], `${base.state} -> ${next.state} on ${event.type}`).toContain(next.state);
-  if (base.state === 'pending' && next.state === 'ambiguous') expect(event).toMatchObject({ type: 'evidence', reopen: true });
+  if (base.state === 'pending' && next.state === 'ambiguous') expect(event.type === 'cancel' || (event.type === 'evidence' && event.reopen === true), event.type).toBe(true);
+  // a pending record is cancelled only when no attempt may have been delivered since the last "absent"
+  if (event.type === 'cancel' && base.state === 'pending') expect(next.state).toBe(mayBeDelivered(base) ? 'ambiguous' : 'cancelled');
   if (event.type === 'evidence') expect(next.state).toBe(event.reopen === true && base.state === 'pending' ? 'ambiguous' : base.state);
   expect(next.generation).toBe(base.generation + 1);
   for (const field of ['id', 'key', 'keySource', 'fingerprint', 'tenant', 'action', 'ref', 'createdAt', 'expiresAt'] as const) {
@@ -150,6 +153,14 @@ function checkApply(base: OperationRecord, event: RecordEvent, now: number, owne
   expect(next.evidence.slice(0, base.evidence.length)).toEqual(base.evidence); // evidence is only ever appended
   expect(next.attempts.slice(0, Math.max(0, base.attempts.length - 1))).toEqual(base.attempts.slice(0, -1)); // earlier attempts kept
   return next;
+}
+
+/** Written apart from record.ts: an attempt that may have landed (unfinished, ambiguous, 409) with no later "absent" lookup. */
+function mayBeDelivered(rec: OperationRecord): boolean {
+  const landed = rec.attempts.filter((a) => a.finishedAt === null || a.class === 'ambiguous' || a.class === 'success' || a.class === 'terminal' || a.class === 'conflict' || (a.class === 'retryable' && a.status === 409));
+  const last = landed[landed.length - 1];
+  if (last === undefined) return false;
+  return !rec.evidence.some((e) => e.kind === 'lookup' && /^absent/.test(e.detail) && e.generation > last.generation);
 }
 
 /** Invariants of any record a store holds. */
@@ -393,7 +404,7 @@ function checkWrite(w: Write, key: string): void {
     return rest;
   };
   const cancelled = before.state === 'pending' && after.state === 'cancelled';
-  const reopened = before.state === 'pending' && after.state === 'ambiguous' && after.evidence.at(-1)?.kind === 'late_response';
+  const reopened = before.state === 'pending' && after.state === 'ambiguous' && ['late_response', 'cancel'].includes(after.evidence.at(-1)?.kind ?? '');
   const note =
     same(core(before), core(after)) &&
     (after.state === before.state || cancelled || reopened) &&

@@ -60,6 +60,12 @@ describe('state machine', () => {
     ['late delivery, succeeded', [started, finished('success'), lateDelivery], 'succeeded'],
     ['late delivery, cancelled', [{ type: 'cancel' }, lateDelivery], 'cancelled'],
     ['late evidence without reopen', [started, finished('retryable'), { ...lateDelivery, reopen: false }], 'pending'],
+    ['cancel after a retryable answer', [started, finished('retryable'), { type: 'cancel' }], 'cancelled'],
+    ['cancel after not sent', [started, finished('not_sent'), { type: 'cancel' }], 'cancelled'],
+    ['cancel after absent', [started, finished('ambiguous'), { type: 'lookup_absent', detail: 'x' }, { type: 'cancel' }], 'cancelled'],
+    ['cancel when only cleared for a same-key resend', [started, finished('ambiguous'), { type: 'resend_after_ambiguous', detail: 'x' }, { type: 'cancel' }], 'ambiguous'],
+    ['cancel after 409 in progress', [started, { type: 'attempt_finished', class: 'retryable', status: 409, reason: 'status 409 in progress', result: null }, { type: 'cancel' }], 'ambiguous'],
+    ['cancel after a send a lookup had cleared, then a retryable answer', [started, finished('ambiguous'), { type: 'lookup_absent', detail: 'x' }, started, finished('retryable'), { type: 'cancel' }], 'cancelled'],
   ])('%s → %s', (_name, events, state) => {
     expect(drive(events).state).toBe(state);
   });
