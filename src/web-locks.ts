@@ -10,6 +10,7 @@
  *
  * @module
  */
+import { longTimeout } from './backoff/sleep.js';
 import type { Exclusive } from './engine/execute.js';
 
 /** The part of `navigator.locks` used here. */
@@ -37,12 +38,12 @@ export function webLocks(locks: LockManagerLike | undefined = navigatorLocks()):
     const stopWaiting = new AbortController();
     const onAbort = (): void => stopWaiting.abort(signal?.reason);
     signal?.addEventListener('abort', onAbort, { once: true });
-    const timer = setTimeout(() => stopWaiting.abort(new LockWaitTimeout()), maxWaitMs);
+    const cancelTimer = longTimeout(() => stopWaiting.abort(new LockWaitTimeout()), maxWaitMs);
     let entered = false;
     try {
       return await locks.request(LOCK_PREFIX + id, { signal: stopWaiting.signal }, () => {
         entered = true;
-        clearTimeout(timer);
+        cancelTimer();
         signal?.removeEventListener('abort', onAbort);
         return body();
       });
@@ -54,7 +55,7 @@ export function webLocks(locks: LockManagerLike | undefined = navigatorLocks()):
       if (stopWaiting.signal.reason instanceof LockWaitTimeout) return body();
       throw error;
     } finally {
-      clearTimeout(timer);
+      cancelTimer();
       signal?.removeEventListener('abort', onAbort);
     }
   };

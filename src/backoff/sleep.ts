@@ -6,7 +6,52 @@
  */
 
 /** setTimeout fires early (after 1 ms) beyond this, so longer waits are chained. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * `setTimeout` that waits the whole `ms`, also beyond the platform's timer limit (about 24.8
+ * days: chained, never shortened). Returns the function that cancels it.
+ *
+ * @example
+ * const cancel = longTimeout(() => controller.abort(), deadlineMs);
+ */
+export function longTimeout(fn: () => void, ms: number): () => void {
+  let remaining = Math.max(0, ms);
+  let timer: ReturnType<typeof setTimeout>;
+  const arm = (): void => {
+    const chunk = Math.min(remaining, MAX_TIMER_MS);
+    remaining -= chunk;
+    timer = setTimeout(remaining > 0 ? arm : fn, chunk);
+  };
+  arm();
+  return () => clearTimeout(timer);
+}
+
+/**
+ * Settles as `promise` does, or rejects with `signal.reason` as soon as `signal` aborts: code that
+ * ignores its signal (a lookup, an effect, a custom fetch) cannot hold a call past its deadline.
+ * What `promise` does afterwards is ignored.
+ *
+ * @example
+ * const snapshot = await untilAborted(lookup(ctx), ctx.signal);
+ */
+export function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason);
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
+}
 
 /**
  * Resolves after `ms` milliseconds. `ms <= 0` resolves on the next macrotask.

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { longTimeout } from '../backoff/sleep.js';
 import { DeadlineExceededError } from '../errors.js';
 import type { ScopeLabel } from '../errors.js';
 
@@ -13,12 +14,12 @@ export class CallDeadline {
   readonly signal: AbortSignal;
   readonly deadlineAt: number;
   private readonly controller = new AbortController();
-  private readonly timer: ReturnType<typeof setTimeout>;
+  private readonly cancelTimer: () => void;
   private readonly unlinkUser: () => void;
 
   constructor(deadlineMs: number, now: number, scope: ScopeLabel, userSignal: AbortSignal | undefined) {
     this.deadlineAt = now + deadlineMs;
-    this.timer = setTimeout(() => {
+    this.cancelTimer = longTimeout(() => {
       this.controller.abort(
         new DeadlineExceededError(`deadline of ${deadlineMs} ms passed for ${label(scope)}; the record stays resumable`, {
           scope,
@@ -38,7 +39,7 @@ export class CallDeadline {
   attemptSignal(timeoutMs: number): { signal: AbortSignal; timedOut: () => boolean; done: () => void } {
     const controller = new AbortController();
     let fired = false;
-    const timer = setTimeout(() => {
+    const cancelTimer = longTimeout(() => {
       fired = true;
       controller.abort(new DOMException(`attempt timed out after ${timeoutMs} ms`, 'TimeoutError'));
     }, timeoutMs);
@@ -47,14 +48,14 @@ export class CallDeadline {
       signal: controller.signal,
       timedOut: () => fired,
       done: () => {
-        clearTimeout(timer);
+        cancelTimer();
         unlink();
       },
     };
   }
 
   dispose(): void {
-    clearTimeout(this.timer);
+    this.cancelTimer();
     this.unlinkUser();
   }
 }

@@ -6,7 +6,7 @@
  * @module
  */
 import { backoffDelay } from '../backoff/backoff.js';
-import { sleep } from '../backoff/sleep.js';
+import { MAX_TIMER_MS, sleep, untilAborted } from '../backoff/sleep.js';
 import type { Classification } from '../classify/classify.js';
 import { classifyError } from '../classify/classify.js';
 import {
@@ -366,7 +366,8 @@ export class Engine {
   private async sendWithLease(owned: OwnedRecord, spec: OperationSpec, deadline: CallDeadline, attempt: number): Promise<AttemptOutcome> {
     const timeout = deadline.attemptSignal(this.opts.retry.attemptTimeoutMs);
     try {
-      return await this.leased(owned, () => spec.send({ scope: spec.scope, key: owned.rec.key, attempt, signal: timeout.signal }));
+      // A transport or effect that ignores its signal still ends the attempt at its timeout (ambiguous).
+      return await this.leased(owned, () => untilAborted(spec.send({ scope: spec.scope, key: owned.rec.key, attempt, signal: timeout.signal }), timeout.signal));
     } catch (error) {
       // Adapters classify their own failures; anything escaping them may have been sent.
       return { classification: classifyError(error, 'awaiting_response'), snapshot: null, live: error };
@@ -380,7 +381,7 @@ export class Engine {
     const leaseMs = this.opts.leaseMs;
     const renew = setInterval(() => {
       owned.commit({ type: 'renew', leaseExpiresAt: this.opts.now() + leaseMs }).catch(() => clearInterval(renew));
-    }, Math.max(50, Math.floor(leaseMs / 3)));
+    }, Math.min(MAX_TIMER_MS, Math.max(50, Math.floor(leaseMs / 3))));
     try {
       return await fn();
     } finally {

@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { untilAborted } from '../backoff/sleep.js';
 import type { OperationRecord, ResultSnapshot, Scope } from '../operation/record.js';
 
 /**
@@ -61,7 +62,8 @@ export type ReconcileOutcome =
 export async function reconcile(lookup: SnapshotLookup | undefined, ctx: LookupContext): Promise<ReconcileOutcome> {
   if (lookup === undefined) return { kind: 'none', detail: 'no lookup registered for this action' };
   try {
-    const snapshot = await lookup(ctx);
+    // A lookup that ignores its signal still ends at the call's deadline.
+    const snapshot = await untilAborted(lookup(ctx), ctx.signal);
     if (snapshot === null) return { kind: 'absent', detail: 'lookup reported no such operation' };
     return { kind: 'found', snapshot, detail: `lookup found it (status ${snapshot.status})` };
   } catch (error) {

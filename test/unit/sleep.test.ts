@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 
-import { sleep } from '../../src/backoff/sleep.js';
+import { MAX_TIMER_MS, longTimeout, sleep, untilAborted } from '../../src/backoff/sleep.js';
 
 /** Tracks settlement without awaiting. */
 function track(promise: Promise<void>): { state: () => 'pending' | 'resolved' | 'rejected'; reason: () => unknown } {
@@ -104,5 +104,56 @@ describe('sleep', () => {
 
   it('rejects NaN with a RangeError', async () => {
     await expect(sleep(Number.NaN)).rejects.toThrow(RangeError);
+  });
+});
+
+describe('longTimeout', () => {
+  beforeEach(() => {
+    vi.useFakeTimers();
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('waits the whole time beyond the platform timer limit (setTimeout alone fires after 1 ms)', () => {
+    const fired: number[] = [];
+    longTimeout(() => fired.push(Date.now()), 3e9);
+    const start = Date.now();
+    vi.advanceTimersByTime(MAX_TIMER_MS);
+    expect(fired).toEqual([]);
+    vi.advanceTimersByTime(3e9 - MAX_TIMER_MS - 1);
+    expect(fired).toEqual([]);
+    vi.advanceTimersByTime(1);
+    expect(fired).toEqual([start + 3e9]);
+  });
+
+  it('cancels, in any chunk', () => {
+    let fired = 0;
+    const cancel = longTimeout(() => fired++, 3e9);
+    vi.advanceTimersByTime(MAX_TIMER_MS + 10);
+    cancel();
+    vi.advanceTimersByTime(3e9);
+    expect(fired).toBe(0);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+});
+
+describe('untilAborted', () => {
+  it('settles as the promise does while the signal is quiet', async () => {
+    const signal = new AbortController().signal;
+    await expect(untilAborted(Promise.resolve(7), signal)).resolves.toBe(7);
+    const boom = new Error('boom');
+    await expect(untilAborted(Promise.reject(boom), signal)).rejects.toBe(boom);
+  });
+
+  it('rejects with the reason, at once, when the signal aborts first; a later outcome is ignored', async () => {
+    const controller = new AbortController();
+    let settle!: (v: number) => void;
+    const raced = untilAborted(new Promise<number>((r) => (settle = r)), controller.signal);
+    const reason = new Error('deadline');
+    controller.abort(reason);
+    await expect(raced).rejects.toBe(reason);
+    settle(1);
+    await expect(untilAborted(Promise.resolve(2), controller.signal)).rejects.toBe(reason); // already aborted
   });
 });

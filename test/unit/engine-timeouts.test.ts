@@ -1,0 +1,107 @@
+/**
+ * One deadline holds even against user code that ignores its signal (a lookup, a `client.run`
+ * effect, a custom fetch), and timers longer than the platform's limit (about 24.8 days) wait the
+ * whole time instead of firing at once. Memory store, injected transports, real short timers.
+ * Regressions found by an adversarial run: such calls hung forever, renewing their lease, and
+ * `deadlineMs: 3e9` ended every call after about 1 ms.
+ */
+import { describe, expect, it } from 'vitest';
+import { AmbiguousOutcomeError, DeadlineExceededError, createClient, memoryStore } from '../../src/index.js';
+import type { OnceClientOptions } from '../../src/index.js';
+
+const URL_ORDERS = 'https://api.example.test/orders';
+const SCOPE = { action: 'create-order', ref: 'T-1' };
+const never = <T>(): Promise<T> => new Promise<T>(() => undefined);
+
+function client(fetch: typeof globalThis.fetch, options: OnceClientOptions = {}) {
+  return createClient({ store: memoryStore(), fetch, random: () => 0, ...options, retry: { budget: false, ...options.retry } });
+}
+
+const post = { method: 'POST', body: '{"sku":"book"}', headers: { 'content-type': 'application/json' } };
+
+describe('user code that ignores its signal', () => {
+  it('a lookup that never answers: the call ends at deadlineMs, the lease is released', async () => {
+    let sends = 0;
+    const store = memoryStore();
+    const fetch = (async () => {
+      sends++;
+      throw Object.assign(new TypeError('fetch failed'), { cause: Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }) });
+    }) as typeof globalThis.fetch;
+    const c = client(fetch, { store, leaseMs: 300, retry: { deadlineMs: 400 } });
+    const started = Date.now();
+    const error = await c.fetch(URL_ORDERS, { ...post, once: { ...SCOPE, lookup: never } }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(DeadlineExceededError);
+    expect(Date.now() - started).toBeLessThan(2_000);
+    expect(sends).toBe(1);
+    expect(await c.get(SCOPE)).toMatchObject({ state: 'ambiguous', lease: null });
+    // another client can take it up at once (no OperationInFlightError), and reconciles first
+    const other = client(fetch, { store, inFlightWaitMs: 100 });
+    await expect(other.fetch(URL_ORDERS, { ...post, once: SCOPE })).rejects.toBeInstanceOf(AmbiguousOutcomeError);
+    expect(sends).toBe(1);
+  });
+
+  it("the caller's abort ends a call waiting on such a lookup, with the caller's reason", async () => {
+    const fetch = (async () => {
+      throw Object.assign(new TypeError('fetch failed'), { cause: Object.assign(new Error('reset'), { code: 'ECONNRESET' }) });
+    }) as typeof globalThis.fetch;
+    const c = client(fetch);
+    const caller = new AbortController();
+    const reason = new Error('caller gave up');
+    setTimeout(() => caller.abort(reason), 150);
+    const started = Date.now();
+    const error = await c.fetch(URL_ORDERS, { ...post, signal: caller.signal, once: { ...SCOPE, lookup: never } }).catch((e: unknown) => e);
+    expect(error).toBe(reason);
+    expect(Date.now() - started).toBeLessThan(2_000);
+    expect((await c.get(SCOPE))?.lease).toBeNull();
+  });
+
+  it('a client.run effect that never settles: the attempt ends at attemptTimeoutMs, ambiguous, not re-run', async () => {
+    let runs = 0;
+    const c = client(never, { retry: { attemptTimeoutMs: 100, deadlineMs: 1_000 } });
+    const effect = (): Promise<string> => {
+      runs++;
+      return never();
+    };
+    const started = Date.now();
+    await expect(c.run({ action: 'charge', ref: 'R-1' }, effect)).rejects.toBeInstanceOf(AmbiguousOutcomeError);
+    expect(Date.now() - started).toBeLessThan(1_000);
+    expect(runs).toBe(1);
+    expect(await c.get({ action: 'charge', ref: 'R-1' })).toMatchObject({ state: 'ambiguous', lease: null, attempts: [{ class: 'ambiguous' }] });
+  });
+
+  it('a custom fetch that never settles: ambiguous at attemptTimeoutMs, then the lookup decides', async () => {
+    let sends = 0;
+    const fetch = ((): Promise<Response> => {
+      sends++;
+      return never();
+    }) as typeof globalThis.fetch;
+    const c = client(fetch, { retry: { attemptTimeoutMs: 100 } });
+    const found = async (): Promise<Response> => new Response('{"id":"o-1"}', { status: 200 });
+    const res = await c.fetch(URL_ORDERS, { ...post, once: { ...SCOPE, lookup: found } });
+    expect(res.status).toBe(200);
+    expect(sends).toBe(1);
+    expect((await c.get(SCOPE))?.attempts.map((a) => [a.class, a.reason])).toEqual([['ambiguous', 'TimeoutError']]);
+  });
+});
+
+describe('timers beyond the platform limit', () => {
+  it('deadlineMs and attemptTimeoutMs of 3e9 ms (34 days) wait, they do not fire at once', async () => {
+    let sends = 0;
+    // a transport that honours its signal, as fetch does
+    const fetch = ((_input: RequestInfo | URL, init?: RequestInit) => {
+      sends++;
+      return new Promise<Response>((resolve, reject) => {
+        const timer = setTimeout(() => resolve(new Response('{"id":"o-1"}', { status: 201 })), 30);
+        init?.signal?.addEventListener('abort', () => {
+          clearTimeout(timer);
+          reject(init.signal?.reason);
+        });
+      });
+    }) as typeof globalThis.fetch;
+    const c = client(fetch, { retry: { deadlineMs: 3e9, attemptTimeoutMs: 3e9 }, leaseMs: 9e9, inFlightWaitMs: 3e9 });
+    const res = await c.fetch(URL_ORDERS, { ...post, once: SCOPE });
+    expect(res.status).toBe(201);
+    expect(sends).toBe(1);
+    expect((await c.get(SCOPE))?.state).toBe('succeeded');
+  });
+});
