@@ -203,13 +203,20 @@ export function applyOverride(
   computed: Classification,
 ): Classification {
   if (override === undefined) return computed;
-  const chosen: unknown = override({ ...input, default: computed });
+  return chosenClass(override({ ...input, default: computed }), computed, 'options.classify');
+}
+
+/**
+ * A caller's choice of class over `computed`: `undefined` (or the same class) keeps it; another
+ * class replaces it with reason `'override: <original reason>'`, keeping `retryAfterMs`.
+ *
+ * @throws TypeError naming `what` when `chosen` is not an {@link OutcomeClass}.
+ */
+export function chosenClass(chosen: unknown, computed: Classification, what: string): Classification {
   if (chosen === undefined || chosen === computed.class) return computed;
   if (!isOutcomeClass(chosen)) {
     const shown = typeof chosen === 'string' ? JSON.stringify(chosen) : typeof chosen;
-    throw new TypeError(
-      `options.classify returned ${shown}; expected one of ${[...OUTCOME_CLASSES].join(', ')} or undefined`,
-    );
+    throw new TypeError(`${what} returned ${shown}; expected one of ${[...OUTCOME_CLASSES].join(', ')} or undefined`);
   }
   return { ...computed, class: chosen, reason: `override: ${computed.reason}` };
 }

@@ -47,6 +47,11 @@ export interface AttemptOutcome {
   snapshot: ResultSnapshot | null;
   /** what the live caller gets (full body, value or error); never stored */
   live: unknown;
+  /**
+   * An error of the caller's own `classify`: the attempt is recorded by the default
+   * classification (it was sent all the same), then this is thrown to the caller.
+   */
+  fault?: unknown;
 }
 
 /** An operation as the engine sees it. */
@@ -95,10 +100,19 @@ class RetryLater extends Error {
 
 type StepResult = { record: OperationRecord; live: unknown };
 
+/** One execution in this process, which concurrent calls of the same scope join. */
+interface Running {
+  fingerprint: string;
+  callerKey: string | undefined;
+  /** the first caller's signal: its abort ends this execution, not the joined calls */
+  signal: AbortSignal | undefined;
+  promise: Promise<ExecuteResult>;
+}
+
 /** Runs operations for one client. */
 export class Engine {
   readonly stats: OnceStats = emptyStats();
-  private readonly inflight = new Map<string, { fingerprint: string; promise: Promise<ExecuteResult> }>();
+  private readonly inflight = new Map<string, Running>();
 
   /**
    * @param exclusive optional: runs one record's execution exclusively across
@@ -129,10 +143,23 @@ export class Engine {
   private async executeOnce(spec: OperationSpec): Promise<ExecuteResult> {
     spec.signal?.throwIfAborted();
     const id = recordId(spec.scope);
-    const joined = this.inflight.get(id);
-    if (joined !== undefined) {
+    for (let joined = this.inflight.get(id); joined !== undefined; joined = this.inflight.get(id)) {
       if (joined.fingerprint !== spec.fingerprint) throw this.conflict(spec.scope, 'a concurrent call has the same scope and a different payload');
-      const shared = await joined.promise;
+      if (spec.callerKey !== undefined && spec.callerKey !== joined.callerKey) {
+        throw this.conflict(spec.scope, 'a concurrent call has the same scope and a different Idempotency-Key');
+      }
+      let shared: ExecuteResult;
+      try {
+        // A joined caller waits under its own signal, not the first caller's.
+        shared = await (spec.signal === undefined ? joined.promise : untilAborted(joined.promise, spec.signal));
+      } catch (error) {
+        // The call it joined was given up by its own caller: run the operation itself.
+        if (joined.signal?.aborted === true && error === joined.signal.reason && spec.signal?.aborted !== true) {
+          if (this.inflight.get(id) === joined) this.inflight.delete(id);
+          continue;
+        }
+        throw error;
+      }
       this.stats.replays++;
       this.emit({ type: 'replay', scope: spec.scope, at: this.opts.now(), state: shared.record.state });
       return { ...shared, replayed: true };
@@ -141,11 +168,12 @@ export class Engine {
       this.exclusive === undefined
         ? this.run(spec)
         : this.exclusive(id, () => this.run(spec), { signal: spec.signal, maxWaitMs: this.opts.inFlightWaitMs });
-    this.inflight.set(id, { fingerprint: spec.fingerprint, promise });
+    const running: Running = { fingerprint: spec.fingerprint, callerKey: spec.callerKey, signal: spec.signal, promise };
+    this.inflight.set(id, running);
     try {
       return await promise;
     } finally {
-      this.inflight.delete(id);
+      if (this.inflight.get(id) === running) this.inflight.delete(id);
     }
   }
 
@@ -261,15 +289,15 @@ export class Engine {
     if (retriesLeft <= 0) throw await this.stop(owned, exhausted(owned.rec, c, retry.maxAttempts));
     const retryAfterMs = c.retryAfterMs;
     if (retryAfterMs !== undefined && retryAfterMs > retry.maxRetryAfterMs) {
-      throw await this.stop(owned, new RetriesExhaustedError(`provider asked to wait ${retryAfterMs} ms (over maxRetryAfterMs ${retry.maxRetryAfterMs}) for ${text(scope)}; the record stays resumable`, { scope, retryAfterMs, attempts: attemptNumber }));
+      throw await this.stop(owned, unlessAmbiguous(owned.rec, new RetriesExhaustedError(`provider asked to wait ${retryAfterMs} ms (over maxRetryAfterMs ${retry.maxRetryAfterMs}) for ${text(scope)}; the record stays resumable`, { scope, retryAfterMs, attempts: attemptNumber })));
     }
     const delayMs = retryAfterMs ?? backoffDelay(retry.jitter, attemptNumber, retry, this.opts.random, previousDelayMs);
     if (delayMs > deadline.remaining(this.opts.now())) {
-      throw await this.stop(owned, new DeadlineExceededError(`waiting ${delayMs} ms would pass the deadline of ${text(scope)}; the record stays resumable`, { scope, retryAfterMs, attempts: attemptNumber }));
+      throw await this.stop(owned, unlessAmbiguous(owned.rec, new DeadlineExceededError(`waiting ${delayMs} ms would pass the deadline of ${text(scope)}; the record stays resumable`, { scope, retryAfterMs, attempts: attemptNumber })));
     }
     // Last check: a token is spent only on a retry that will happen.
     if (retry.budget !== undefined && !retry.budget.tryRetry()) {
-      throw await this.stop(owned, new RetriesExhaustedError(`retry budget exhausted for ${text(scope)} after ${c.reason}; the record stays resumable`, { scope, attempts: attemptNumber }));
+      throw await this.stop(owned, unlessAmbiguous(owned.rec, new RetriesExhaustedError(`retry budget exhausted for ${text(scope)} after ${c.reason}; the record stays resumable`, { scope, attempts: attemptNumber })));
     }
     this.stats.retries++;
     this.emit({ type: 'retry_scheduled', scope, at: this.opts.now(), attempt: attemptNumber, delayMs, source: retryAfterMs === undefined ? 'backoff' : 'retry-after' });
@@ -343,6 +371,11 @@ export class Engine {
       reason: c.reason,
       result: c.class === 'success' || c.class === 'terminal' ? outcome.snapshot : null,
     });
+    if (outcome.fault !== undefined) {
+      // The caller's classify failed: the attempt stands as classified by default; the call ends with that error.
+      if (!isTerminal(record.state)) await owned.commit({ type: 'release' }).catch(() => undefined);
+      throw outcome.fault;
+    }
     if (isTerminal(record.state)) {
       if (c.class === 'conflict') {
         this.stats.conflicts++;
@@ -452,6 +485,18 @@ function exhausted(rec: OperationRecord, c: Classification, maxAttempts: number)
     return new AmbiguousOutcomeError(`${maxAttempts} attempts used and the last outcome of ${text(scope)} is ambiguous (${c.reason}); not resent`, { scope });
   }
   return new RetriesExhaustedError(`${maxAttempts} attempts used for ${text(scope)}, last: ${c.reason}; the record stays resumable`, { scope, attempts: maxAttempts, retryAfterMs: c.retryAfterMs });
+}
+
+/**
+ * By the record, not the reason for stopping: a call that stops while its last attempt's outcome is
+ * unknown says so (`AmbiguousOutcomeError`, the reason as its cause), as `exhausted` does.
+ */
+function unlessAmbiguous(rec: OperationRecord, error: Error & { code: string }): Error & { code: string } {
+  if (rec.state !== 'ambiguous') return error;
+  return new AmbiguousOutcomeError(`${error.message}; the last outcome is ambiguous (it may have taken effect): not resent, the next call or recover() reconciles it`, {
+    scope: scopeOf(rec),
+    cause: error,
+  });
 }
 
 function text(scope: Scope): string {

@@ -7,6 +7,7 @@
  */
 import type { ClassifyOverride } from '../classify/classify.js';
 import { applyOverride, classifyError, classifyResponse, needsBody } from '../classify/classify.js';
+import type { Classification } from '../classify/classify.js';
 import { captureBody } from '../operation/body.js';
 import { fingerprintRequest, normaliseUrl } from '../operation/fingerprint.js';
 import type { Scope } from '../operation/record.js';
@@ -161,26 +162,31 @@ async function sendAttempt(
 ): Promise<AttemptOutcome> {
   const headers = new Headers(req.headers);
   headers.set(opts.keyHeader, opts.quoteKey ? `"${ctx.key}"` : ctx.key);
+  // The caller's classify may throw (or return no class): the default stands, the error goes to the caller.
+  const decide = (input: Parameters<typeof applyOverride>[1], computed: Classification): { classification: Classification; fault?: unknown } => {
+    try {
+      return { classification: applyOverride(override, input, computed) };
+    } catch (fault) {
+      return { classification: computed, fault };
+    }
+  };
   let response: Response;
   try {
     // A fresh copy each attempt: exactly the caller's bytes, never a consumed stream.
     response = await opts.fetch(req.url, { ...req.rest, method: req.method, headers, body: body?.slice() ?? null, signal: ctx.signal });
   } catch (error) {
-    const c = classifyError(error, 'awaiting_response');
-    return { classification: applyOverride(override, { error }, c), snapshot: null, live: error };
+    return { ...decide({ error }, classifyError(error, 'awaiting_response')), snapshot: null, live: error };
   }
   let bytes: Uint8Array;
   try {
     bytes = new Uint8Array(await response.arrayBuffer());
   } catch (error) {
-    const c = classifyError(error, 'reading_body');
-    return { classification: applyOverride(override, { error }, c), snapshot: null, live: error };
+    return { ...decide({ error }, classifyError(error, 'reading_body')), snapshot: null, live: error };
   }
   const bodyText = needsBody(response.status) ? new TextDecoder().decode(bytes.subarray(0, 4096)) : undefined;
   const computed = classifyResponse({ status: response.status, headers: response.headers, bodyText }, opts.now());
   const snapshot = responseSnapshot(response, bytes, 'attempt', opts.sensitiveHeaders, opts.maxStoredBodyBytes);
   const live: LiveBody = { bytes, headers: response.headers };
-  const classification =
-    override === undefined ? computed : applyOverride(override, { response: buildResponse(snapshot, live, false) }, computed);
-  return { classification, snapshot, live };
+  if (override === undefined) return { classification: computed, snapshot, live };
+  return { ...decide({ response: buildResponse(snapshot, live, false) }, computed), snapshot, live };
 }

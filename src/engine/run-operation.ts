@@ -5,7 +5,7 @@
  * @module
  */
 import type { Classification, OutcomeClass } from '../classify/classify.js';
-import { classifyError, classifyResponse } from '../classify/classify.js';
+import { chosenClass, classifyError, classifyResponse } from '../classify/classify.js';
 import { OperationFailedError } from '../errors.js';
 import { fingerprintPayload } from '../operation/fingerprint.js';
 import type { Scope } from '../operation/record.js';
@@ -35,9 +35,9 @@ export interface RunSpec<T> {
   key?: string;
   /** what the effect does, as JSON: its canonical form is fingerprinted @default null */
   payload?: unknown;
-  /** reconciliation: `{ value }` when the effect happened, `null` when it did not, throw when unknown */
+  /** reconciliation: `{ value }` when the effect happened, `null` when it did not, throw when unknown (anything else counts as unknown) */
   lookup?: (ctx: LookupContext) => Promise<{ value: T } | null>;
-  /** classify an error thrown by the effect; `undefined` keeps the default */
+  /** classify an error thrown by the effect; `undefined` keeps the default (any other value is a `TypeError` to the caller) */
   classify?: (error: unknown, defaultClass: Classification) => OutcomeClass | undefined;
   /** aborts waits and the effect's signal */
   signal?: AbortSignal;
@@ -115,8 +115,11 @@ export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx:
     userLookup === undefined
       ? undefined
       : async (ctx) => {
-          const found = await userLookup(ctx);
-          return found === null ? null : valueSnapshot(toJson(found.value), 200, 'lookup');
+          const found: unknown = await userLookup(ctx);
+          if (found === null) return null;
+          // Anything else is not an answer: reconciled as "unknown", never as found or absent.
+          if (typeof found !== 'object' || !Object.hasOwn(found, 'value')) throw new TypeError('spec.lookup must resolve to { value } (found) or null (absent)');
+          return valueSnapshot(toJson((found as { value: unknown }).value), 200, 'lookup');
         };
   const send = async (ctx: AttemptContext): Promise<AttemptOutcome> => {
     try {
@@ -124,11 +127,16 @@ export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx:
       return { classification: { class: 'success', reason: 'effect resolved' }, snapshot: valueSnapshot(toJson(value), 200, 'attempt'), live: { value } };
     } catch (error) {
       const computed = classifyEffectError(error, engine.opts.now());
-      const chosen = spec.classify?.(error, computed);
-      const classification = chosen === undefined ? computed : { ...computed, class: chosen, reason: `override: ${computed.reason}` };
+      let classification = computed;
+      let fault: unknown;
+      try {
+        classification = spec.classify === undefined ? computed : chosenClass(spec.classify(error, computed), computed, 'spec.classify');
+      } catch (thrown) {
+        fault = thrown; // the default stands; the caller gets its classify's error
+      }
       const message = error instanceof Error ? error.message : String(error);
       const snapshot = valueSnapshot(JSON.stringify({ error: message }), statusOf(error) ?? 0, 'attempt');
-      return { classification, snapshot, live: { error } };
+      return { classification, snapshot, live: { error }, fault };
     }
   };
   const result = await engine.execute({ scope, fingerprint, callerKey: spec.key, request: null, send, lookup, signal: spec.signal });

@@ -246,6 +246,36 @@ describe('terminal outcomes and conflicts', () => {
     expect((await client.get(SCOPE))?.state).toBe('failed');
   });
 
+  // Regression (adversarial run): a classify that returned no class, or threw, was taken for a
+  // transport failure: a 201 that took effect became ambiguous and the TypeError never surfaced.
+  it.each<[string, () => unknown]>([
+    ['returns no class', () => 'bogus'],
+    ['throws', () => {
+      throw new TypeError('my classify broke');
+    }],
+  ])('once.classify that %s: the attempt stands by its default (201: succeeded), the caller gets the TypeError', async (_name, classify) => {
+    const { fetch, calls } = scriptedFetch([created(), created('o-2')]);
+    const { client } = makeClient(fetch);
+    const error = await client.fetch(URL_ORDERS, orderInit({ ...SCOPE, classify: classify as NonNullable<OnceOptions['classify']> })).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(TypeError);
+    expect((error as Error).message).toMatch(/options\.classify returned "bogus"|my classify broke/);
+    expect(await client.get(SCOPE)).toMatchObject({ state: 'succeeded', attempts: [{ class: 'success', status: 201 }] });
+    const replay = await client.fetch(URL_ORDERS, orderInit());
+    expect(replay.headers.get(REPLAYED_HEADER)).toBe('true');
+    expect(calls).toHaveLength(1);
+  });
+
+  it('once.classify that throws on a 503: recorded retryable, lease released, the caller gets the error', async () => {
+    const { fetch, calls } = scriptedFetch([json(503, {}), created()]);
+    const { client } = makeClient(fetch);
+    const broken = new TypeError('my classify broke');
+    const error = await client.fetch(URL_ORDERS, orderInit({ ...SCOPE, classify: () => { throw broken; } })).catch((e: unknown) => e);
+    expect(error).toBe(broken);
+    expect(await client.get(SCOPE)).toMatchObject({ state: 'pending', lease: null });
+    expect((await client.fetch(URL_ORDERS, orderInit())).status).toBe(201);
+    expect(calls).toHaveLength(2);
+  });
+
   it('once.classify returning undefined keeps the default (503 retried)', async () => {
     const { fetch, calls } = scriptedFetch([json(503, {}), created()]);
     const { client } = makeClient(fetch);
@@ -361,6 +391,110 @@ describe('inputs', () => {
     const shared = await joined;
     expect(await shared.json()).toEqual({ id: 'o-1' });
     expect(calls).toHaveLength(1);
+  });
+
+  // Regressions (adversarial run): a joined call shared the first caller's abort reason and
+  // ignored its own signal; a concurrent call with another Idempotency-Key was a silent replay.
+  describe('a call that joins one in flight', () => {
+    /** A first call whose send waits for `release` (or its signal). */
+    function heldFirst() {
+      let release!: (r: Response) => void;
+      let sent!: () => void;
+      const firstSent = new Promise<void>((resolve) => (sent = resolve));
+      const { fetch, calls } = scriptedFetch([
+        () =>
+          new Promise<Response>((resolve) => {
+            sent();
+            release = resolve;
+          }),
+        created('o-2'),
+      ]);
+      return { fetch, calls, firstSent, release: (r: Response) => release(r) };
+    }
+
+    it("is not ended by the first caller's abort: it runs the operation itself (here: reconciled, found)", async () => {
+      const { fetch, calls, firstSent } = heldFirst();
+      let lookups = 0;
+      const lookup: LookupFn = async () => {
+        lookups++;
+        return created('o-1');
+      };
+      const { client } = makeClient(fetch, { lookups: { [SCOPE.action]: lookup } });
+      const a = new AbortController();
+      const first = client.fetch(URL_ORDERS, { ...orderInit(), signal: a.signal }).catch((e: unknown) => e);
+      await firstSent;
+      const joined = client.fetch(URL_ORDERS, orderInit());
+      const reason = new Error('A gave up');
+      a.abort(reason);
+      expect(await first).toBe(reason);
+      const res = await joined;
+      expect(res.status).toBe(201);
+      expect(await res.json()).toEqual({ id: 'o-1' }); // the lookup's answer: A's request had left
+      expect(calls).toHaveLength(1);
+      expect(lookups).toBe(1);
+    });
+
+    it('ends with its own reason when its own signal aborts; the first call goes on', async () => {
+      const { fetch, calls, firstSent, release } = heldFirst();
+      const { client } = makeClient(fetch);
+      const first = client.fetch(URL_ORDERS, orderInit());
+      await firstSent;
+      const b = new AbortController();
+      const joined = client.fetch(URL_ORDERS, { ...orderInit(), signal: b.signal }).catch((e: unknown) => e);
+      await new Promise((r) => setTimeout(r, 20)); // joined and waiting
+      const reason = new Error('B gave up');
+      b.abort(reason);
+      expect(await joined).toBe(reason);
+      release(created('o-1'));
+      expect((await first).status).toBe(201);
+      expect(calls).toHaveLength(1);
+    });
+
+    it('with another Idempotency-Key: IdempotencyConflictError, as after completion', async () => {
+      const { fetch, calls, firstSent, release } = heldFirst();
+      const { client } = makeClient(fetch);
+      const withKey = (key: string): RequestInit & { once: OnceOptions } => ({ ...orderInit(), headers: { 'content-type': 'application/json', 'idempotency-key': key } });
+      const first = client.fetch(URL_ORDERS, withKey('key-1'));
+      await firstSent;
+      await expect(client.fetch(URL_ORDERS, withKey('key-2'))).rejects.toBeInstanceOf(IdempotencyConflictError);
+      const same = client.fetch(URL_ORDERS, withKey('key-1'));
+      release(created('o-1'));
+      expect((await first).status).toBe(201);
+      expect((await same).headers.get(REPLAYED_HEADER)).toBe('true');
+      await expect(client.fetch(URL_ORDERS, withKey('key-2'))).rejects.toBeInstanceOf(IdempotencyConflictError);
+      expect(calls).toHaveLength(1);
+    });
+  });
+});
+
+// Regression (adversarial run): stopping for a reason other than maxAttempts (a Retry-After over
+// maxRetryAfterMs, a wait past the deadline, the retry budget) named that reason even when the
+// record was ambiguous, so a caller could take "retry later" for "nothing happened".
+describe('a call that stops while its last outcome is unknown', () => {
+  const serverError = (retryAfter: string) => new Response('oops', { status: 500, headers: { 'retry-after': retryAfter } });
+
+  it.each<[string, OnceClientOptions, string]>([
+    ['Retry-After over maxRetryAfterMs', {}, '3600'],
+    ['a wait past the deadline', { retry: { deadlineMs: 1_000 } }, '5'],
+  ])('%s: AmbiguousOutcomeError with the reason as its cause; record ambiguous, not resent', async (_name, options, retryAfter) => {
+    const { fetch, calls } = scriptedFetch([serverError(retryAfter)]);
+    const { client } = makeClient(fetch, options);
+    let lookups = 0;
+    const error = await client
+      .fetch(URL_ORDERS, orderInit({ ...SCOPE, lookup: async () => (lookups++, null) }))
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AmbiguousOutcomeError);
+    expect((error as Error).cause).toMatchObject({ code: options.retry?.deadlineMs === undefined ? 'RETRIES_EXHAUSTED' : 'DEADLINE_EXCEEDED' });
+    expect(await client.get(SCOPE)).toMatchObject({ state: 'ambiguous', lease: null });
+    expect(calls).toHaveLength(1);
+    expect(lookups).toBe(0);
+  });
+
+  it('a retryable outcome (503) that stops the same way keeps its own error', async () => {
+    const { fetch } = scriptedFetch([new Response('busy', { status: 503, headers: { 'retry-after': '3600' } })]);
+    const { client } = makeClient(fetch);
+    await expect(client.fetch(URL_ORDERS, orderInit())).rejects.toBeInstanceOf(RetriesExhaustedError);
+    expect((await client.get(SCOPE))?.state).toBe('pending');
   });
 });
 

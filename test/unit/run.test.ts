@@ -187,6 +187,37 @@ describe('client.run', () => {
     expect(registryCalls).toBe(0);
   });
 
+  // Regressions (adversarial run): a lookup resolving to anything but { value } or null settled the
+  // operation as succeeded with value null; a classify returning no class was stored as is.
+  it.each<[string, unknown]>([
+    ['false', false],
+    ['0', 0],
+    ['an empty string', ''],
+    ['undefined', undefined],
+    ['{}', {}],
+    ["'absent'", 'absent'],
+  ])('a lookup resolving to %s is no answer: the ambiguity stays, nothing is re-run', async (_name, junk) => {
+    const client = makeClient();
+    const reset = Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' });
+    const { effect, seen } = scriptedEffect<unknown>([{ error: reset }, { value: 'charged twice' }]);
+    const error = await client.run({ ...SPEC, lookup: async () => junk as never }, effect).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AmbiguousOutcomeError);
+    expect((error as Error).message).toMatch(/spec\.lookup must resolve to \{ value \} \(found\) or null \(absent\)/);
+    expect((await client.get(SPEC))?.state).toBe('ambiguous');
+    expect(seen).toHaveLength(1);
+  });
+
+  it('spec.classify returning no class: the TypeError reaches the caller; the attempt stands by its default', async () => {
+    const client = makeClient();
+    const odd = new Error('odd');
+    const { effect, seen } = scriptedEffect<string>([{ error: odd }]);
+    const error = await client.run({ ...SPEC, classify: () => 'bogus' as never }, effect).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(TypeError);
+    expect((error as Error).message).toMatch(/spec\.classify returned "bogus"/);
+    expect(await client.get(SPEC)).toMatchObject({ state: 'ambiguous', lease: null, attempts: [{ class: 'ambiguous' }] });
+    expect(seen).toHaveLength(1);
+  });
+
   it("adopts spec.key as the effect's key", async () => {
     const client = makeClient();
     const { effect, seen } = scriptedEffect([{ value: 1 }]);
