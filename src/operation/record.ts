@@ -180,7 +180,10 @@ export interface OperationRecord {
   lease: { owner: string; expiresAt: number } | null;
   createdAt: number;
   updatedAt: number;
-  /** epoch ms after which `purge` may delete it */
+  /**
+   * epoch ms after which `purge` may delete it (once terminal): `retentionMs` after it was
+   * created, moved to `retentionMs` after it finished when it finished later than that
+   */
   expiresAt: number;
   attempts: AttemptRecord[];
   evidence: EvidenceRecord[];
@@ -547,6 +550,11 @@ export function applyEvent(record: OperationRecord, event: RecordEvent, now: num
       note(event.kind, event.detail, event.status);
       break;
   }
-  if (isTerminal(to)) next.lease = null;
+  if (isTerminal(to)) {
+    next.lease = null;
+    // A record that finished after its retention would be purgeable at once, and a call still
+    // waiting for it would claim the ref afresh and send again: keep it `retentionMs` from now.
+    if (!isTerminal(record.state)) next.expiresAt = Math.max(record.expiresAt, now + (record.expiresAt - record.createdAt));
+  }
   return next;
 }

@@ -197,6 +197,25 @@ describe('retention and tenants', () => {
     expect((await c.get({ action: 'create-order', ref: 'P-3' }))?.state).toBe('ambiguous');
   });
 
+  // Regression (adversarial run): an operation that finished after its retention was purgeable at
+  // once; a purge then let a call still waiting for it claim the ref afresh and send again.
+  it('an operation that finishes after its retention is kept retentionMs from then; a waiting call replays it', async () => {
+    provider.fault({ kind: 'delay_before_commit', delayMs: 300 });
+    const a = client({ retentionMs: 100 });
+    const b = client({ retentionMs: 100 });
+    const first = post(a, 'P-late');
+    await new Promise((r) => setTimeout(r, 50));
+    const waiting = post(b, 'P-late');
+    expect((await first).status).toBe(201);
+    const finished = await a.get({ action: 'create-order', ref: 'P-late' });
+    expect(finished!.expiresAt - finished!.updatedAt).toBe(100);
+    expect(await a.purge()).toBe(0);
+    const res = await waiting;
+    expect(res.headers.get('oncefetch-replayed')).toBe('true');
+    expect(provider.effects).toBe(1);
+    expect(provider.requests).toHaveLength(1);
+  });
+
   it('does not resend blindly once the key is older than the provider retention', async () => {
     let now = Date.now();
     provider.fault({ kind: 'error_after_commit' });

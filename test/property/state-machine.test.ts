@@ -147,9 +147,13 @@ function checkApply(base: OperationRecord, event: RecordEvent, now: number, owne
   if (event.type === 'cancel' && base.state === 'pending') expect(next.state).toBe(mayBeDelivered(base) ? 'ambiguous' : 'cancelled');
   if (event.type === 'evidence') expect(next.state).toBe(event.reopen === true && base.state === 'pending' ? 'ambiguous' : base.state);
   expect(next.generation).toBe(base.generation + 1);
-  for (const field of ['id', 'key', 'keySource', 'fingerprint', 'tenant', 'action', 'ref', 'createdAt', 'expiresAt'] as const) {
+  for (const field of ['id', 'key', 'keySource', 'fingerprint', 'tenant', 'action', 'ref', 'createdAt'] as const) {
     expect(next[field], field).toEqual(base[field]);
   }
+  // expiry moves only when the record finishes, to no less than the retention from then
+  const retention = base.expiresAt - base.createdAt;
+  if (TERMINAL.has(next.state) && !TERMINAL.has(base.state)) expect(next.expiresAt).toBe(Math.max(base.expiresAt, now + retention));
+  else expect(next.expiresAt, 'expiresAt').toBe(base.expiresAt);
   expect(next.evidence.slice(0, base.evidence.length)).toEqual(base.evidence); // evidence is only ever appended
   expect(next.attempts.slice(0, Math.max(0, base.attempts.length - 1))).toEqual(base.attempts.slice(0, -1)); // earlier attempts kept
   return next;
@@ -400,9 +404,12 @@ function checkWrite(w: Write, key: string): void {
   // a cancel or an evidence note: nothing else changes (pending may become cancelled, dropping its
   // lease, or be reopened to ambiguous by a late response)
   const core = (r: OperationRecord): unknown => {
-    const { generation: _g, updatedAt: _u, evidence: _e, cancelRequestedAt: _c, state: _s, lease: _l, ...rest } = r;
+    const { generation: _g, updatedAt: _u, evidence: _e, cancelRequestedAt: _c, state: _s, lease: _l, expiresAt: _x, ...rest } = r;
     return rest;
   };
+  // expiry moves only when the record finishes (checked in full by checkApply)
+  if (isTerminal(before.state) || !isTerminal(after.state)) expect(after.expiresAt).toBe(before.expiresAt);
+  else expect(after.expiresAt).toBeGreaterThanOrEqual(before.expiresAt);
   const cancelled = before.state === 'pending' && after.state === 'cancelled';
   const reopened = before.state === 'pending' && after.state === 'ambiguous' && ['late_response', 'cancel'].includes(after.evidence.at(-1)?.kind ?? '');
   const note =
