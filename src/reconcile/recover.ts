@@ -1,7 +1,7 @@
 /**
- * `client.recover()`: after a restart, settle every operation left
- * `in_flight` or `ambiguous` under an expired lease, without the original
- * caller, using the lookups registered per action. Those lookups answer for
+ * `client.recover()`: after a restart, settle every operation of the
+ * client's tenant left `in_flight` or `ambiguous` under an expired lease,
+ * without the original caller, using the lookups registered per action. Those lookups answer for
  * `client.fetch` operations (a `Response`); a `client.run()` operation takes
  * its lookup per call, so recovery leaves it `ambiguous` for its next call.
  *
@@ -70,7 +70,9 @@ export async function recover(engine: Engine, options: RecoverOptions = {}): Pro
   // as it would for another process, instead of sharing the lease and racing its writes.
   const owner = recoveryOwner(engine.opts.owner);
   const report: RecoveryReport = { resolved: [], absent: [], stillAmbiguous: [], resent: [], errors: [] };
-  const stale = await store.list({ states: ['in_flight', 'ambiguous'], leaseExpiredBefore: now(), limit: options.limit ?? 100 });
+  // Only this client's tenant: its lookups answer for its own account, and another tenant's
+  // provider may hold an order this one's lookup calls absent.
+  const stale = await store.list({ states: ['in_flight', 'ambiguous'], leaseExpiredBefore: now(), tenant: engine.opts.tenant, limit: options.limit ?? 100 });
   const signal = options.signal ?? new AbortController().signal;
   for (const found of stale) {
     signal.throwIfAborted();

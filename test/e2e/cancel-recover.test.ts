@@ -182,6 +182,37 @@ describe('recover()', () => {
   });
 });
 
+// Regression (adversarial run): recover() listed every tenant's records and settled them with
+// this client's lookups, which answer for its own account: another tenant's order, made at its
+// own provider, was called absent there and sent again.
+describe('recover() and tenants', () => {
+  it("settles only its own tenant's records: another tenant's ambiguous order is left to that tenant", async () => {
+    const other = await startProvider({ ignoreKeys: true });
+    try {
+      const t1 = client({ tenant: 't1', settleMs: 0, lookups: { 'create-order': lookupByRef(provider.url) } });
+      const t2 = client({ tenant: 't2', settleMs: 0, retry: { maxAttempts: 1 }, lookups: { 'create-order': lookupByRef(other.url) } });
+      const scope = { action: 'create-order', ref: 'T2-1' };
+      other.fault({ kind: 'drop_after_commit' });
+      const down = async (): Promise<never> => {
+        throw new Error('lookup briefly down');
+      };
+      await expect(t2.fetch(`${other.url}/orders`, { ...orderInit('T2-1'), once: { ...scope, lookup: down } })).rejects.toBeInstanceOf(AmbiguousOutcomeError);
+      expect(other.effectsFor('T2-1')).toBe(1);
+
+      expect(await t1.recover()).toEqual({ resolved: [], absent: [], stillAmbiguous: [], resent: [], errors: [] });
+      expect(provider.lookups).toBe(0);
+      expect((await t2.get(scope))?.state).toBe('ambiguous');
+
+      expect(await t2.recover()).toMatchObject({ resolved: [{ tenant: 't2', ref: 'T2-1' }] });
+      expect((await t2.fetch(`${other.url}/orders`, { ...orderInit('T2-1'), once: scope })).headers.get('oncefetch-replayed')).toBe('true');
+      expect(other.effectsFor('T2-1')).toBe(1);
+      expect(other.requests).toHaveLength(1);
+    } finally {
+      await other.close();
+    }
+  });
+});
+
 describe('retention and tenants', () => {
   it('purge removes only terminal records past retentionMs', async () => {
     let now = Date.now();
