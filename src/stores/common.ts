@@ -7,7 +7,7 @@
  * @module
  */
 import { StoreError } from '../errors.js';
-import { parseRecord, type OperationRecord, type OperationState } from '../operation/record.js';
+import { parseRecord, recordId, type OperationRecord, type OperationState } from '../operation/record.js';
 import { DEFAULT_LIST_LIMIT, type ListQuery } from './contract.js';
 
 /** The columns a store indexes besides the record text. */
@@ -62,9 +62,25 @@ export function checkCompareAndSet(id: string, expectedGeneration: number, next:
 }
 
 /** Parses a stored row and checks it belongs where it was found. */
-export function decodeRecord(data: unknown, id: string, generation: number, where: string): OperationRecord {
+export function decodeRecord(
+  data: unknown,
+  id: string,
+  generation: number,
+  where: string,
+  columns?: { state: unknown; tenant: unknown; expiresAt: unknown },
+): OperationRecord {
   const record = parseRecord(data, where);
   if (record.id !== id) throw new StoreError(`${where}: stored record carries another id (${record.id})`);
+  // The id is derived from the scope: a record whose scope says otherwise is another operation's.
+  if (recordId(record) !== id) throw new StoreError(`${where}: stored record's scope (${record.tenant}/${record.action}/${record.ref}) does not match its id`);
+  // The columns that list and purge select on must say what the record says, or a purge could
+  // delete a live record as terminal.
+  if (columns !== undefined) {
+    for (const [column, value] of [['state', record.state], ['tenant', record.tenant], ['expires_at', record.expiresAt]] as const) {
+      const stored = column === 'state' ? columns.state : column === 'tenant' ? columns.tenant : Number(columns.expiresAt);
+      if (stored !== value) throw new StoreError(`${where}: the row's ${column} column (${String(stored)}) disagrees with its record (${String(value)})`);
+    }
+  }
   if (record.generation !== generation) {
     throw new StoreError(
       `${where}: stored record has generation ${record.generation} but its row says ${generation}`,

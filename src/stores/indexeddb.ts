@@ -81,6 +81,15 @@ interface Row extends RecordColumns {
 const DB_VERSION = 1;
 const STATE_INDEX = 'state';
 
+/** The state a row's record says it is in, or undefined when the data is not a record. */
+function recordState(data: unknown): unknown {
+  try {
+    return (JSON.parse(String(data)) as { state?: unknown } | null)?.state;
+  } catch {
+    return undefined;
+  }
+}
+
 const isRow = (value: unknown): value is Row =>
   typeof value === 'object' &&
   value !== null &&
@@ -161,7 +170,8 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
 
   const read = (row: unknown, id: string): OperationRecord => {
     if (!isRow(row)) throw new StoreError(`${name} record ${id}: stored row is not an oncefetch row`);
-    return decodeRecord(row.data, row.id, row.generation, `${name} record ${id}`);
+    // The key asked for, not the row's own id: a row filed under another key is another record.
+    return decodeRecord(row.data, id, row.generation, `${name} record ${id}`, { state: row.state, tenant: row.tenant, expiresAt: row.expiresAt });
   };
 
   /** A write waiting for the next transaction: read the row, then `put` it when `decide` returns one. */
@@ -317,7 +327,8 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
               const cursor = this.result;
               if (cursor === null) return;
               const row: unknown = cursor.value;
-              if (isRow(row) && row.expiresAt < now) {
+              // Only a row whose record agrees that it is terminal: a hand-edited column never deletes a live record.
+              if (isRow(row) && row.expiresAt < now && recordState(row.data) === row.state) {
                 cursor.delete();
                 count++;
               }

@@ -192,6 +192,9 @@ function describeTarget(options: PostgresStoreOptions, n: Names): string {
 interface RecordRow {
   id: string;
   generation: string | number;
+  state: unknown;
+  tenant: unknown;
+  expires_at: unknown;
   data: string;
 }
 
@@ -204,7 +207,7 @@ function statements(n: Names) {
   return {
     insert: `INSERT INTO ${t} (id, generation, state, tenant, lease_expires_at, expires_at, updated_at, data)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO NOTHING RETURNING id`,
-    select: `SELECT id, generation, data FROM ${t} WHERE id = $1`,
+    select: `SELECT id, generation, state, tenant, expires_at, data FROM ${t} WHERE id = $1`,
     update: `UPDATE ${t}
              SET generation = $1, state = $2, tenant = $3, lease_expires_at = $4, expires_at = $5, updated_at = $6, data = $7
              WHERE id = $8 AND generation = $9`,
@@ -212,6 +215,7 @@ function statements(n: Names) {
     // several purging processes split the work instead of queueing on each other's rows.
     purgeBatch: `DELETE FROM ${t} WHERE id IN (
                    SELECT id FROM ${t} WHERE state IN (${TERMINAL_SQL}) AND expires_at < $1
+                   AND (data::json ->> 'state') = state
                    LIMIT $2 FOR UPDATE SKIP LOCKED)`,
   };
 }
@@ -280,7 +284,7 @@ export function postgresStore(options: PostgresStoreOptions): OnceStore {
     }
   };
   const read = (row: RecordRow): OperationRecord =>
-    decodeRecord(row.data, row.id, Number(row.generation), `${name} record ${row.id}`);
+    decodeRecord(row.data, row.id, Number(row.generation), `${name} record ${row.id}`, { state: row.state, tenant: row.tenant, expiresAt: row.expires_at });
   const selectRow = async (pool: PostgresPool, id: string): Promise<RecordRow | undefined> =>
     (await pool.query(sql.select, [id])).rows[0] as RecordRow | undefined;
 
@@ -334,7 +338,7 @@ export function postgresStore(options: PostgresStoreOptions): OnceStore {
         where.push(`(lease_expires_at IS NULL OR lease_expires_at < $${params.push(q.leaseExpiredBefore)})`);
       }
       if (q.tenant !== undefined) where.push(`tenant = $${params.push(q.tenant)}`);
-      const text = `SELECT id, generation, data FROM ${n.records}
+      const text = `SELECT id, generation, state, tenant, expires_at, data FROM ${n.records}
                     ${where.length === 0 ? '' : `WHERE ${where.join(' AND ')}`}
                     ORDER BY updated_at ASC, id ASC LIMIT $${params.push(q.limit)}`;
       return run('list', 'listing records', async (pool) => {

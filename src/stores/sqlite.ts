@@ -97,6 +97,9 @@ const PURGE_BATCH = 1000;
 interface RecordRow {
   id: string;
   generation: number;
+  state: unknown;
+  tenant: unknown;
+  expires_at: unknown;
   data: unknown;
 }
 
@@ -114,7 +117,7 @@ function prepare(db: Database): Statements {
       `INSERT INTO oncefetch_records (id, generation, state, tenant, lease_expires_at, expires_at, updated_at, data)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
     ),
-    select: db.prepare('SELECT id, generation, data FROM oncefetch_records WHERE id = ?'),
+    select: db.prepare('SELECT id, generation, state, tenant, expires_at, data FROM oncefetch_records WHERE id = ?'),
     update: db.prepare(
       `UPDATE oncefetch_records
        SET generation = ?, state = ?, tenant = ?, lease_expires_at = ?, expires_at = ?, updated_at = ?, data = ?
@@ -123,7 +126,8 @@ function prepare(db: Database): Statements {
     // DELETE … LIMIT needs a compile-time option; a bounded subquery does not.
     purgeBatch: db.prepare(
       `DELETE FROM oncefetch_records WHERE id IN (
-         SELECT id FROM oncefetch_records WHERE state IN (${TERMINAL_SQL}) AND expires_at < ? LIMIT ${PURGE_BATCH})`,
+         SELECT id FROM oncefetch_records WHERE state IN (${TERMINAL_SQL}) AND expires_at < ?
+           AND json_extract(data, '$.state') = state LIMIT ${PURGE_BATCH})`,
     ),
     list: new Map(),
   };
@@ -139,7 +143,7 @@ function listStatement(db: Database, cache: Map<string, Statement>, q: ResolvedL
     if (q.leaseExpiredBefore !== undefined) where.push('(lease_expires_at IS NULL OR lease_expires_at < ?)');
     if (q.tenant !== undefined) where.push('tenant = ?');
     statement = db.prepare(
-      `SELECT id, generation, data FROM oncefetch_records
+      `SELECT id, generation, state, tenant, expires_at, data FROM oncefetch_records
        ${where.length === 0 ? '' : `WHERE ${where.join(' AND ')}`}
        ORDER BY updated_at ASC, id ASC LIMIT ?`,
     );
@@ -202,7 +206,7 @@ export function sqliteStore(options: SqliteStoreOptions): OnceStore {
     }
   };
   const read = (row: RecordRow): OperationRecord =>
-    decodeRecord(row.data, row.id, row.generation, `${name} record ${row.id}`);
+    decodeRecord(row.data, row.id, row.generation, `${name} record ${row.id}`, { state: row.state, tenant: row.tenant, expiresAt: row.expires_at });
   const selectRow = (id: string): RecordRow | undefined => select.get(id) as RecordRow | undefined;
 
   return {

@@ -380,6 +380,8 @@ export function describeStoreContract(name: string, factory: StoreContractFactor
       ['JSON that is not a record', () => '{"hello":"world"}'],
       ['a record failing the schema', (r) => JSON.stringify({ ...r, fingerprint: 'not-hex' })],
       ['a record with another id', () => JSON.stringify(record({ ref: 'someone-else' }))],
+      // its own id, another operation's scope: read as it is, a call would get that operation's result
+      ['a record whose scope does not match its id', (r) => JSON.stringify({ ...r, ref: 'someone-else' })],
     ];
     for (const [label, raw] of corruptions) {
       it(`a row holding ${label} rejects with StoreError, never reads as absent`, async () => {

@@ -107,6 +107,21 @@ describeWithPostgres('postgresStore', (url) => {
       return { store: postgresStore({ connectionString: url, schema, table, ...extra }), table };
     };
 
+    // Regression (adversarial run): a live record whose state column had been edited to a
+    // terminal state was purged, and read as absent.
+    it('a row whose state column disagrees with its record is a StoreError, and never purged', async () => {
+      const { store, table } = open();
+      const live = applyEvent(sample(), { type: 'attempt_started', attemptId: 'a1' }, 1_001, 'owner');
+      await store.claim(live);
+      await admin.query(`UPDATE "${schema}"."${table}" SET state = 'failed', expires_at = 0 WHERE id = $1`, [live.id]);
+      const error = await store.get(live.id).catch((e: unknown) => e);
+      expect(isOnceError(error) && error.code).toBe('STORE_ERROR');
+      expect((error as Error).message).toMatch(/state column \(failed\) disagrees with its record \(in_flight\)/);
+      expect(await store.purge(Date.now())).toBe(0);
+      expect((await admin.query(`SELECT count(*)::int AS n FROM "${schema}"."${table}"`)).rows).toEqual([{ n: 1 }]);
+      await store.close();
+    });
+
     it('a pg.Pool fits the pool option, and close() leaves a caller pool open', async () => {
       const pool: PostgresPool = callerPool;
       const store = postgresStore({ pool, schema, table: freshTable() });

@@ -115,6 +115,29 @@ describe('sqliteStore on disk', () => {
   });
   afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
+  // Regression (adversarial run): list and purge select on these columns, and a live record whose
+  // state column had been edited to 'succeeded' was purged; its next call sent again.
+  it.each([
+    ['state', "state = 'succeeded', expires_at = 0"],
+    ['tenant', "tenant = 'someone-else'"],
+    ['expires_at', 'expires_at = 0'],
+  ])('a row whose %s column disagrees with its record is a StoreError, and never purged', async (_column, set) => {
+    const store = sqliteStore({ path });
+    const live = applyEvent(sample(), { type: 'attempt_started', attemptId: 'a1' }, 1_001, 'owner');
+    await store.claim(live);
+    const db = new Database(path);
+    db.prepare(`UPDATE oncefetch_records SET ${set} WHERE id = ?`).run(live.id);
+    db.close();
+    const error = await store.get(live.id).catch((e: unknown) => e);
+    expect(isOnceError(error) && error.code).toBe('STORE_ERROR');
+    expect((error as Error).message).toMatch(/column .* disagrees with its record/);
+    expect(await store.purge(Date.now())).toBe(0);
+    const raw = new Database(path);
+    expect(raw.prepare('SELECT count(*) AS n FROM oncefetch_records').get()).toEqual({ n: 1 });
+    raw.close();
+    await store.close();
+  });
+
   it('creates the directory 0700 and the database, -wal and -shm files 0600', async () => {
     const nested = join(dir, 'a', 'b', 'once.db');
     const store = sqliteStore({ path: nested });
