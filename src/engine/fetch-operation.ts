@@ -108,7 +108,8 @@ export async function onceFetch(engine: Engine, input: RequestInfo | URL, init?:
     const { once: _ignored, ...passthrough } = init ?? {};
     return opts.fetch(input, passthrough);
   }
-  const onceOptions: OnceOptions = typeof once === 'object' ? once : {};
+  const onceOptions: OnceOptions = checkOnce(once);
+  checkSendable(req);
   const captured = await captureBody(req.body, opts.maxBodyBytes);
   if (captured.impliedContentType !== undefined && !req.headers.has('content-type')) {
     req.headers.set('content-type', captured.impliedContentType);
@@ -136,10 +137,55 @@ export async function onceFetch(engine: Engine, input: RequestInfo | URL, init?:
   return buildResponse(result.snapshot, result.live as LiveBody | undefined, result.replayed);
 }
 
+/** A caller's key, unquoted when it is an RFC 8941 string (`"..."`, with backslash escapes). */
 function unquote(key: string | undefined): string | undefined {
   if (key === undefined) return undefined;
-  const m = /^"([^"\\]*)"$/.exec(key.trim());
-  return m?.[1] ?? key.trim();
+  const m = /^"((?:[^"\\]|\\["\\])*)"$/.exec(key.trim());
+  return m?.[1] === undefined ? key.trim() : m[1].replace(/\\(["\\])/g, '$1');
+}
+
+/** `key` as an RFC 8941 string: quoted, with backslash and double quote escaped. */
+export function quoteKey(key: string): string {
+  return `"${key.replace(/["\\]/g, '\\$&')}"`;
+}
+
+/** `once` as given: `true`/`undefined` (defaults) or an options object whose fields have their types. */
+function checkOnce(once: OnceOptions | boolean | undefined): OnceOptions {
+  if (once === undefined || once === true) return {};
+  if (typeof once !== 'object' || once === null) throw new TypeError(`client.fetch: once must be an options object, true or false, got ${once === null ? 'null' : typeof once}`);
+  for (const name of ['tenant', 'action', 'ref'] as const) {
+    const value: unknown = once[name];
+    if (value !== undefined && (typeof value !== 'string' || value === '')) throw new TypeError(`client.fetch: once.${name} must be a non-empty string`);
+  }
+  for (const name of ['lookup', 'classify'] as const) {
+    if (once[name] !== undefined && typeof once[name] !== 'function') throw new TypeError(`client.fetch: once.${name} must be a function`);
+  }
+  const signal: unknown = once.signal;
+  if (signal !== undefined && !(typeof signal === 'object' && signal !== null && typeof (signal as AbortSignal).aborted === 'boolean' && typeof (signal as AbortSignal).addEventListener === 'function')) {
+    throw new TypeError('client.fetch: once.signal must be an AbortSignal');
+  }
+  return once;
+}
+
+/** Methods fetch refuses to send (Fetch standard, "forbidden method"). */
+const FORBIDDEN_METHODS: ReadonlySet<string> = new Set(['CONNECT', 'TRACE', 'TRACK']);
+
+/**
+ * What fetch would refuse before sending, refused before anything is recorded: otherwise the
+ * refusal would read as an attempt of unknown outcome and leave the ref ambiguous for good.
+ */
+function checkSendable(req: PlainRequest): void {
+  let protocol: string;
+  try {
+    protocol = new URL(req.url).protocol;
+  } catch (cause) {
+    throw new TypeError(`invalid URL ${JSON.stringify(req.url)}: an absolute URL is required`, { cause });
+  }
+  if (protocol !== 'http:' && protocol !== 'https:') throw new TypeError(`client.fetch: a once-only request needs an http: or https: URL, got ${protocol}`);
+  if (FORBIDDEN_METHODS.has(req.method)) throw new TypeError(`client.fetch: fetch does not send ${req.method} requests`);
+  if ((req.method === 'GET' || req.method === 'HEAD') && req.body !== undefined && req.body !== null) {
+    throw new TypeError(`client.fetch: a ${req.method} request cannot have a body`);
+  }
 }
 
 /** Adapts a user lookup (Response | null) to a stored snapshot. */
@@ -161,7 +207,7 @@ async function sendAttempt(
   ctx: AttemptContext,
 ): Promise<AttemptOutcome> {
   const headers = new Headers(req.headers);
-  headers.set(opts.keyHeader, opts.quoteKey ? `"${ctx.key}"` : ctx.key);
+  headers.set(opts.keyHeader, opts.quoteKey ? quoteKey(ctx.key) : ctx.key);
   // The caller's classify may throw (or return no class): the default stands, the error goes to the caller.
   const decide = (input: Parameters<typeof applyOverride>[1], computed: Classification): { classification: Classification; fault?: unknown } => {
     try {

@@ -87,9 +87,26 @@ export async function captureBody(
     return { bytes: new Uint8Array(body.slice(0)), impliedContentType: undefined };
   }
   if (typeof ReadableStream !== 'undefined' && body instanceof ReadableStream) {
+    // As fetch does, refuse a stream already read from or locked: the rest of it is not the body.
+    if (body.locked || isDisturbed(body)) throw new TypeError('a request body stream must not be locked or already read from');
     return { bytes: await readStream(body as ReadableStream<unknown>, maxBytes), impliedContentType: undefined };
   }
   throw new TypeError(`oncefetch cannot capture a request body of type ${describeBody(body)}`);
+}
+
+/** Whether `stream` was read from, by asking the platform's `Response`, which refuses such a stream. */
+function isDisturbed(stream: ReadableStream): boolean {
+  const node = (globalThis as { process?: { getBuiltinModule?: (id: string) => unknown } }).process;
+  const streams = typeof node?.getBuiltinModule === 'function' ? (node.getBuiltinModule('node:stream') as { isDisturbed?: (s: unknown) => boolean } | undefined) : undefined;
+  if (typeof streams?.isDisturbed === 'function') return streams.isDisturbed(stream);
+  try {
+    // Browsers: constructing a Response from a disturbed stream throws; from a fresh one it locks
+    // nothing until read, and the stream is read below through its own reader anyway.
+    new Response(stream);
+    return false;
+  } catch {
+    return true;
+  }
 }
 
 async function readStream(stream: ReadableStream<unknown>, maxBytes: number): Promise<Uint8Array<ArrayBuffer>> {

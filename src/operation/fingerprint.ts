@@ -9,7 +9,7 @@
 import { canonicalJson, canonicalizeJsonText } from './canonical-json.js';
 
 /** Version tag at the head of every framed input; bump it if the framing ever changes. */
-const FRAME_TAG = 'oncefetch-fp-v1\n';
+const FRAME_TAG = 'oncefetch-fp-v2\n';
 
 /** RFC 9110 `token`: what an HTTP method may be made of (and never a newline). */
 const METHOD_TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
@@ -20,8 +20,9 @@ const JSON_MEDIA_TYPE = /^(?:application\/json|[^\s/;]+\/[^\s/;]+\+json)$/;
  * Normalises a URL for fingerprinting: lower-cased scheme and host, default port removed, an
  * empty path becomes `/` (the WHATWG URL parser does these for http and https), query
  * parameters sorted stably by name (values of equal names keep their order), empty query
- * segments and the fragment removed. Userinfo is removed too: credentials are not part of a
- * request's identity (fetch refuses such URLs anyway) and must not reach a store.
+ * segments and the fragment removed. A URL with credentials (userinfo) is refused, as fetch
+ * refuses it: removing them would make two users' requests one operation, and keeping them
+ * would put secrets in a store.
  *
  * The path is kept as the URL parser serialises it, which is what fetch sends. Query pairs are
  * compared as written, without decoding, so `a=%20` and `a=+` stay distinct: a false conflict is
@@ -29,7 +30,7 @@ const JSON_MEDIA_TYPE = /^(?:application\/json|[^\s/;]+\/[^\s/;]+\+json)$/;
  *
  * @param url - an absolute URL (resolve relative ones against the page first)
  * @returns the normalised URL text
- * @throws TypeError when `url` is not a valid absolute URL
+ * @throws TypeError when `url` is not a valid absolute URL, or carries credentials
  * @example
  * ```ts
  * normaliseUrl('HTTPS://API.Example.com:443/orders?b=2&a=1#top');
@@ -43,9 +44,11 @@ export function normaliseUrl(url: string): string {
   } catch (cause) {
     throw new TypeError(`invalid URL ${JSON.stringify(url)}: an absolute URL is required`, { cause });
   }
+  if (parsed.username !== '' || parsed.password !== '') {
+    // fetch refuses such URLs; stripping them would make two users' requests one operation.
+    throw new TypeError('a URL with credentials (user:password@) cannot be sent; pass an Authorization header instead');
+  }
   parsed.hash = '';
-  parsed.username = '';
-  parsed.password = '';
   // Special schemes (http, https, ...) already have a lower-cased host; opaque hosts do not.
   const host = parsed.hostname.toLowerCase();
   if (host !== parsed.hostname) parsed.hostname = host;
@@ -72,6 +75,23 @@ export function normaliseUrl(url: string): string {
  * isJsonContentType('text/plain'); // false
  * ```
  */
+/** A Content-Type compared: the essence lower-cased, parameters trimmed and sorted, charset lower-cased. */
+function mediaType(contentType: string | null | undefined): string {
+  if (contentType === null || contentType === undefined) return '';
+  const [essence = '', ...params] = contentType.split(';');
+  const normalised = params
+    .map((p) => p.trim())
+    .filter((p) => p !== '')
+    .map((p) => {
+      const eq = p.indexOf('=');
+      const name = (eq < 0 ? p : p.slice(0, eq)).trim().toLowerCase();
+      const value = eq < 0 ? '' : p.slice(eq + 1).trim();
+      return `${name}=${name === 'charset' ? value.toLowerCase() : value}`;
+    })
+    .sort();
+  return [essence.trim().toLowerCase(), ...normalised].join(';');
+}
+
 export function isJsonContentType(contentType: string | null | undefined): boolean {
   if (contentType === null || contentType === undefined) return false;
   const essence = (contentType.split(';', 1)[0] ?? '').trim().toLowerCase();
@@ -94,11 +114,13 @@ export interface FingerprintInput {
  * Computes the request fingerprint: lower-case hex SHA-256 over an unambiguous framing of the
  * upper-cased method, the {@link normaliseUrl normalised URL} and the body. Under a JSON content
  * type the body counts as its RFC 8785 canonical form (so key order and whitespace do not
- * matter); otherwise its exact bytes count.
+ * matter); otherwise its exact bytes count, with their media type (the Content-Type's essence
+ * lower-cased, its parameters sorted, a charset lower-cased).
  *
- * Framing: `oncefetch-fp-v1\n<METHOD>\n<url>\n` then `none`, or `json:<length>\n<canonical UTF-8>`,
- * or `bytes:<length>\n<bytes>`. The method is an HTTP token and the URL cannot hold a newline,
- * and the body is length-prefixed, so no two inputs share a frame.
+ * Framing: `oncefetch-fp-v2\n<METHOD>\n<url>\n` then `none`, or `json:<length>\n<canonical UTF-8>`,
+ * or `bytes:<media type>:<length>\n<bytes>`. The method is an HTTP token, the URL and the media
+ * type cannot hold a newline, and the body is length-prefixed (its length follows the last colon),
+ * so no two inputs share a frame.
  *
  * @param input - method, URL, body bytes and content type
  * @returns 64 lower-case hex characters
@@ -121,7 +143,8 @@ export async function fingerprintRequest(input: FingerprintInput): Promise<strin
     const canonical = encoder.encode(canonicalBodyText(input.body, input.contentType ?? ''));
     return sha256Hex([encoder.encode(`${head}json:${canonical.byteLength}\n`), canonical]);
   }
-  return sha256Hex([encoder.encode(`${head}bytes:${input.body.byteLength}\n`), input.body]);
+  // Bytes mean what their media type says: the same bytes as text/plain and as a form are two requests.
+  return sha256Hex([encoder.encode(`${head}bytes:${mediaType(input.contentType)}:${input.body.byteLength}\n`), input.body]);
 }
 
 /**

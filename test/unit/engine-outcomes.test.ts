@@ -330,6 +330,66 @@ describe('what is stored', () => {
   });
 });
 
+// Regressions (adversarial run). Each input fetch itself would refuse, or that would make two
+// intents one operation, is a TypeError before anything is recorded or sent.
+describe('inputs refused before anything is recorded', () => {
+  const refused = async (input: RequestInfo | URL, init: RequestInit & { once?: unknown }, message: RegExp, options: OnceClientOptions = {}) => {
+    const { fetch, calls } = scriptedFetch([created()]);
+    const { client } = makeClient(fetch, options);
+    const error = await client.fetch(input, init as RequestInit & { once?: OnceOptions }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(TypeError);
+    expect((error as Error).message).toMatch(message);
+    expect(calls).toHaveLength(0);
+    expect(await client.get(SCOPE)).toBeUndefined();
+  };
+
+  it('a URL with credentials (two users would be one operation)', () =>
+    refused('https://alice:pw@api.example.test/orders', orderInit(), /URL with credentials/));
+  it('a GET with a body', () => refused(URL_ORDERS, { ...orderInit(), method: 'GET' }, /GET request cannot have a body/));
+  it('a scheme fetch does not send', () => refused('ftp://api.example.test/orders', orderInit(), /needs an http: or https: URL/));
+  it('a forbidden method', () => refused(URL_ORDERS, { ...orderInit(), method: 'TRACE' }, /does not send TRACE/));
+  it('once: null', () => refused(URL_ORDERS, { ...orderInit(), once: null }, /once must be an options object/));
+  it('an empty once.ref', () => refused(URL_ORDERS, orderInit({ ...SCOPE, ref: '' }), /once\.ref must be a non-empty string/));
+  it('a once.classify that is not a function', () => refused(URL_ORDERS, { ...orderInit(), once: { ...SCOPE, classify: 'terminal' } }, /once\.classify must be a function/));
+  it('a once.lookup that is not a function', () => refused(URL_ORDERS, { ...orderInit(), once: { ...SCOPE, lookup: 'nope' } }, /once\.lookup must be a function/));
+  it('a body stream already read from (the rest is not the body)', async () => {
+    const stream = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('{"amount":1'));
+        controller.enqueue(new TextEncoder().encode('00}'));
+        controller.close();
+      },
+    });
+    const reader = stream.getReader();
+    await reader.read();
+    reader.releaseLock();
+    await refused(URL_ORDERS, { ...orderInit(), body: stream, duplex: 'half' } as RequestInit, /must not be locked or already read from/);
+  });
+
+  it('the same bytes under another media type are another request: IdempotencyConflictError', async () => {
+    const { fetch, calls } = scriptedFetch([created(), created('o-2')]);
+    const { client } = makeClient(fetch);
+    const as = (type: string): RequestInit & { once: OnceOptions } => ({ method: 'POST', headers: { 'content-type': type }, body: 'a=1', once: SCOPE });
+    expect((await client.fetch(URL_ORDERS, as('application/x-www-form-urlencoded'))).status).toBe(201);
+    await expect(client.fetch(URL_ORDERS, as('text/plain'))).rejects.toBeInstanceOf(IdempotencyConflictError);
+    // the same media type written differently is the same request
+    expect((await client.fetch(URL_ORDERS, as(' Application/X-WWW-Form-Urlencoded'))).headers.get(REPLAYED_HEADER)).toBe('true');
+    expect(calls).toHaveLength(1);
+  });
+
+  it('quoteKey: a caller key with a quote or a backslash goes out as a valid RFC 8941 string, and is adopted unquoted', async () => {
+    const { fetch, calls } = scriptedFetch([created()]);
+    const { client } = makeClient(fetch, { quoteKey: true });
+    const key = 'a"b\\c';
+    await client.fetch(URL_ORDERS, { ...orderInit(), headers: { 'content-type': 'application/json', 'idempotency-key': key } });
+    expect(calls[0]?.headers.get('idempotency-key')).toBe('"a\\"b\\\\c"');
+    // a caller's key given quoted is the same key
+    const quoted = await client.fetch(URL_ORDERS, { ...orderInit(), headers: { 'content-type': 'application/json', 'idempotency-key': '"a\\"b\\\\c"' } });
+    expect(quoted.headers.get(REPLAYED_HEADER)).toBe('true');
+    expect(calls).toHaveLength(1);
+  });
+});
+
 describe('inputs', () => {
   it('once: false on a POST bypasses the store: plain fetch, no key, nothing recorded', async () => {
     const { fetch, calls } = scriptedFetch([created('o-1'), created('o-2')]);
