@@ -2,8 +2,8 @@
  * oncefetch — one logical request, at most one business effect.
  *
  * The Node entry: `createClient()` defaults to the embedded SQLite store and
- * a fetch-compatible transport on undici's `request` (no fetch layer; it does not
- * decompress responses).
+ * a fetch-compatible transport on undici's `request` (no fetch layer; it asks for no
+ * compression, and a request that sets `accept-encoding` goes through undici's fetch).
  *
  * @example
  * ```ts

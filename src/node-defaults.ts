@@ -111,7 +111,8 @@ function failedBody(error: unknown, signal: AbortSignal | null | undefined): Rea
  * (`UND_ERR_CONNECT_TIMEOUT`, `ECONNREFUSED`, `UND_ERR_SOCKET`, …), an abort
  * rejects with `signal.reason`, a body cut short fails its read with
  * `TypeError('terminated')`. Unlike fetch, it does not ask for compressed
- * responses (no `accept-encoding` unless you set one) and does not decompress;
+ * responses; a request that sets `accept-encoding` goes to undici's `fetch`,
+ * which decodes what comes back;
  * small bodies (`content-length` ≤ 64 KiB) are read before the promise resolves.
  *
  * @example
@@ -141,7 +142,11 @@ export function requestFetch(): typeof globalThis.fetch {
     let method = normaliseMethod(init.method ?? 'GET');
     let body = plain.body;
     if (body !== null && (method === 'GET' || method === 'HEAD')) throw new TypeError('Request with GET/HEAD method cannot have body.');
+    const parsed = url.includes('@') && URL.canParse(url) ? new URL(url) : undefined; // parse only what may hold userinfo
+    if (parsed !== undefined && (parsed.username !== '' || parsed.password !== '')) throw new TypeError('Request cannot be constructed from a URL that includes credentials');
     const headers = requestHeaders(init, plain.type);
+    // A caller asking for compressed responses gets them decoded, as from fetch: undici's fetch does that.
+    if (headers['accept-encoding'] !== undefined) return fallback(input, init);
     const signal = init.signal ?? undefined;
     signal?.throwIfAborted();
     for (let redirects = 0; ; redirects++) {

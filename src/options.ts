@@ -55,7 +55,7 @@ export interface OnceClientOptions {
   store?: OnceStore;
   /** tenant of every operation unless the call names one @default 'default' */
   tenant?: string;
-  /** the transport @default a fetch-compatible transport on undici's `request` on Node (it does not decompress responses); the page's `fetch` in browsers */
+  /** the transport @default a fetch-compatible transport on undici's `request` on Node (it asks for no compression; `accept-encoding` requests go through undici's fetch, which decodes); the page's `fetch` in browsers */
   fetch?: typeof globalThis.fetch;
   /** request header that carries the key @default 'Idempotency-Key' */
   keyHeader?: string;

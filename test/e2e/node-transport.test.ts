@@ -5,8 +5,10 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { classifyError } from '../../src/classify/classify.js';
+import { createClient, memoryStore } from '../../src/index.js';
 import { requestFetch } from '../../src/node-defaults.js';
 
 let server: Server;
@@ -21,6 +23,14 @@ function handle(req: IncomingMessage, res: ServerResponse, body: string): void {
       res.writeHead(201, 'Made', { 'content-type': 'application/json', 'x-multi': ['a', 'b'], 'set-cookie': ['s=1', 't=2'] });
       res.end(JSON.stringify({ method: req.method, body, key: req.headers['idempotency-key'] ?? null }));
       return;
+    case '/gzip': {
+      // compressed only when asked, as servers do
+      const wants = /gzip/.test(String(req.headers['accept-encoding'] ?? ''));
+      const json = JSON.stringify({ ok: true, method: req.method });
+      res.writeHead(201, { 'content-type': 'application/json', ...(wants ? { 'content-encoding': 'gzip' } : {}) });
+      res.end(wants ? gzipSync(json) : json);
+      return;
+    }
     case '/empty':
       res.writeHead(204);
       res.end();
@@ -126,6 +136,23 @@ describe('requestFetch (the default Node transport)', () => {
     expect(streamed.bodyUsed).toBe(true);
     const blob = await (await fetch(`${base}/echo`, { method: 'POST', body: 'z' })).blob();
     expect(blob.type).toBe('application/json');
+  });
+
+  // Regression (adversarial run): a caller's accept-encoding got a gzip body with its
+  // content-encoding header dropped by the client, so res.json() failed; fetch decodes.
+  it('a request that sets accept-encoding gets the body decoded, as from fetch (also through the client)', async () => {
+    const direct = await fetch(`${base}/gzip`, { method: 'POST', headers: { 'accept-encoding': 'gzip' }, body: '{}' });
+    expect(await direct.json()).toEqual({ ok: true, method: 'POST' });
+    const client = createClient({ store: memoryStore() });
+    const res = await client.fetch(`${base}/gzip`, { method: 'POST', headers: { 'accept-encoding': 'gzip', 'content-type': 'application/json' }, body: '{}', once: { action: 'gz', ref: 'gz-1' } });
+    expect(await res.json()).toEqual({ ok: true, method: 'POST' });
+    const replay = await client.fetch(`${base}/gzip`, { method: 'POST', headers: { 'accept-encoding': 'gzip', 'content-type': 'application/json' }, body: '{}', once: { action: 'gz', ref: 'gz-1' } });
+    expect(await replay.json()).toEqual({ ok: true, method: 'POST' });
+    await client.close();
+  });
+
+  it('refuses a URL with credentials, as fetch does', async () => {
+    await expect(fetch(base.replace('http://', 'http://user:pw@') + '/echo', { method: 'POST', body: 'x' })).rejects.toThrow(/includes credentials/);
   });
 
   it('refuses a GET or HEAD with a body, as fetch does', async () => {
