@@ -50,7 +50,10 @@ import {
 export interface IndexedDbStoreOptions {
   /** the IndexedDB database @default 'oncefetch' */
   dbName?: string | undefined;
-  /** the object store inside it @default 'records' */
+  /**
+   * the object store inside it, created with the database: one oncefetch store per database (for
+   * a second one, use another `dbName`) @default 'records'
+   */
   storeName?: string | undefined;
   /**
    * Durability of every write transaction.
@@ -129,7 +132,11 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
       const records = request.result.createObjectStore(storeName);
       records.createIndex(STATE_INDEX, 'state');
     };
-    const opened = promisifyRequest(request);
+    const opened = promisifyRequest(request).then((db) => {
+      if (db.objectStoreNames.contains(storeName)) return db;
+      db.close();
+      throw new StoreError(`${name}: database "${dbName}" exists without an object store "${storeName}"; each database holds one oncefetch store, so use another dbName`);
+    });
     connection = opened;
     opened.then(
       (db) => {

@@ -66,6 +66,20 @@ describe('indexedDbStore', () => {
     expect(() => indexedDbStore({ durability: 'disk' as never })).toThrow(TypeError);
   });
 
+  // Regression (adversarial run): a second storeName in an existing database failed on every call
+  // with an IndexedDB NotFoundError; it now says what to do at once.
+  it('a second storeName in an existing database: a StoreError that says to use another dbName', async () => {
+    const dbName = freshDbName();
+    const first = indexedDbStore({ dbName });
+    expect(await first.get('none')).toBeUndefined();
+    await first.close();
+    const second = indexedDbStore({ dbName, storeName: 'other' });
+    const error = await storeError(second.get('none'));
+    expect(error.message).toMatch(/exists without an object store "other".*use another dbName/);
+    await second.close();
+    await deleteIdb(dbName);
+  });
+
   it('asks for strict durability on every write transaction by default, relaxed when told', async () => {
     const seen: Array<string | undefined> = [];
     const original = IDBDatabase.prototype.transaction;
@@ -161,7 +175,7 @@ describe('indexedDbStore', () => {
     const store = indexedDbStore({ dbName });
     const error = await storeError(store.get('x'));
     expect(error.message).toContain(`indexeddb:${dbName}/records`);
-    expect(error.message).toMatch(/NotFoundError/);
+    expect(error.message).toMatch(/exists without an object store "records"/);
     await store.close();
     await deleteIdb(dbName);
   });
