@@ -232,7 +232,7 @@ async function sendAttempt(
   const bodyText = needsBody(response.status) ? new TextDecoder().decode(bytes.subarray(0, 4096)) : undefined;
   const computed = classifyResponse({ status: response.status, headers: response.headers, bodyText }, opts.now());
   const snapshot = responseSnapshot(response, bytes, 'attempt', opts.sensitiveHeaders, opts.maxStoredBodyBytes);
-  const live: LiveBody = { bytes, headers: response.headers };
+  const live: LiveBody = { bytes, headers: response.headers, url: response.url, redirected: response.redirected };
   if (override === undefined) return { classification: computed, snapshot, live };
   return { ...decide({ response: buildResponse(snapshot, live, false) }, computed), snapshot, live };
 }

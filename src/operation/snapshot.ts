@@ -78,6 +78,9 @@ const NULL_BODY_STATUS = new Set([101, 103, 204, 205, 304]);
 export interface LiveBody {
   bytes: Uint8Array;
   headers: Headers;
+  /** the final URL, after redirects, as the transport's response gave it */
+  url?: string;
+  redirected?: boolean;
 }
 
 /**
@@ -97,5 +100,9 @@ export function buildResponse(snapshot: ResultSnapshot, live: LiveBody | undefin
   // Response copies the bytes it is given, so one live body can serve several callers.
   const bytes = (live?.bytes ?? fromBase64(snapshot.body)) as Uint8Array<ArrayBuffer>;
   const init: ResponseInit = { status: snapshot.status, statusText: snapshot.statusText, headers };
-  return new Response(NULL_BODY_STATUS.has(snapshot.status) ? null : bytes, init);
+  const response = new Response(NULL_BODY_STATUS.has(snapshot.status) ? null : bytes, init);
+  // The live caller sees where the request ended up, as from fetch (a replay has no live URL).
+  if (live?.url !== undefined && live.url !== '') Object.defineProperty(response, 'url', { value: live.url });
+  if (live?.redirected === true) Object.defineProperty(response, 'redirected', { value: true });
+  return response;
 }

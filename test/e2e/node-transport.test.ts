@@ -189,6 +189,20 @@ describe('requestFetch (the default Node transport)', () => {
     await expect(fetch(`${base}/loop`)).rejects.toThrow(TypeError);
   });
 
+  // Regression (adversarial run): the client's Response had url '' and redirected false.
+  it("through the client, the live Response keeps the transport's url and redirected; a replay has no live URL", async () => {
+    const client = createClient({ store: memoryStore() });
+    const call = () => client.fetch(`${base}/redirect-307`, { method: 'POST', body: 'same', once: { action: 'rd', ref: 'rd-1' } });
+    const live = await call();
+    expect(live.url).toBe(`${base}/echo?from=307`);
+    expect(live.redirected).toBe(true);
+    expect(await live.json()).toMatchObject({ method: 'POST', body: 'same' });
+    const replay = await call();
+    expect(replay.headers.get('oncefetch-replayed')).toBe('true');
+    expect(replay.url).toBe('');
+    await client.close();
+  });
+
   it('an abort rejects with signal.reason, before and during the request', async () => {
     const reason = new Error('stop');
     await expect(fetch(`${base}/echo`, { signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
