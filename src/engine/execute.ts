@@ -437,13 +437,17 @@ export class Engine {
       const settleAt = settledAt(owned.rec, this.opts.settleMs);
       const askedAt = this.opts.now();
       const first = await lookup();
-      if (first.kind !== 'absent' || this.opts.providerDedupes || askedAt >= settleAt) return first;
+      // A provider that dedupes makes an early "absent" enough for a same-key resend, but not for a
+      // requested cancel: that one needs proof that nothing was delivered.
+      const resendWillDo = this.opts.providerDedupes && owned.rec.cancelRequestedAt === null;
+      if (first.kind !== 'absent' || askedAt >= settleAt) return { ...first, settled: true };
+      if (resendWillDo) return { ...first, settled: false };
       const waitMs = Math.max(0, settleAt - this.opts.now());
       if (waitMs > deadline.remaining(this.opts.now())) {
         throw await this.stop(owned, new DeadlineExceededError(`the lookup of ${text(scope)} said absent, but the attempt may still take effect for ${waitMs} ms, past the deadline; the record stays ambiguous`, { scope }));
       }
       await sleep(waitMs, deadline.signal);
-      return lookup();
+      return { ...(await lookup()), settled: true };
     });
     this.emit({ type: 'lookup', scope, at: this.opts.now(), outcome: result.kind });
     switch (result.kind) {
@@ -451,7 +455,7 @@ export class Engine {
         await owned.commit({ type: 'lookup_found', result: result.snapshot, detail: result.detail });
         return;
       case 'absent':
-        await owned.commit({ type: 'lookup_absent', detail: result.detail });
+        await owned.commit({ type: 'lookup_absent', detail: result.detail, settled: result.settled });
         return;
       case 'unknown':
       case 'none': {

@@ -39,6 +39,8 @@ function codeOf(r: OperationRecord, f: Facts): DiagnosisCode {
       return 'succeeded';
     case 'failed':
       if (last?.class === 'conflict' || r.error?.code === 'IDEMPOTENCY_CONFLICT') return 'payload_changed';
+      // A refusal of a same-key resend says nothing of an earlier attempt that may have acted.
+      if (f.earlierUnresolved) return 'unknown';
       return last?.class === 'terminal' ? 'terminal_client_error' : 'unknown';
     case 'in_flight':
       return f.staleLease ? 'stale_lease' : 'concurrent_duplicates';
@@ -48,8 +50,9 @@ function codeOf(r: OperationRecord, f: Facts): DiagnosisCode {
       return last?.class === 'ambiguous' ? 'timeout_before_response' : 'unknown';
     case 'pending':
       if (r.attempts.every((a) => a.class === 'not_sent')) return 'never_sent';
-      if (last?.class === 'ambiguous' || last?.finishedAt === null) return 'timeout_before_response';
       if (last?.class === 'retryable' && last.status === 409) return 'concurrent_duplicates';
+      // an earlier attempt that may have acted, only cleared for a same-key resend, still decides
+      if (last?.class === 'ambiguous' || last?.finishedAt === null || f.earlierUnresolved) return 'timeout_before_response';
       return last?.class === 'retryable' || last?.class === 'not_sent' ? 'retryable_backoff' : 'unknown';
   }
 }
@@ -63,7 +66,10 @@ function summaryOf(code: DiagnosisCode, r: OperationRecord, f: Facts): string {
         ? `A lookup found the effect (status ${r.result.status}) after attempt ${n} ended without an answer.`
         : `Attempt ${r.attempts.findLast((a) => a.class === 'success')?.number ?? n} got ${r.result?.status ?? 'a 2xx'}; later calls replay it.`;
     case 'cancelled':
-      return r.attempts.length === 0 ? 'Cancelled before anything was sent.' : 'Cancelled: a lookup found nothing delivered after the cancel was requested.';
+      if (r.attempts.length === 0) return 'Cancelled before anything was sent.';
+      return f.lookups.some((l) => l.outcome === 'absent')
+        ? 'Cancelled: a lookup found nothing delivered after the cancel was requested.'
+        : 'Cancelled: no attempt could have been delivered (each was refused or never left).';
     case 'terminal_client_error':
       return `The provider refused the request with ${last?.status ?? 'a terminal error'} (${last?.reason ?? ''}): a caller defect; retrying unchanged input will not help.`;
     case 'payload_changed':
@@ -77,6 +83,9 @@ function summaryOf(code: DiagnosisCode, r: OperationRecord, f: Facts): string {
         ? `Attempt ${n} got 409 "in progress": an earlier request with this key was still being processed; one owner, one key.`
         : `Another owner (${r.lease?.owner ?? '?'}) holds the operation under a live lease until ${iso(r.lease?.expiresAt ?? r.updatedAt)}; other calls wait for it.`;
     case 'timeout_before_response':
+      if (r.state === 'pending' && f.earlierUnresolved && last?.class !== 'ambiguous' && last?.finishedAt !== null) {
+        return `An earlier attempt may have reached the provider and nothing settled it (it was only cleared for a same-key resend); attempt ${n} then got ${last?.reason ?? 'no outcome'}. Resend only with the same key, where the provider dedupes.`;
+      }
       return r.state === 'pending'
         ? `Attempt ${n} ended without an answer (${last?.reason ?? 'no outcome'}); ${f.lookups.some((l) => l.outcome === 'absent') ? 'a lookup then found no effect' : 'the provider dedupes by key'}, so it may be resent with the same key.`
         : `Attempt ${n} may have reached the provider but no answer came (${last?.reason ?? 'no outcome'}); not resent.`;

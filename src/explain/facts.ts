@@ -27,6 +27,12 @@ export interface Facts {
    * it (with the schema) in a chunk shared with the browser entry
    */
   terminal: boolean;
+  /**
+   * an attempt before the last one may have reached the provider (unfinished, ambiguous or 409),
+   * and no settled "absent" lookup came after it: cleared at most for a same-key resend (the
+   * same test as `deliveryUnresolved` in record.ts, on the earlier attempts)
+   */
+  earlierUnresolved: boolean;
   /** the key is past `0.9 · providerRetentionMs` */
   keyPastCutoff: boolean;
   keyAgeMs: number;
@@ -57,6 +63,8 @@ export function iso(ms: number): string {
 function lookupOf(at: number, detail: string): HandoffLookup {
   if (detail.startsWith('found:')) return { at, outcome: 'found', detail };
   if (detail.startsWith('absent:')) return { at, outcome: 'absent', detail };
+  // asked before settleMs, trusted only because the provider dedupes: a same-key resend, no proof
+  if (detail.startsWith('absent before settleMs')) return { at, outcome: 'resend', detail };
   if (detail.startsWith('resend with the same key')) return { at, outcome: 'resend', detail };
   return { at, outcome: 'unknown', detail };
 }
@@ -96,6 +104,12 @@ function contradictionsOf(record: OperationRecord, lookups: HandoffLookup[], pro
   }
   if (record.state === 'succeeded' && record.result === null) found.push('the record is succeeded but holds no result');
   return found;
+}
+
+function earlierUnresolved(record: OperationRecord): boolean {
+  const risky = record.attempts.slice(0, -1).findLast((a) => a.finishedAt === null || !(a.class === 'not_sent' || (a.class === 'retryable' && a.status !== 409)));
+  if (risky === undefined) return false;
+  return !record.evidence.some((e) => e.kind === 'lookup' && e.generation > risky.generation && e.detail.startsWith('absent:'));
 }
 
 /** Business effects the record alone proves, else `'unknown'`. */
@@ -155,6 +169,7 @@ export function factsOf(record: OperationRecord, now: number, providerRetentionM
     staleLease: record.state === 'in_flight' && !liveLease,
     liveLease,
     terminal: record.state === 'succeeded' || record.state === 'failed' || record.state === 'cancelled',
+    earlierUnresolved: earlierUnresolved(record),
     keyPastCutoff: now >= resendCutoffAt,
     keyAgeMs,
     resendCutoffAt,

@@ -46,17 +46,20 @@ function unsettled(c: Ctx, lead: string[]): Decision {
     `${atProvider(c, '0 or 1')} Two would be a duplicate.`,
     `After reconciliation, ${showCmd(c)} shows succeeded (found) or pending (absent) and a new lookup line.`,
   ];
+  const cancelRequested = c.r.cancelRequestedAt !== null;
   if (c.p.lookupRegistered) {
     return {
       plan: [
         ...lead,
         `Look up first: run client.recover() (or call again with the same ref and payload); the lookup registered for '${c.action}' asks the provider whether it took effect.`,
-        `found → succeeded, later calls replay it; absent → the next call resends with the same key ${c.key}; unknown → it stays ambiguous: escalate then.`,
+        cancelRequested
+          ? 'found → succeeded (delivery won over the cancel requested); absent → cancelled, nothing is sent; unknown → it stays ambiguous: escalate then.'
+          : `found → succeeded, later calls replay it; absent → the next call resends with the same key ${c.key}; unknown → it stays ambiguous: escalate then.`,
       ],
       verification,
     };
   }
-  if (c.p.providerDedupes && !c.f.keyPastCutoff) {
+  if (c.p.providerDedupes && !c.f.keyPastCutoff && !cancelRequested) {
     return {
       plan: [
         ...lead,
@@ -65,9 +68,11 @@ function unsettled(c: Ctx, lead: string[]): Decision {
       verification,
     };
   }
-  const why = c.p.providerDedupes
-    ? `the key is past ${iso(c.f.resendCutoffAt)} (90 % of the provider's retention), so the provider may no longer recognise it`
-    : `no lookup is registered for '${c.action}' and the provider does not dedupe by key`;
+  const why = cancelRequested
+    ? `a cancel was requested at ${iso(c.r.cancelRequestedAt ?? 0)}, which withdrew the authority to send, and no lookup is registered for '${c.action}'`
+    : c.p.providerDedupes
+      ? `the key is past ${iso(c.f.resendCutoffAt)} (90 % of the provider's retention), so the provider may no longer recognise it`
+      : `no lookup is registered for '${c.action}' and the provider does not dedupe by key`;
   return {
     plan: [
       `Do not resend: ${why}; a resend could create a second effect.`,
@@ -154,6 +159,17 @@ function decideCode(code: DiagnosisCode, c: Ctx): Decision {
     case 'timeout_before_response':
       if (r.state === 'pending') {
         const absent = f.lookups.some((l) => l.outcome === 'absent');
+        if (!absent && !c.p.providerDedupes) {
+          // Cleared only for a same-key resend, by a client that declared a deduplicating provider.
+          return {
+            plan: [
+              `Do not call again from a client without providerDedupes: the record was cleared only for a same-key resend (key ${c.key}), not by a lookup, and an earlier attempt may have acted.`,
+              `Check at the provider whether an effect exists for ref '${c.ref}'; call again only from a client whose provider dedupes by key.`,
+            ],
+            verification: [`${atProvider(c, '0 or 1')} Two would be a duplicate.`],
+            escalation: 'The record may be resent only with the same key to a provider that dedupes, and this policy says the provider does not.',
+          };
+        }
         return {
           plan: [
             absent

@@ -338,7 +338,16 @@ export type RecordEvent =
       result: ResultSnapshot | null;
     }
   | { type: 'lookup_found'; result: ResultSnapshot; detail: string }
-  | { type: 'lookup_absent'; detail: string }
+  | {
+      type: 'lookup_absent';
+      detail: string;
+      /**
+       * false when the lookup was asked before `settleMs` had passed (trusted at once only because
+       * the provider dedupes): enough for a same-key resend, no proof that nothing was delivered.
+       * @default true
+       */
+      settled?: boolean;
+    }
   | { type: 'lookup_unknown'; detail: string }
   | { type: 'resend_after_ambiguous'; detail: string }
   | { type: 'stopped'; code: string; message: string }
@@ -418,7 +427,8 @@ function targetState(record: OperationRecord, event: RecordEvent): OperationStat
     case 'lookup_found':
       return 'succeeded';
     case 'lookup_absent':
-      return record.cancelRequestedAt === null ? 'pending' : 'cancelled';
+      // Only a settled "absent" proves that nothing was delivered, which is what cancelled means.
+      return record.cancelRequestedAt === null || event.settled === false ? 'pending' : 'cancelled';
     case 'resend_after_ambiguous':
       return 'pending';
     case 'cancel':
@@ -521,7 +531,7 @@ export function applyEvent(record: OperationRecord, event: RecordEvent, now: num
       note('lookup', `found: ${event.detail}`, event.result.status);
       break;
     case 'lookup_absent':
-      note('lookup', `absent: ${event.detail}`);
+      note('lookup', event.settled === false ? `absent before settleMs (a same-key resend is safe; no proof that nothing was delivered): ${event.detail}` : `absent: ${event.detail}`);
       break;
     case 'lookup_unknown':
       note('lookup', `unknown: ${event.detail}`);

@@ -104,7 +104,7 @@ export async function recover(engine: Engine, options: RecoverOptions = {}): Pro
         await owned.commit({ type: 'lookup_found', result: outcome.snapshot, detail: `recover: ${outcome.detail}` });
         report.resolved.push(scope);
       } else if (outcome.kind === 'absent') {
-        await owned.commit({ type: 'lookup_absent', detail: `recover: ${outcome.detail}` });
+        await owned.commit({ type: 'lookup_absent', detail: `recover: ${outcome.detail}`, settled: askedAt >= settleAt });
         await owned.commit({ type: 'release' });
         report.absent.push(scope);
       } else {

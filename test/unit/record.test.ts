@@ -64,6 +64,8 @@ describe('state machine', () => {
     ['cancel after not sent', [started, finished('not_sent'), { type: 'cancel' }], 'cancelled'],
     ['cancel after absent', [started, finished('ambiguous'), { type: 'lookup_absent', detail: 'x' }, { type: 'cancel' }], 'cancelled'],
     ['cancel when only cleared for a same-key resend', [started, finished('ambiguous'), { type: 'resend_after_ambiguous', detail: 'x' }, { type: 'cancel' }], 'ambiguous'],
+    ['cancel, then an "absent" asked before settleMs: not cancelled', [started, finished('ambiguous'), { type: 'cancel' }, { type: 'lookup_absent', detail: 'x', settled: false }], 'pending'],
+    ['cancel after an "absent" asked before settleMs: back to ambiguous', [started, finished('ambiguous'), { type: 'lookup_absent', detail: 'x', settled: false }, { type: 'cancel' }], 'ambiguous'],
     ['cancel after 409 in progress', [started, { type: 'attempt_finished', class: 'retryable', status: 409, reason: 'status 409 in progress', result: null }, { type: 'cancel' }], 'ambiguous'],
     ['cancel after a send a lookup had cleared, then a retryable answer', [started, finished('ambiguous'), { type: 'lookup_absent', detail: 'x' }, started, finished('retryable'), { type: 'cancel' }], 'cancelled'],
   ])('%s → %s', (_name, events, state) => {
