@@ -72,8 +72,9 @@ export function createClient(options: OnceClientOptions = {}): OnceClient {
   const wrapped = client.wrap();
   return {
     ...client,
-    fetch: (input, init) => client.fetch(absolute(input), init),
-    wrap: () => ((input: RequestInfo | URL, init?: RequestInit) => wrapped(absolute(input), init)) as typeof globalThis.fetch,
+    // async: a URL that cannot be resolved rejects, as from fetch, instead of throwing
+    fetch: async (input, init) => client.fetch(absolute(input), init),
+    wrap: () => (async (input: RequestInfo | URL, init?: RequestInit) => wrapped(absolute(input), init)) as typeof globalThis.fetch,
   };
 }
 

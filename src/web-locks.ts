@@ -53,7 +53,9 @@ export function webLocks(locks: LockManagerLike | undefined = navigatorLocks()):
       // Another tab has held the lock for inFlightWaitMs: go on without it; the
       // lease decides whether to wait for that tab or to take over.
       if (stopWaiting.signal.reason instanceof LockWaitTimeout) return body();
-      throw error;
+      // The Locks API refused (an opaque origin's SecurityError, say): the lock only spares the
+      // waiting side its polling, so go on without it; the store's lease and compare-and-set decide.
+      return body();
     } finally {
       cancelTimer();
       signal?.removeEventListener('abort', onAbort);

@@ -127,10 +127,16 @@ export class Engine {
   ) {}
 
   emit(event: OnceEvent): void {
-    try {
-      this.opts.onEvent?.(event);
-    } catch {
-      // a listener's failure must never change an operation's outcome
+    const listener = this.opts.onEvent;
+    if (listener !== undefined) {
+      try {
+        // Its own copy of the scope: a listener that edits it must not redirect the operation.
+        const returned: unknown = listener({ ...event, scope: { ...event.scope } } as OnceEvent);
+        // An async listener's rejection is as harmless as a throw (never an unhandled rejection).
+        if (typeof (returned as PromiseLike<unknown> | undefined)?.then === 'function') (returned as Promise<unknown>).then(undefined, () => undefined);
+      } catch {
+        // a listener's failure must never change an operation's outcome
+      }
     }
     this.telemetry?.event(event);
   }

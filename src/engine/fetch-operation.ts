@@ -183,6 +183,9 @@ function checkSendable(req: PlainRequest): void {
   }
   if (protocol !== 'http:' && protocol !== 'https:') throw new TypeError(`client.fetch: a once-only request needs an http: or https: URL, got ${protocol}`);
   if (FORBIDDEN_METHODS.has(req.method)) throw new TypeError(`client.fetch: fetch does not send ${req.method} requests`);
+  // A no-cors request drops every header that is not CORS-safelisted, the key among them, and its
+  // response is opaque: it can be neither deduplicated nor classified.
+  if (req.rest['mode'] === 'no-cors') throw new TypeError(`client.fetch: a once-only request cannot use mode 'no-cors' (the browser drops the key header and hides the response)`);
   if ((req.method === 'GET' || req.method === 'HEAD') && req.body !== undefined && req.body !== null) {
     throw new TypeError(`client.fetch: a ${req.method} request cannot have a body`);
   }

@@ -83,6 +83,10 @@ export async function recover(engine: Engine, options: RecoverOptions = {}): Pro
       const cas = await store.compareAndSet(found.id, found.generation, taken);
       if (!cas.ok) continue; // someone else is on it
       const owned = new OwnedRecord(taken, store, owner, now);
+      if (found.lease !== null && found.lease.owner !== owner) {
+        engine.stats.takeovers++;
+        engine.emit({ type: 'takeover', scope, at: now(), previousOwner: found.lease.owner, previousState: found.state });
+      }
       // A registered lookup answers with a Response; a client.run() operation (no request) replays a
       // value, so only its own call's lookup can settle it.
       const lookupFn = found.request === null ? undefined : lookups[found.action];

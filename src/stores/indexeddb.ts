@@ -127,7 +127,14 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
 
   const connect = (): Promise<IDBDatabase> => {
     if (connection !== undefined) return connection;
-    const request = indexedDB.open(dbName, DB_VERSION);
+    let request: IDBOpenDBRequest;
+    try {
+      request = indexedDB.open(dbName, DB_VERSION);
+    } catch (cause) {
+      // Synchronous refusals (an opaque origin's SecurityError, no indexedDB at all) reject, never escape.
+      const detail = cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause);
+      return Promise.reject(new StoreError(`${name}: IndexedDB cannot be opened here (${detail})`, { cause }));
+    }
     request.onupgradeneeded = () => {
       const records = request.result.createObjectStore(storeName);
       records.createIndex(STATE_INDEX, 'state');

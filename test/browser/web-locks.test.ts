@@ -128,4 +128,14 @@ describe('webLocks', () => {
     expect(locks.held.size).toBe(0);
     expect(await exclusive('id', async () => 'next', wait)).toBe('next');
   });
+
+  // Regression (adversarial run in Chromium): in an opaque origin the Locks API throws
+  // SecurityError; the call failed with that raw DOMException. The lock is an optimisation only.
+  it('a Locks API that refuses (SecurityError) runs the body without the lock', async () => {
+    const refusing: LockManagerLike = {
+      request: () => Promise.reject(new DOMException('Access to the Locks API is denied in this context.', 'SecurityError')),
+    };
+    const exclusive = webLocks(refusing)!;
+    expect(await exclusive('id', async () => 'ran', { signal: undefined, maxWaitMs: 1_000 })).toBe('ran');
+  });
 });

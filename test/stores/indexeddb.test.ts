@@ -80,6 +80,23 @@ describe('indexedDbStore', () => {
     await deleteIdb(dbName);
   });
 
+  // Regression (adversarial run in Chromium): in an opaque origin indexedDB.open throws at once;
+  // inside the group commit's task that throw escaped and the call hung forever.
+  it.each([true, false])('indexedDB.open throwing synchronously is a StoreError, never a hang (groupCommit %s)', async (groupCommit) => {
+    const original = IDBFactory.prototype.open;
+    IDBFactory.prototype.open = function () {
+      throw new DOMException('access to the Indexed Database API is denied in this context', 'SecurityError');
+    };
+    try {
+      const store = indexedDbStore({ dbName: freshDbName(), groupCommit });
+      const error = await storeError(store.claim(sample()));
+      expect(error.message).toMatch(/IndexedDB cannot be opened here \(SecurityError/);
+      await store.close();
+    } finally {
+      IDBFactory.prototype.open = original;
+    }
+  });
+
   it('asks for strict durability on every write transaction by default, relaxed when told', async () => {
     const seen: Array<string | undefined> = [];
     const original = IDBDatabase.prototype.transaction;

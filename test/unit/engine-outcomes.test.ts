@@ -13,6 +13,7 @@ import {
   createClient,
   memoryStore,
 } from '../../src/index.js';
+import { applyEvent, newRecord } from '../../src/operation/record.js';
 import type { LookupFn, OnceClientOptions, OnceEvent, OnceOptions } from '../../src/index.js';
 
 const URL_ORDERS = 'https://api.example.test/orders';
@@ -345,6 +346,8 @@ describe('inputs refused before anything is recorded', () => {
 
   it('a URL with credentials (two users would be one operation)', () =>
     refused('https://alice:pw@api.example.test/orders', orderInit(), /URL with credentials/));
+  it("mode 'no-cors' (the browser drops the key header and hides the response)", () =>
+    refused(URL_ORDERS, { ...orderInit(), mode: 'no-cors' }, /cannot use mode 'no-cors'/));
   it('a GET with a body', () => refused(URL_ORDERS, { ...orderInit(), method: 'GET' }, /GET request cannot have a body/));
   it('a scheme fetch does not send', () => refused('ftp://api.example.test/orders', orderInit(), /needs an http: or https: URL/));
   it('a forbidden method', () => refused(URL_ORDERS, { ...orderInit(), method: 'TRACE' }, /does not send TRACE/));
@@ -600,5 +603,67 @@ describe('stats', () => {
       lookups: 1,
       takeovers: 0,
     });
+  });
+});
+
+// Regressions (adversarial run): an async onEvent that rejected crashed the process mid-call
+// (unhandled rejection); a listener that edited e.scope redirected the lookup (a second effect at
+// a provider that ignores keys); recover()'s takeovers were neither counted nor emitted.
+describe('events', () => {
+  it('an async listener that rejects changes nothing and leaves no unhandled rejection', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown): void => {
+      unhandled.push(reason);
+    };
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const { fetch, calls } = scriptedFetch([created()]);
+      const { client } = makeClient(fetch, { onEvent: async () => Promise.reject(new Error('log sink down')) });
+      expect((await client.fetch(URL_ORDERS, orderInit())).status).toBe(201);
+      await new Promise((r) => setTimeout(r, 20));
+      expect(unhandled).toEqual([]);
+      expect(calls).toHaveLength(1);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
+
+  it('a listener that edits e.scope does not redirect the operation (the lookup asks for the real ref)', async () => {
+    const { fetch, calls } = scriptedFetch([connReset(), created('o-2')]);
+    const asked: string[] = [];
+    const lookup: LookupFn = async ({ scope }) => {
+      asked.push(scope.ref);
+      return scope.ref === SCOPE.ref ? created('o-1') : null;
+    };
+    const { client } = makeClient(fetch, {
+      onEvent: (e) => {
+        (e.scope as { ref: string }).ref = 'redacted';
+      },
+    });
+    const res = await client.fetch(URL_ORDERS, orderInit({ ...SCOPE, lookup }));
+    expect(await res.json()).toEqual({ id: 'o-1' });
+    expect(asked).toEqual([SCOPE.ref]);
+    expect(calls).toHaveLength(1);
+  });
+
+  it("recover() taking over another owner's record counts and emits the takeover", async () => {
+    const store = memoryStore();
+    const clock = 1_900_000_000_000;
+    // A crashed with attempt 1 on the wire: in_flight under A's lease, long expired.
+    const crashed = applyEvent(
+      newRecord({ scope: { tenant: 'default', ...SCOPE }, key: 'k-1', keySource: 'minted', fingerprint: 'f'.repeat(64), request: { method: 'POST', url: URL_ORDERS }, owner: 'A', now: clock - 120_000, leaseMs: 30_000, retentionMs: 86_400_000 }),
+      { type: 'attempt_started', attemptId: 'a1' },
+      clock - 120_000,
+      'A',
+    );
+    await store.claim(crashed);
+    const events: OnceEvent[] = [];
+    const { fetch, calls } = scriptedFetch([]);
+    const other = createClient({ store, fetch, owner: 'B', now: () => clock, onEvent: (e) => events.push(e), lookups: { [SCOPE.action]: async () => created('o-1') } });
+    const report = await other.recover();
+    expect(report.resolved).toHaveLength(1);
+    expect(other.stats().takeovers).toBe(1);
+    expect(events.find((e) => e.type === 'takeover')).toMatchObject({ previousOwner: 'A', previousState: 'in_flight' });
+    expect(calls).toHaveLength(0);
   });
 });
