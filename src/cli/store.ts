@@ -11,6 +11,7 @@ import { resolve } from 'node:path';
 import { defaultStorePath } from '../node-defaults.js';
 import type { OnceStore } from '../stores/contract.js';
 import { sqliteStore } from '../stores/sqlite.js';
+import { holdsOncefetchStore } from '../stores/sqlite-open.js';
 import { UsageError } from './args.js';
 
 /** True for a PostgreSQL connection URI. */
@@ -34,6 +35,8 @@ export async function openStore(spec: string | undefined): Promise<OnceStore> {
   if (!existsSync(path)) {
     throw new UsageError(`no oncefetch database at ${path}${spec === undefined ? ' (the default; pass --store PATH|URL or set $ONCEFETCH_DB)' : ''}`);
   }
+  // Never add tables to (or change the mode of) a file that is not already an oncefetch store.
+  if (!holdsOncefetchStore(path)) throw new UsageError(`${path} is not an oncefetch database (it has no oncefetch_records table); nothing was changed`);
   return sqliteStore({ path });
 }
 

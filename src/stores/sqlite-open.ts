@@ -80,6 +80,29 @@ export function isDriverUnavailable(cause: unknown): boolean {
   return typeof message === 'string' && /Could not locate the bindings file|NODE_MODULE_VERSION/.test(message);
 }
 
+/**
+ * Whether the SQLite file at `path` already holds an oncefetch store, read without writing
+ * anything (read-only, no table created, no mode changed): what the inspecting commands need
+ * before they open it. A file that is not a database is a StoreError.
+ *
+ * @internal for the CLI
+ */
+export function holdsOncefetchStore(path: string): boolean {
+  let db: Database;
+  try {
+    db = new (loadDriver())(path, { readonly: true, fileMustExist: true });
+  } catch (cause) {
+    throw isDriverUnavailable(cause) ? driverError(cause, path) : storeError(cause, path, 'opening the database read-only');
+  }
+  try {
+    return db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'oncefetch_records'").get() !== undefined;
+  } catch (cause) {
+    throw storeError(cause, path, 'reading the schema');
+  } finally {
+    db.close();
+  }
+}
+
 /** The StoreError for an unusable driver: what is missing and the two ways on. */
 function driverError(cause: unknown, path: string): StoreError {
   const detail = cause instanceof Error ? cause.message.split('\n')[0] : String(cause);

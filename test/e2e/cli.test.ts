@@ -4,9 +4,10 @@
  * SQLite file filled through the library against the loopback provider.
  */
 import { execFile } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { chmodSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AmbiguousOutcomeError } from '../../src/index.js';
 import { startProvider } from '../../src/testing/provider.js';
@@ -179,6 +180,28 @@ describe('oncefetch inspect / show / explain / purge', () => {
       const run = await cli(['inspect', '--store', join(tmp.dir, 'missing.db')]);
       expect(run.code).toBe(2);
       expect(run.stderr).toMatch(/no oncefetch database/);
+    });
+
+    // Regression (adversarial run): show on an application's own SQLite file added the oncefetch
+    // tables and set its mode to 0600; inspect turned an empty file into an oncefetch database.
+    it.each(['inspect', 'show', 'explain', 'purge'])('%s never writes to a file that is not an oncefetch database', async (command) => {
+      const foreign = join(tmp.dir, `app-${command}.db`);
+      const app = new Database(foreign);
+      app.exec('CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)');
+      app.close();
+      chmodSync(foreign, 0o644);
+      const empty = join(tmp.dir, `empty-${command}.db`);
+      writeFileSync(empty, '');
+      chmodSync(empty, 0o644);
+      for (const path of [foreign, empty]) {
+        const before = readFileSync(path);
+        const args = command === 'show' || command === 'explain' ? [command, 'A-1', '--store', path] : [command, '--store', path];
+        const run = await cli(args);
+        expect(run.code, run.stderr).toBe(2);
+        expect(run.stderr).toMatch(/is not an oncefetch database .*nothing was changed/);
+        expect(readFileSync(path).equals(before)).toBe(true);
+        expect(statSync(path).mode & 0o777).toBe(0o644);
+      }
     });
   });
 
