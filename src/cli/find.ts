@@ -23,13 +23,14 @@ export interface RefQuery {
 }
 
 /** The records matching a ref: one direct read with `--action`, else a scan. */
-export async function findRecords(store: OnceStore, q: RefQuery): Promise<OperationRecord[]> {
+export async function findRecords(store: OnceStore, q: RefQuery): Promise<{ records: OperationRecord[]; truncated: boolean }> {
   if (q.action !== undefined) {
     const record = await store.get(recordId({ tenant: q.tenant ?? 'default', action: q.action, ref: q.ref }));
-    return record === undefined ? [] : [record];
+    return { records: record === undefined ? [] : [record], truncated: false };
   }
   const all = await store.list({ tenant: q.tenant, limit: SCAN_LIMIT });
-  return all.filter((r) => r.ref === q.ref);
+  // A full page means the scan may have stopped short of the record: say so rather than "not found".
+  return { records: all.filter((r) => r.ref === q.ref), truncated: all.length >= SCAN_LIMIT };
 }
 
 /** One line per record, for "several records match". */

@@ -41,12 +41,13 @@ export async function withRecord(
   if (ref === undefined || ref === '') throw new UsageError('missing <ref>');
   const store = await openStore(values.store);
   try {
-    const found = await findRecords(store, { ref, action: values.action, tenant: values.tenant });
+    const { records: found, truncated } = await findRecords(store, { ref, action: values.action, tenant: values.tenant });
     const [first] = found;
     if (first === undefined) {
       const where = values.action === undefined ? `in any action${values.tenant === undefined ? ' or tenant' : ''}` : `for action '${values.action}', tenant '${values.tenant ?? 'default'}'`;
-      if (values.json) io.out(json({ error: 'not_found', ref, store: storeLabel(store) }));
-      else io.err(`oncefetch: no operation with ref '${ref}' ${where} in ${storeLabel(store)}\n`);
+      const cut = truncated ? ` among the ${SCAN_LIMIT.toLocaleString('en')} least recently updated records (the scan stops there; pass --action to look it up directly)` : '';
+      if (values.json) io.out(json({ error: 'not_found', ref, store: storeLabel(store), ...(truncated ? { truncated: true, scanned: SCAN_LIMIT } : {}) }));
+      else io.err(`oncefetch: no operation with ref '${ref}' ${where}${cut} in ${storeLabel(store)}\n`);
       return EXIT.failure;
     }
     if (found.length > 1) {

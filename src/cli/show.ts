@@ -7,7 +7,7 @@
 import { parseArgs } from 'node:util';
 import { redactKey } from '../explain/plan.js';
 import type { OperationRecord } from '../operation/record.js';
-import { EXIT, parsing } from './args.js';
+import { EXIT, UsageError, parsing } from './args.js';
 import type { CliIo } from './format.js';
 import { duration, json, section, table, time } from './format.js';
 import { RECORD_FLAGS, RECORD_FLAGS_HELP, withRecord } from './resolve.js';
@@ -94,6 +94,7 @@ export async function showCommand(args: string[], io: CliIo): Promise<number> {
     io.out(SHOW_HELP);
     return EXIT.ok;
   }
+  if (positionals.length > 1) throw new UsageError(`one <ref> expected, got ${positionals.length} (quote a ref with spaces)`);
   return withRecord(io, values, positionals[0], (record) => {
     const shown = printable(record, values['reveal-key']);
     io.out(values.json ? json(shown) : formatRecord(shown, Date.now()));

@@ -36,9 +36,12 @@ export function redactKey(key: string): string {
 
 const atProvider = (c: Ctx, n: string): string => `At the provider: ${n} effect for ref '${c.ref}' (key ${c.key}).`;
 
+/** `value` as one shell word: as is when plain, else single-quoted. */
+const sh = (value: string): string => (/^[\w.:/@%+=,-]+$/.test(value) ? value : `'${value.replace(/'/g, "'\\''")}'`);
+
 /** The `oncefetch show` command line for this record. */
 const showCmd = (c: Ctx): string =>
-  `\`oncefetch show ${c.ref} --action ${c.action}${c.r.tenant === 'default' ? '' : ` --tenant ${c.r.tenant}`}\``;
+  `\`oncefetch show ${sh(c.ref)} --action ${sh(c.action)}${c.r.tenant === 'default' ? '' : ` --tenant ${sh(c.r.tenant)}`}\``;
 
 /** An outcome nobody has settled yet: look up first, resend only where the provider dedupes, else escalate. */
 function unsettled(c: Ctx, lead: string[]): Decision {

@@ -176,6 +176,12 @@ describe('oncefetch inspect / show / explain / purge', () => {
       expect(run.stdout).toMatch(/RFC 8785/);
     });
 
+    it('show, like explain, takes one <ref>: an unquoted ref with a space is a usage error, not a lookup of its first word', async () => {
+      const run = await cli(['show', 'with', 'space', '--store', db]);
+      expect(run.code).toBe(2);
+      expect(run.stderr).toMatch(/one <ref> expected, got 2/);
+    });
+
     it('a store path that does not exist is an error, not a new database', async () => {
       const run = await cli(['inspect', '--store', join(tmp.dir, 'missing.db')]);
       expect(run.code).toBe(2);

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { explain } from '../../src/explain/explain.js';
 import { factsOf } from '../../src/explain/facts.js';
 import type { DiagnosisCode, ExplainPolicy, Explanation } from '../../src/explain/types.js';
-import { applyEvent, isTerminal, newRecord } from '../../src/operation/record.js';
+import { applyEvent, isTerminal, newRecord, recordId } from '../../src/operation/record.js';
 import type { OperationRecord, OperationState, RecordEvent, RecordedClass, ResultSnapshot } from '../../src/operation/record.js';
 import { createClient, memoryStore } from '../../src/index.js';
 
@@ -359,5 +359,18 @@ describe('client.explain', () => {
     expect(x?.handoff.effects).toBe(1);
     expect(await client.explain({ action: 'create-order', ref: 'nope' })).toBeUndefined();
     await client.close();
+  });
+});
+
+// Regression (adversarial run): for a ref with a space the suggested command was
+// `oncefetch show with space --action …`, which looks up 'with'.
+describe('suggested commands', () => {
+  it('quote a ref, action or tenant that is not one plain shell word', () => {
+    const r = new Rec().attempt('ambiguous', null, 'ECONNRESET').rec;
+    const odd = { ...r, ref: "with space's", action: 'create order', tenant: 'default', id: '' };
+    const x = explain({ ...odd, id: recordId(odd) }, policy());
+    const text = [...x.plan, ...x.verification].join('\n');
+    expect(text).toContain(`oncefetch show 'with space'\\''s' --action 'create order'\``);
+    expect(text).not.toMatch(/show with space/);
   });
 });
