@@ -16,10 +16,11 @@ import { isOwned, waitWhileOwned } from './wait.js';
 export type Acquired = { kind: 'replay'; record: OperationRecord } | { kind: 'owned'; owned: OwnedRecord };
 
 /** Claims or resumes the operation of `spec` for this owner. */
-export async function acquire(engine: Engine, spec: OperationSpec, deadline: CallDeadline): Promise<Acquired> {
+export async function acquire(engine: Engine, spec: OperationSpec, deadline: CallDeadline, waitFrom?: number): Promise<Acquired> {
   const { store, owner, now, leaseMs, retentionMs } = engine.opts;
   const id = recordId(spec.scope);
-  const waitStartedAt = now();
+  // `inFlightWaitMs` bounds the whole wait: with Web Locks it began before the lock was asked for.
+  const waitStartedAt = waitFrom ?? now();
   for (;;) {
     const claimedAt = now();
     const fresh = newRecord({

@@ -149,6 +149,7 @@ export class Engine {
   private async executeOnce(spec: OperationSpec): Promise<ExecuteResult> {
     spec.signal?.throwIfAborted();
     const id = recordId(spec.scope);
+    const waitFrom = this.opts.now();
     for (let joined = this.inflight.get(id); joined !== undefined; joined = this.inflight.get(id)) {
       if (joined.fingerprint !== spec.fingerprint) throw this.conflict(spec.scope, 'a concurrent call has the same scope and a different payload');
       if (spec.callerKey !== undefined && spec.callerKey !== joined.callerKey) {
@@ -173,7 +174,8 @@ export class Engine {
     const promise =
       this.exclusive === undefined
         ? this.run(spec)
-        : this.exclusive(id, () => this.run(spec), { signal: spec.signal, maxWaitMs: this.opts.inFlightWaitMs });
+        : // one inFlightWaitMs for the lock and the lease together, counted from here
+          this.exclusive(id, () => this.run(spec, waitFrom), { signal: spec.signal, maxWaitMs: this.opts.inFlightWaitMs });
     const running: Running = { fingerprint: spec.fingerprint, callerKey: spec.callerKey, signal: spec.signal, promise };
     this.inflight.set(id, running);
     try {
@@ -192,11 +194,11 @@ export class Engine {
     );
   }
 
-  private async run(spec: OperationSpec): Promise<ExecuteResult> {
+  private async run(spec: OperationSpec, waitFrom?: number): Promise<ExecuteResult> {
     const deadline = new CallDeadline(this.opts.retry.deadlineMs, this.opts.now(), spec.scope, spec.signal);
     try {
       for (;;) {
-        const got = await acquire(this, spec, deadline);
+        const got = await acquire(this, spec, deadline, waitFrom);
         if (got.kind === 'replay') return this.finish(got.record, undefined, true);
         try {
           const done = await this.attempts(got.owned, spec, deadline);

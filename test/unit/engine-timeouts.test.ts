@@ -6,7 +6,9 @@
  * `deadlineMs: 3e9` ended every call after about 1 ms.
  */
 import { describe, expect, it } from 'vitest';
-import { AmbiguousOutcomeError, DeadlineExceededError, createClient, memoryStore } from '../../src/index.js';
+import { createClientWith } from '../../src/client.js';
+import { AmbiguousOutcomeError, DeadlineExceededError, OperationInFlightError, createClient, memoryStore } from '../../src/index.js';
+import { webLocks, type LockManagerLike } from '../../src/web-locks.js';
 import type { OnceClientOptions } from '../../src/index.js';
 
 const URL_ORDERS = 'https://api.example.test/orders';
@@ -103,5 +105,42 @@ describe('timers beyond the platform limit', () => {
     expect(res.status).toBe(201);
     expect(sends).toBe(1);
     expect((await c.get(SCOPE))?.state).toBe('succeeded');
+  });
+});
+
+// Regression (adversarial run in Chromium): with Web Locks a waiting tab waited inFlightWaitMs for
+// the lock, then inFlightWaitMs again for the lease: twice the documented bound.
+describe('inFlightWaitMs with a cross-tab lock', () => {
+  it('bounds the lock wait and the lease wait together', async () => {
+    // one lock per name across both "tabs", held until released (the Web Locks contract)
+    const held = new Map<string, Promise<void>>();
+    const locks: LockManagerLike = {
+      request: async (name, options, callback) => {
+        const previous = held.get(name) ?? Promise.resolve();
+        let release!: () => void;
+        held.set(name, new Promise<void>((r) => (release = r)));
+        try {
+          await new Promise<void>((resolve, reject) => {
+            previous.then(resolve, resolve);
+            options.signal?.addEventListener('abort', () => reject(options.signal?.reason), { once: true });
+          });
+          return await callback();
+        } finally {
+          release();
+        }
+      },
+    };
+    const store = memoryStore();
+    const platform = { store: () => store, fetch: () => never as typeof globalThis.fetch, exclusive: webLocks(locks) };
+    const tabA = createClientWith({ store, fetch: () => never<Response>(), random: () => 0, retry: { attemptTimeoutMs: 60_000, budget: false } }, platform);
+    const tabB = createClientWith({ store, fetch: () => never<Response>(), inFlightWaitMs: 400, random: () => 0, retry: { budget: false } }, platform);
+    void tabA.fetch(URL_ORDERS, { ...post, once: SCOPE }).catch(() => undefined);
+    while ((await tabA.get(SCOPE))?.state !== 'in_flight') await new Promise((r) => setTimeout(r, 5));
+    const started = Date.now();
+    const error = await tabB.fetch(URL_ORDERS, { ...post, once: SCOPE }).catch((e: unknown) => e);
+    const waited = Date.now() - started;
+    expect(error).toBeInstanceOf(OperationInFlightError);
+    expect(waited).toBeGreaterThanOrEqual(390);
+    expect(waited).toBeLessThan(720); // twice the bound would be 800
   });
 });
