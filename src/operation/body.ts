@@ -33,6 +33,7 @@ const TEXT_PLAIN = 'text/plain;charset=UTF-8';
  *
  * Accepts `string` (UTF-8, as fetch encodes it), `ArrayBuffer`, any `ArrayBufferView` (only the
  * view's bytes are copied), `Blob`, `URLSearchParams` and `ReadableStream<Uint8Array>` (consumed).
+ * `FormData` is serialised once (multipart, with its boundary as the implied content type).
  * `null`/`undefined` mean no body. The cap applies to every body type, so the same content is
  * accepted or refused whatever form it arrives in; a stream is cancelled as soon as it exceeds it.
  *
@@ -41,8 +42,7 @@ const TEXT_PLAIN = 'text/plain;charset=UTF-8';
  * @default maxBytes {@link DEFAULT_MAX_BODY_BYTES} (1 MiB)
  * @returns the bytes and the content type implied by the body
  * @throws RangeError when the body exceeds `maxBytes`, or `maxBytes` is not a non-negative integer
- * @throws TypeError for `FormData` (its multipart boundary is random per serialisation, so the
- *   fingerprint could never match; serialise it yourself) and for unsupported body types
+ * @throws TypeError for unsupported body types
  * @example
  * ```ts
  * const { bytes, impliedContentType } = await captureBody(new URLSearchParams({ q: 'a b' }));
@@ -64,11 +64,11 @@ export async function captureBody(
     return { bytes: withinCap(new TextEncoder().encode(body.toString()), maxBytes), impliedContentType: FORM_URLENCODED };
   }
   if (typeof FormData !== 'undefined' && body instanceof FormData) {
-    throw new TypeError(
-      'oncefetch cannot fingerprint a FormData body: its multipart boundary is random on every serialisation, ' +
-        'so the same form would never match itself. Serialise it yourself (e.g. to URLSearchParams, JSON or a ' +
-        'multipart body with a fixed boundary) and pass the result with its Content-Type.',
-    );
+    // Serialised once, here, as fetch would: every attempt resends these bytes under this boundary.
+    // The boundary is random per serialisation, so the fingerprint sets it aside (fingerprint.ts).
+    const serialised = new Response(body);
+    const bytes = new Uint8Array(await serialised.arrayBuffer());
+    return { bytes: withinCap(bytes, maxBytes), impliedContentType: serialised.headers.get('content-type') ?? undefined };
   }
   if (typeof Blob !== 'undefined' && body instanceof Blob) {
     checkCap(body.size, maxBytes);

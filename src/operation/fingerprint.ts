@@ -75,13 +75,59 @@ export function normaliseUrl(url: string): string {
  * isJsonContentType('text/plain'); // false
  * ```
  */
+/** What replaces a multipart boundary in the fingerprinted bytes (NUL never appears in a boundary). */
+const BOUNDARY_TOKEN = new TextEncoder().encode('\u0000boundary\u0000');
+
+/** The boundary of a `multipart/*` Content-Type, unquoted, if any. */
+function multipartBoundary(contentType: string | null | undefined): string | undefined {
+  if (contentType === null || contentType === undefined) return undefined;
+  if (!(contentType.split(';', 1)[0] ?? '').trim().toLowerCase().startsWith('multipart/')) return undefined;
+  const m = /;\s*boundary\s*=\s*(?:"([^"]+)"|([^;\s]+))/i.exec(contentType);
+  const value = m?.[1] ?? m?.[2];
+  return value === undefined || value === '' ? undefined : value;
+}
+
+/** `body` with every occurrence of `boundary` replaced by {@link BOUNDARY_TOKEN}. */
+function withoutBoundary(body: Uint8Array, boundary: string): Uint8Array {
+  const needle = new TextEncoder().encode(boundary);
+  const parts: Uint8Array[] = [];
+  let from = 0;
+  let length = 0;
+  for (let i = 0; i + needle.length <= body.length; ) {
+    let match = true;
+    for (let j = 0; j < needle.length; j++) {
+      if (body[i + j] !== needle[j]) {
+        match = false;
+        break;
+      }
+    }
+    if (!match) {
+      i++;
+      continue;
+    }
+    parts.push(body.subarray(from, i), BOUNDARY_TOKEN);
+    length += i - from + BOUNDARY_TOKEN.length;
+    i += needle.length;
+    from = i;
+  }
+  parts.push(body.subarray(from));
+  length += body.length - from;
+  const out = new Uint8Array(length);
+  let offset = 0;
+  for (const part of parts) {
+    out.set(part, offset);
+    offset += part.length;
+  }
+  return out;
+}
+
 /** A Content-Type compared: the essence lower-cased, parameters trimmed and sorted, charset lower-cased. */
-function mediaType(contentType: string | null | undefined): string {
+function mediaType(contentType: string | null | undefined, without?: string): string {
   if (contentType === null || contentType === undefined) return '';
   const [essence = '', ...params] = contentType.split(';');
   const normalised = params
     .map((p) => p.trim())
-    .filter((p) => p !== '')
+    .filter((p) => p !== '' && (without === undefined || p.split('=', 1)[0]?.trim().toLowerCase() !== without))
     .map((p) => {
       const eq = p.indexOf('=');
       const name = (eq < 0 ? p : p.slice(0, eq)).trim().toLowerCase();
@@ -144,7 +190,11 @@ export async function fingerprintRequest(input: FingerprintInput): Promise<strin
     return sha256Hex([encoder.encode(`${head}json:${canonical.byteLength}\n`), canonical]);
   }
   // Bytes mean what their media type says: the same bytes as text/plain and as a form are two requests.
-  return sha256Hex([encoder.encode(`${head}bytes:${mediaType(input.contentType)}:${input.body.byteLength}\n`), input.body]);
+  // A multipart body is compared with its boundary set aside: the same form serialises under a new one each time.
+  const boundary = multipartBoundary(input.contentType);
+  const body = boundary === undefined ? input.body : withoutBoundary(input.body, boundary);
+  const type = boundary === undefined ? mediaType(input.contentType) : mediaType(input.contentType, 'boundary');
+  return sha256Hex([encoder.encode(`${head}bytes:${type}:${body.byteLength}\n`), body]);
 }
 
 /**

@@ -106,11 +106,15 @@ describe('captureBody', () => {
     await expect(captureBody('x', maxBytes)).rejects.toThrow(/maxBodyBytes/);
   });
 
-  it('rejects FormData, explaining the random boundary', async () => {
+  it('serialises FormData once, as multipart with its boundary as the implied content type', async () => {
     const form = new FormData();
     form.append('a', '1');
-    await expect(captureBody(form)).rejects.toThrow(TypeError);
-    await expect(captureBody(form)).rejects.toThrow(/boundary.*Serialise it yourself/);
+    const { bytes, impliedContentType } = await captureBody(form);
+    const boundary = /boundary=(\S+)/.exec(impliedContentType ?? '')?.[1];
+    expect(impliedContentType).toMatch(/^multipart\/form-data; boundary=/);
+    const text = new TextDecoder().decode(bytes);
+    expect(text).toContain(`--${boundary}`);
+    expect(text).toContain('name="a"');
   });
 
   it('rejects a stream that yields something other than Uint8Array', async () => {

@@ -369,6 +369,30 @@ describe('inputs refused before anything is recorded', () => {
     await refused(URL_ORDERS, { ...orderInit(), body: stream, duplex: 'half' } as RequestInit, /must not be locked or already read from/);
   });
 
+  // Regression (adversarial run): FormData inside a Request was sent, and the same call again was a
+  // conflict (a new boundary); FormData as init.body was refused. Both are one operation now.
+  it('the same form as FormData, as a Request built from FormData, or changed: one operation, a replay, a conflict', async () => {
+    const { fetch, calls } = scriptedFetch([created(), created('o-2')]);
+    const { client } = makeClient(fetch);
+    const form = (qty: string): FormData => {
+      const f = new FormData();
+      f.append('sku', 'A-17');
+      f.append('qty', qty);
+      return f;
+    };
+    expect((await client.fetch(URL_ORDERS, { method: 'POST', body: form('1'), once: SCOPE })).status).toBe(201);
+    const sent = calls[0]!;
+    expect(sent.headers.get('content-type')).toMatch(/^multipart\/form-data; boundary=/);
+    expect(sent.body).toContain('name="qty"');
+    const again = await client.wrap()(new Request(URL_ORDERS, { method: 'POST', body: form('1'), headers: { 'idempotency-key': 'k-form' } }));
+    expect(again.status).toBe(201); // another ref (the key): a new operation
+    const replay = await client.wrap()(new Request(URL_ORDERS, { method: 'POST', body: form('1'), headers: { 'idempotency-key': 'k-form' } }));
+    expect(replay.headers.get(REPLAYED_HEADER)).toBe('true');
+    expect((await client.fetch(URL_ORDERS, { method: 'POST', body: form('1'), once: SCOPE })).headers.get(REPLAYED_HEADER)).toBe('true');
+    await expect(client.fetch(URL_ORDERS, { method: 'POST', body: form('2'), once: SCOPE })).rejects.toBeInstanceOf(IdempotencyConflictError);
+    expect(calls).toHaveLength(2);
+  });
+
   it('the same bytes under another media type are another request: IdempotencyConflictError', async () => {
     const { fetch, calls } = scriptedFetch([created(), created('o-2')]);
     const { client } = makeClient(fetch);

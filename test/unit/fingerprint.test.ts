@@ -146,6 +146,21 @@ describe('fingerprintRequest', () => {
     expect(await fingerprintRequest(a)).not.toBe(await fingerprintRequest(b));
   });
 
+  it('compares multipart bodies with the boundary set aside (it is random per serialisation)', async () => {
+    const multipart = (boundary: string, value: string): FingerprintInput => ({
+      method: 'POST',
+      url: URL_A,
+      body: utf8(`--${boundary}\r\nContent-Disposition: form-data; name="qty"\r\n\r\n${value}\r\n--${boundary}--\r\n`),
+      contentType: `multipart/form-data; boundary=${boundary}`,
+    });
+    const a = await fingerprintRequest(multipart('----formdata-undici-0123', '1'));
+    expect(await fingerprintRequest(multipart('----WebKitFormBoundaryXyZ', '1'))).toBe(a);
+    expect(await fingerprintRequest({ ...multipart('"quoted-b"', '1'), contentType: 'multipart/form-data; boundary="quoted-b"', body: utf8('--quoted-b\r\nContent-Disposition: form-data; name="qty"\r\n\r\n1\r\n--quoted-b--\r\n') })).toBe(a);
+    expect(await fingerprintRequest(multipart('----formdata-undici-0123', '2'))).not.toBe(a);
+    // not multipart: the same bytes are compared as they are
+    expect(await fingerprintRequest({ ...multipart('b1', '1'), contentType: 'text/plain' })).not.toBe(await fingerprintRequest({ ...multipart('b2', '1'), contentType: 'text/plain' }));
+  });
+
   it('hashes non-JSON bodies as exact bytes', async () => {
     const text = (body: string, contentType?: string): FingerprintInput => ({
       method: 'POST',
