@@ -442,17 +442,19 @@ export class Engine {
       // "Absent" soon after a send may only mean "not committed yet": trust it only when it was asked
       // after the attempt can no longer take effect; otherwise wait until then and ask again (unless a
       // resend with the same key would be deduplicated).
-      const settleAt = settledAt(owned.rec, this.opts.settleMs);
       const askedAt = this.opts.now();
       const first = await lookup();
+      if (first.kind !== 'absent') return { ...first, settled: true };
+      // Settled against the record as it is now: a superseded owner's late response that landed
+      // during the lookup moves the window (settledAt counts from it).
+      const settleAt = settledAt((await this.opts.store.get(owned.rec.id)) ?? owned.rec, this.opts.settleMs);
+      if (askedAt >= settleAt) return { ...first, settled: true };
       // A provider that dedupes makes an early "absent" enough for a same-key resend, but not for a
       // requested cancel: that one needs proof that nothing was delivered.
-      const resendWillDo = this.opts.providerDedupes && owned.rec.cancelRequestedAt === null;
-      if (first.kind !== 'absent' || askedAt >= settleAt) return { ...first, settled: true };
-      if (resendWillDo) return { ...first, settled: false };
+      if (this.opts.providerDedupes && owned.rec.cancelRequestedAt === null) return { ...first, settled: false };
       const waitMs = Math.max(0, settleAt - this.opts.now());
       if (waitMs > deadline.remaining(this.opts.now())) {
-        throw await this.stop(owned, new DeadlineExceededError(`the lookup of ${text(scope)} said absent, but the attempt may still take effect for ${waitMs} ms, past the deadline; the record stays ambiguous`, { scope }));
+        throw await this.stop(owned, unlessAmbiguous(owned.rec, new DeadlineExceededError(`the lookup of ${text(scope)} said absent, but the attempt may still take effect for ${waitMs} ms, past the deadline; the record stays ambiguous`, { scope })));
       }
       await sleep(waitMs, deadline.signal);
       return { ...(await lookup()), settled: true };
@@ -464,6 +466,10 @@ export class Engine {
         return;
       case 'absent':
         await owned.commit({ type: 'lookup_absent', detail: result.detail, settled: result.settled });
+        if (owned.rec.state === 'ambiguous') {
+          // The record refused the "absent": a superseded owner's late success says it was delivered.
+          throw await this.stop(owned, new AmbiguousOutcomeError(`the lookup of ${text(scope)} said absent, but a superseded owner got a success for it late; not resent. Reconcile it by hand.`, { scope }));
+        }
         return;
       case 'unknown':
       case 'none': {

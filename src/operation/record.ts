@@ -419,7 +419,8 @@ function targetState(record: OperationRecord, event: RecordEvent): OperationStat
           return 'failed';
         case 'not_sent':
         case 'retryable':
-          return 'pending';
+          // This attempt acted on nothing; a superseded owner's late delivery still has to be settled.
+          return lateDeliveryUnsettled(record) ? 'ambiguous' : 'pending';
         case 'ambiguous':
           return 'ambiguous';
       }
@@ -427,6 +428,8 @@ function targetState(record: OperationRecord, event: RecordEvent): OperationStat
     case 'lookup_found':
       return 'succeeded';
     case 'lookup_absent':
+      // A superseded owner's late success showed delivery: an "absent" contradicts it, settles nothing.
+      if (lateSuccess(record)) return 'ambiguous';
       // Only a settled "absent" proves that nothing was delivered, which is what cancelled means.
       return record.cancelRequestedAt === null || event.settled === false ? 'pending' : 'cancelled';
     case 'resend_after_ambiguous':
@@ -452,9 +455,27 @@ function targetState(record: OperationRecord, event: RecordEvent): OperationStat
  * with the key was being processed), not followed by a lookup that found it absent.
  */
 export function deliveryUnresolved(record: Pick<OperationRecord, 'attempts' | 'evidence'>): boolean {
+  if (lateDeliveryUnsettled(record)) return true;
   const risky = record.attempts.findLast((a) => a.finishedAt === null || !(a.class === 'not_sent' || (a.class === 'retryable' && a.status !== 409)));
   if (risky === undefined) return false;
   return !record.evidence.some((e) => e.kind === 'lookup' && e.generation > risky.generation && e.detail.startsWith('absent:'));
+}
+
+/** Whether a superseded owner's attempt got a success late: the effect happened; only a lookup that finds it settles the record. */
+function lateSuccess(record: Pick<OperationRecord, 'evidence'>): boolean {
+  return record.evidence.some((e) => e.kind === 'late_response' && e.detail.startsWith('late success outcome'));
+}
+
+/**
+ * Whether a superseded owner's late response showed that its attempt reached the provider (a late
+ * success, or an ambiguous end) and no settled "absent" came after it. Such a record is not
+ * cleared for a send, whatever its own later attempts were told.
+ */
+export function lateDeliveryUnsettled(record: Pick<OperationRecord, 'evidence'>): boolean {
+  if (lateSuccess(record)) return true;
+  const late = record.evidence.findLast((e) => e.kind === 'late_response' && /^late (success|ambiguous) outcome/.test(e.detail));
+  if (late === undefined) return false;
+  return !record.evidence.some((e) => e.kind === 'lookup' && e.generation > late.generation && e.detail.startsWith('absent:'));
 }
 
 /**
@@ -531,7 +552,14 @@ export function applyEvent(record: OperationRecord, event: RecordEvent, now: num
       note('lookup', `found: ${event.detail}`, event.result.status);
       break;
     case 'lookup_absent':
-      note('lookup', event.settled === false ? `absent before settleMs (a same-key resend is safe; no proof that nothing was delivered): ${event.detail}` : `absent: ${event.detail}`);
+      note(
+        'lookup',
+        to === 'ambiguous'
+          ? `absent, contradicted by a superseded owner's late success: ${event.detail}`
+          : event.settled === false
+            ? `absent before settleMs (a same-key resend is safe; no proof that nothing was delivered): ${event.detail}`
+            : `absent: ${event.detail}`,
+      );
       break;
     case 'lookup_unknown':
       note('lookup', `unknown: ${event.detail}`);

@@ -110,7 +110,8 @@ export async function recover(engine: Engine, options: RecoverOptions = {}): Pro
       } else if (outcome.kind === 'absent') {
         await owned.commit({ type: 'lookup_absent', detail: `recover: ${outcome.detail}`, settled: askedAt >= settleAt });
         await owned.commit({ type: 'release' });
-        report.absent.push(scope);
+        // refused when a superseded owner's late success contradicts it: still ambiguous
+        (owned.rec.state === 'ambiguous' ? report.stillAmbiguous : report.absent).push(scope);
       } else {
         if (outcome.kind === 'unknown') await owned.commit({ type: 'lookup_unknown', detail: `recover: ${outcome.detail}` });
         await owned.commit({ type: 'release' });

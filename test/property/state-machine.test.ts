@@ -105,7 +105,8 @@ const eventArb: fc.Arbitrary<EventSpec> = fc.oneof(
   fc.constantFrom('RETRIES_EXHAUSTED', 'AMBIGUOUS_OUTCOME', 'IDEMPOTENCY_CONFLICT').map((code) => ({ type: 'stopped' as const, code, message: code })),
   fc.constant({ type: 'cancel' as const }),
   fc.constant({ type: 'evidence' as const, kind: 'late_response' as const, detail: 'late', status: 201 }),
-  fc.constant({ type: 'evidence' as const, kind: 'late_response' as const, detail: 'late, reached the provider', status: 201, reopen: true }),
+  fc.constant({ type: 'evidence' as const, kind: 'late_response' as const, detail: 'late success outcome (status 201) from a superseded owner', status: 201, reopen: true }),
+  fc.constant({ type: 'evidence' as const, kind: 'late_response' as const, detail: 'late ambiguous outcome (TimeoutError) from a superseded owner', status: null, reopen: true }),
 );
 
 function toEvent(spec: EventSpec, owner: string, now: number): RecordEvent {
@@ -145,6 +146,12 @@ function checkApply(base: OperationRecord, event: RecordEvent, now: number, owne
   if (base.state === 'pending' && next.state === 'ambiguous') expect(event.type === 'cancel' || (event.type === 'evidence' && event.reopen === true), event.type).toBe(true);
   // a pending record is cancelled only when no attempt may have been delivered since the last "absent"
   if (event.type === 'cancel' && base.state === 'pending') expect(next.state).toBe(mayBeDelivered(base) ? 'ambiguous' : 'cancelled');
+  // nothing goes back to pending (cleared for a send) past a late success, except for a same-key
+  // resend (a deduplicating provider answers it with the original outcome)
+  if (next.state === 'pending' && base.state !== 'pending' && event.type !== 'resend_after_ambiguous') {
+    const lateSuccess = base.evidence.some((e) => e.kind === 'late_response' && e.detail.startsWith('late success'));
+    expect(lateSuccess, `${base.state} -> pending on ${event.type} past a late success`).toBe(false);
+  }
   if (event.type === 'evidence') expect(next.state).toBe(event.reopen === true && base.state === 'pending' ? 'ambiguous' : base.state);
   expect(next.generation).toBe(base.generation + 1);
   for (const field of ['id', 'key', 'keySource', 'fingerprint', 'tenant', 'action', 'ref', 'createdAt'] as const) {
@@ -159,12 +166,20 @@ function checkApply(base: OperationRecord, event: RecordEvent, now: number, owne
   return next;
 }
 
-/** Written apart from record.ts: an attempt that may have landed (unfinished, ambiguous, 409) with no later "absent" lookup. */
+/**
+ * Written apart from record.ts: a superseded owner's late success (never settled by an "absent"),
+ * or a late ambiguous end or an attempt that may have landed (unfinished, ambiguous, 409) with no
+ * later settled "absent" lookup.
+ */
 function mayBeDelivered(rec: OperationRecord): boolean {
+  if (rec.evidence.some((e) => e.kind === 'late_response' && e.detail.startsWith('late success'))) return true;
+  const lateAmbiguous = rec.evidence.filter((e) => e.kind === 'late_response' && e.detail.startsWith('late ambiguous'));
+  const lastLate = lateAmbiguous[lateAmbiguous.length - 1];
+  if (lastLate !== undefined && !rec.evidence.some((e) => e.kind === 'lookup' && /^absent:/.test(e.detail) && e.generation > lastLate.generation)) return true;
   const landed = rec.attempts.filter((a) => a.finishedAt === null || a.class === 'ambiguous' || a.class === 'success' || a.class === 'terminal' || a.class === 'conflict' || (a.class === 'retryable' && a.status === 409));
   const last = landed[landed.length - 1];
   if (last === undefined) return false;
-  return !rec.evidence.some((e) => e.kind === 'lookup' && /^absent/.test(e.detail) && e.generation > last.generation);
+  return !rec.evidence.some((e) => e.kind === 'lookup' && /^absent:/.test(e.detail) && e.generation > last.generation);
 }
 
 /** Invariants of any record a store holds. */

@@ -1,0 +1,146 @@
+/**
+ * A superseded owner's late success lands while the new owner is busy: during its own attempt, or
+ * during its lookup. Found by a review of the first late-delivery fix, which only reopened a record
+ * that was pending at that very moment: the new owner's 503 (or its lookup's "absent", asked before
+ * the late 201) then cleared the record for a send without reconciliation, a second effect; and a
+ * cancel said `cancelled`. A late success now keeps the record from being cleared for a send until
+ * a lookup finds it, and contradicts any "absent". Memory store; effects are counted at the fakes.
+ */
+import { describe, expect, it } from 'vitest';
+import { AmbiguousOutcomeError, createClient, memoryStore } from '../../src/index.js';
+import type { LookupFn, OnceClient } from '../../src/index.js';
+
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
+}
+const tick = (ms = 10): Promise<void> => new Promise((r) => setTimeout(r, ms));
+const init = (ref: string) => ({ method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"x":1}', once: { action: 'order', ref } });
+
+/**
+ * A sends; its request commits (an effect) but its 201 comes back only when released. B (its
+ * clock a minute ahead, so A's lease looks expired) takes over, and `bFetch`/`bLookup` decide when
+ * A's late 201 lands. A gives up as soon as it has kept the late 201 as evidence.
+ */
+function twoOwners(ref: string, b: { fetch: (release: () => Promise<void>) => Promise<Response>; lookup?: (release: () => Promise<void>) => Promise<Response | null>; maxAttempts: number }) {
+  const store = memoryStore();
+  const counts = { effects: 0, posts: [] as string[] };
+  const releaseA = deferred();
+  const aKeptEvidence = deferred();
+  const abortA = new AbortController();
+  const release = async (): Promise<void> => {
+    releaseA.resolve();
+    await aKeptEvidence.promise;
+    await tick(20);
+  };
+  const a: OnceClient = createClient({
+    store,
+    owner: 'a',
+    leaseMs: 300,
+    fetch: (async () => {
+      counts.posts.push('a');
+      counts.effects++;
+      await releaseA.promise;
+      return new Response('{"id":1}', { status: 201 });
+    }) as typeof fetch,
+    onEvent: (e) => {
+      if (e.type === 'late_evidence') {
+        abortA.abort(new Error('A gives up'));
+        aKeptEvidence.resolve();
+      }
+    },
+  });
+  const lookup: LookupFn = async () => (b.lookup === undefined ? null : b.lookup(release));
+  const bClient: OnceClient = createClient({
+    store,
+    owner: 'b',
+    now: () => Date.now() + 60_000,
+    settleMs: 0,
+    retry: { maxAttempts: b.maxAttempts, baseDelayMs: 1, maxDelayMs: 1, budget: false },
+    lookups: { order: lookup },
+    fetch: (async () => {
+      counts.posts.push(`b${counts.posts.length}`);
+      return b.fetch(release);
+    }) as typeof fetch,
+  });
+  const first = a.fetch('https://p.test/orders', { ...init(ref), signal: abortA.signal }).catch((e: unknown) => e);
+  return { store, counts, a, b: bClient, first };
+}
+
+async function started(counts: { posts: string[] }): Promise<void> {
+  for (let i = 0; i < 100 && counts.posts.length === 0; i++) await tick();
+}
+
+describe("a superseded owner's late success", () => {
+  it("landing during the new owner's attempt, which the provider refuses (503): no send without a lookup that settles it", async () => {
+    const { counts, b, first } = twoOwners('L-1', {
+      maxAttempts: 3,
+      fetch: async (release) => {
+        await release();
+        return new Response('busy', { status: 503 });
+      },
+    });
+    await started(counts);
+    const error = await b.fetch('https://p.test/orders', init('L-1')).catch((e: unknown) => e);
+    await first;
+    expect(error).toBeInstanceOf(AmbiguousOutcomeError); // its lookup says absent, the late 201 says otherwise
+    expect(counts.posts).toEqual(['a', 'b1']);
+    expect(counts.effects).toBe(1);
+    expect((await b.get({ action: 'order', ref: 'L-1' }))?.state).toBe('ambiguous');
+  });
+
+  it('then a cancel is undecided, never cancelled', async () => {
+    const { counts, b, first } = twoOwners('L-2', {
+      maxAttempts: 1,
+      fetch: async (release) => {
+        await release();
+        return new Response('busy', { status: 503 });
+      },
+    });
+    await started(counts);
+    await b.fetch('https://p.test/orders', init('L-2')).catch(() => undefined);
+    await first;
+    const cancelled = await b.cancel({ action: 'order', ref: 'L-2' }, { waitMs: 50 });
+    expect(cancelled.outcome).not.toBe('cancelled');
+    expect(counts.effects).toBe(1);
+  });
+
+  it("landing while the new owner's lookup is out: its \"absent\" is contradicted, nothing is sent", async () => {
+    const { counts, b, first } = twoOwners('L-3', {
+      maxAttempts: 3,
+      fetch: async () => {
+        counts.effects++;
+        return new Response('{"id":2}', { status: 201 });
+      },
+      lookup: async (release) => {
+        await release();
+        return null; // asked before A's request committed
+      },
+    });
+    await started(counts);
+    const error = await b.fetch('https://p.test/orders', init('L-3')).catch((e: unknown) => e);
+    await first;
+    expect(error).toBeInstanceOf(AmbiguousOutcomeError);
+    expect((error as Error).message).toMatch(/said absent, but a superseded owner got a success for it late/);
+    expect(counts.posts).toEqual(['a']);
+    expect(counts.effects).toBe(1);
+  });
+
+  it('a lookup that finds it settles the record: succeeded, replayed from then on', async () => {
+    const { counts, b, first } = twoOwners('L-4', {
+      maxAttempts: 3,
+      fetch: async (release) => {
+        await release();
+        return new Response('busy', { status: 503 });
+      },
+      lookup: async () => (counts.posts.length > 1 ? new Response('{"id":1}', { status: 200 }) : null),
+    });
+    await started(counts);
+    const res = await b.fetch('https://p.test/orders', init('L-4'));
+    await first;
+    expect(res.status).toBe(200);
+    expect(counts.effects).toBe(1);
+    expect((await b.get({ action: 'order', ref: 'L-4' }))?.state).toBe('succeeded');
+  });
+});
