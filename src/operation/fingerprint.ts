@@ -9,7 +9,7 @@
 import { canonicalJson, canonicalizeJsonText } from './canonical-json.js';
 
 /** Version tag at the head of every framed input; bump it if the framing ever changes. */
-const FRAME_TAG = 'oncefetch-fp-v2\n';
+const FRAME_TAG = 'oncefetch-fp-v1\n';
 
 /** RFC 9110 `token`: what an HTTP method may be made of (and never a newline). */
 const METHOD_TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
@@ -163,8 +163,9 @@ export interface FingerprintInput {
  * matter); otherwise its exact bytes count, with their media type (the Content-Type's essence
  * lower-cased, its parameters sorted, a charset lower-cased).
  *
- * Framing: `oncefetch-fp-v2\n<METHOD>\n<url>\n` then `none`, or `json:<length>\n<canonical UTF-8>`,
- * or `bytes:<media type>:<length>\n<bytes>`. The method is an HTTP token, the URL and the media
+ * Framing: `oncefetch-fp-v1\n<METHOD>\n<url>\n` then `none`, or `json:<length>\n<canonical UTF-8>`,
+ * or `bytes:<media type>:<length>\n<bytes>` (before 0.1, `bytes:<length>\n`: a frame of one never
+ * reads as the other, and JSON bodies and `client.run` payloads keep their fingerprints). The method is an HTTP token, the URL and the media
  * type cannot hold a newline, and the body is length-prefixed (its length follows the last colon),
  * so no two inputs share a frame.
  *

@@ -52,6 +52,11 @@ export interface RecoverOptions {
   limit?: number;
   /** abort the recovery @default undefined */
   signal?: AbortSignal;
+  /**
+   * whose records to settle; the lookups used are this client's, so name only a tenant whose
+   * provider they answer for @default the client's tenant
+   */
+  tenant?: string;
 }
 
 /** The lease owner `client.recover()` works under: the client's owner with `/recover`. */
@@ -72,7 +77,9 @@ export async function recover(engine: Engine, options: RecoverOptions = {}): Pro
   const report: RecoveryReport = { resolved: [], absent: [], stillAmbiguous: [], resent: [], errors: [] };
   // Only this client's tenant: its lookups answer for its own account, and another tenant's
   // provider may hold an order this one's lookup calls absent.
-  const stale = await store.list({ states: ['in_flight', 'ambiguous'], leaseExpiredBefore: now(), tenant: engine.opts.tenant, limit: options.limit ?? 100 });
+  const tenant = options.tenant ?? engine.opts.tenant;
+  if (typeof tenant !== 'string' || tenant === '') throw new TypeError('client.recover: option "tenant" must be a non-empty string');
+  const stale = await store.list({ states: ['in_flight', 'ambiguous'], leaseExpiredBefore: now(), tenant, limit: options.limit ?? 100 });
   const signal = options.signal ?? new AbortController().signal;
   for (const found of stale) {
     signal.throwIfAborted();

@@ -215,7 +215,7 @@ function statements(n: Names) {
     // several purging processes split the work instead of queueing on each other's rows.
     purgeBatch: `DELETE FROM ${t} WHERE id IN (
                    SELECT id FROM ${t} WHERE state IN (${TERMINAL_SQL}) AND expires_at < $1
-                   AND (data::json ->> 'state') = state
+                   AND data ~ ('"state"[[:space:]]*:[[:space:]]*"' || state || '"')
                    LIMIT $2 FOR UPDATE SKIP LOCKED)`,
   };
 }

@@ -127,7 +127,7 @@ function prepare(db: Database): Statements {
     purgeBatch: db.prepare(
       `DELETE FROM oncefetch_records WHERE id IN (
          SELECT id FROM oncefetch_records WHERE state IN (${TERMINAL_SQL}) AND expires_at < ?
-           AND json_extract(data, '$.state') = state LIMIT ${PURGE_BATCH})`,
+           AND CASE WHEN json_valid(data) THEN json_extract(data, '$.state') END = state LIMIT ${PURGE_BATCH})`,
     ),
     list: new Map(),
   };

@@ -352,6 +352,17 @@ export function describeStoreContract(name: string, factory: StoreContractFactor
       expect(await store.get(kept[4]!.id)).toBeUndefined();
     });
 
+    // Regression (review): a store's check of its columns against the record, or its purge, once
+    // refused records whose text holds NUL or a lone surrogate (which JSON carries escaped).
+    it('a record whose tenant and ref hold a lone surrogate or NUL reads back, lists, and purges', async () => {
+      const odd = inState(record({ ref: 'r\u0000\ud800', tenant: 't\ud800', now: 1_000, retentionMs: 1_000 }), 'succeeded');
+      await store.claim(odd);
+      expect(await store.get(odd.id)).toEqual(odd);
+      expect(ids(await store.list({ tenant: odd.tenant }))).toEqual([odd.ref]);
+      expect(await store.purge(10_000)).toBe(1);
+      expect(await store.get(odd.id)).toBeUndefined();
+    });
+
     it.skipIf(!factory.durable)('close and open again keeps every record and generation', async () => {
       const records = [
         record({ ref: 'p' }),

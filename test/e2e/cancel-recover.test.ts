@@ -203,6 +203,8 @@ describe('recover() and tenants', () => {
       expect(provider.lookups).toBe(0);
       expect((await t2.get(scope))?.state).toBe('ambiguous');
 
+      // a client may name another tenant whose provider its lookups answer for: here t2's client
+      expect(await t2.recover({ tenant: 't1' })).toEqual({ resolved: [], absent: [], stillAmbiguous: [], resent: [], errors: [] });
       expect(await t2.recover()).toMatchObject({ resolved: [{ tenant: 't2', ref: 'T2-1' }] });
       expect((await t2.fetch(`${other.url}/orders`, { ...orderInit('T2-1'), once: scope })).headers.get('oncefetch-replayed')).toBe('true');
       expect(other.effectsFor('T2-1')).toBe(1);

@@ -122,6 +122,19 @@ describeWithPostgres('postgresStore', (url) => {
       await store.close();
     });
 
+    it('purge leaves a row that is not a record (and purges the rest), instead of failing', async () => {
+      const { store, table } = open();
+      const done = (ref: string) => applyEvent(applyEvent(sample(ref), { type: 'attempt_started', attemptId: 'a1' }, 1_001, 'owner'), { type: 'attempt_finished', class: 'terminal', status: 400, reason: 'status 400', result: null }, 1_002, 'owner');
+      const [bad, good] = [done(`bad-${table}`), done(`good-${table}`)];
+      await store.claim(bad);
+      await store.claim(good);
+      await admin.query(`UPDATE "${schema}"."${table}" SET data = 'not json' WHERE id = $1`, [bad.id]);
+      expect(await store.purge(Date.now())).toBe(1);
+      expect(await store.get(good.id)).toBeUndefined();
+      await expect(store.get(bad.id)).rejects.toMatchObject({ code: 'STORE_ERROR' });
+      await store.close();
+    });
+
     it('a pg.Pool fits the pool option, and close() leaves a caller pool open', async () => {
       const pool: PostgresPool = callerPool;
       const store = postgresStore({ pool, schema, table: freshTable() });

@@ -138,6 +138,21 @@ describe('sqliteStore on disk', () => {
     await store.close();
   });
 
+  it('purge leaves a row that is not a record (and purges the rest), instead of failing', async () => {
+    const store = sqliteStore({ path });
+    const done = (ref: string) => applyEvent(applyEvent(sample(ref), { type: 'attempt_started', attemptId: 'a1' }, 1_001, 'owner'), { type: 'attempt_finished', class: 'terminal', status: 400, reason: 'status 400', result: null }, 1_002, 'owner');
+    const [bad, good] = [done('bad'), done('good')];
+    await store.claim(bad);
+    await store.claim(good);
+    const db = new Database(path);
+    db.prepare('UPDATE oncefetch_records SET data = ? WHERE id = ?').run('not json', bad.id);
+    db.close();
+    expect(await store.purge(Date.now())).toBe(1);
+    expect(await store.get(good.id)).toBeUndefined();
+    await expect(store.get(bad.id)).rejects.toMatchObject({ code: 'STORE_ERROR' });
+    await store.close();
+  });
+
   it('creates the directory 0700 and the database, -wal and -shm files 0600', async () => {
     const nested = join(dir, 'a', 'b', 'once.db');
     const store = sqliteStore({ path: nested });

@@ -577,6 +577,16 @@ describe('a call that stops while its last outcome is unknown', () => {
     expect(lookups).toBe(0);
   });
 
+  it('an "absent" that could only be trusted after the deadline: AmbiguousOutcomeError, cause DeadlineExceeded', async () => {
+    const { fetch, calls } = scriptedFetch([connReset()]);
+    const { client } = makeClient(fetch, { settleMs: 60_000, retry: { deadlineMs: 2_000 } });
+    const error = await client.fetch(URL_ORDERS, orderInit({ ...SCOPE, lookup: async () => null })).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AmbiguousOutcomeError);
+    expect((error as Error).cause).toMatchObject({ code: 'DEADLINE_EXCEEDED' });
+    expect((await client.get(SCOPE))?.state).toBe('ambiguous');
+    expect(calls).toHaveLength(1);
+  });
+
   it('a retryable outcome (503) that stops the same way keeps its own error', async () => {
     const { fetch } = scriptedFetch([new Response('busy', { status: 503, headers: { 'retry-after': '3600' } })]);
     const { client } = makeClient(fetch);

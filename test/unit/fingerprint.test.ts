@@ -79,19 +79,19 @@ describe('fingerprintRequest', () => {
   it('is the SHA-256 of the documented framing', async () => {
     const url = 'https://api.example.com/a?b=1&a=2';
     const norm = 'https://api.example.com/a?a=2&b=1';
-    expect(await fingerprintRequest({ method: 'post', url })).toBe(sha256(`oncefetch-fp-v2\nPOST\n${norm}\nnone`));
+    expect(await fingerprintRequest({ method: 'post', url })).toBe(sha256(`oncefetch-fp-v1\nPOST\n${norm}\nnone`));
     expect(await fingerprintRequest({ method: 'PUT', url, body: utf8('{ "b":1, "a":2 }'), contentType: 'application/json' })).toBe(
-      sha256(`oncefetch-fp-v2\nPUT\n${norm}\njson:13\n{"a":2,"b":1}`),
+      sha256(`oncefetch-fp-v1\nPUT\n${norm}\njson:13\n{"a":2,"b":1}`),
     );
     const raw = Uint8Array.from([0, 0xff, 10]);
     expect(await fingerprintRequest({ method: 'POST', url, body: raw })).toBe(
-      sha256(`oncefetch-fp-v2\nPOST\n${norm}\nbytes::3\n`, raw),
+      sha256(`oncefetch-fp-v1\nPOST\n${norm}\nbytes::3\n`, raw),
     );
     expect(await fingerprintRequest({ method: 'POST', url, body: raw, contentType: 'Text/Plain; Charset=UTF-8' })).toBe(
-      sha256(`oncefetch-fp-v2\nPOST\n${norm}\nbytes:text/plain;charset=utf-8:3\n`, raw),
+      sha256(`oncefetch-fp-v1\nPOST\n${norm}\nbytes:text/plain;charset=utf-8:3\n`, raw),
     );
     // JSON length is in UTF-8 bytes, not code units
-    expect(await fingerprintRequest(json('"€"', url))).toBe(sha256(`oncefetch-fp-v2\nPOST\n${norm}\njson:5\n"€"`));
+    expect(await fingerprintRequest(json('"€"', url))).toBe(sha256(`oncefetch-fp-v1\nPOST\n${norm}\njson:5\n"€"`));
   });
 
   it('returns 64 lower-case hex characters', async () => {
@@ -211,7 +211,7 @@ describe('fingerprintRequest', () => {
 
 describe('fingerprintPayload', () => {
   it('is the SHA-256 of the documented framing', async () => {
-    expect(await fingerprintPayload({ b: [1, 2], a: 'x' })).toBe(sha256('oncefetch-fp-v2\nrun\n{"a":"x","b":[1,2]}'));
+    expect(await fingerprintPayload({ b: [1, 2], a: 'x' })).toBe(sha256('oncefetch-fp-v1\nrun\n{"a":"x","b":[1,2]}'));
   });
 
   it('ignores key order and differs on any leaf change', async () => {
