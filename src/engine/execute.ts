@@ -20,7 +20,7 @@ import {
 } from '../errors.js';
 import type { OnceEvent, OnceStats } from '../events.js';
 import { emptyStats } from '../events.js';
-import { isTerminal, recordId } from '../operation/record.js';
+import { isTerminal, lateSuccess, recordId } from '../operation/record.js';
 import type { OperationRecord, ResultSnapshot, Scope } from '../operation/record.js';
 import type { ResolvedOptions } from '../options.js';
 import { reconcile, settledAt } from '../reconcile/lookup.js';
@@ -197,8 +197,10 @@ export class Engine {
   private async run(spec: OperationSpec, waitFrom?: number): Promise<ExecuteResult> {
     const deadline = new CallDeadline(this.opts.retry.deadlineMs, this.opts.now(), spec.scope, spec.signal);
     try {
+      let passes = 0;
       for (;;) {
-        const got = await acquire(this, spec, deadline, waitFrom);
+        // the lock's wait counts once: a later pass (after a lease loss) waits its own inFlightWaitMs
+        const got = await acquire(this, spec, deadline, passes++ === 0 ? waitFrom : undefined);
         if (got.kind === 'replay') return this.finish(got.record, undefined, true);
         try {
           const done = await this.attempts(got.owned, spec, deadline);
@@ -444,20 +446,21 @@ export class Engine {
       // resend with the same key would be deduplicated).
       const askedAt = this.opts.now();
       const first = await lookup();
-      if (first.kind !== 'absent') return { ...first, settled: true };
+      if (first.kind !== 'absent') return { ...first, settled: true, askedAt };
       // Settled against the record as it is now: a superseded owner's late response that landed
       // during the lookup moves the window (settledAt counts from it).
       const settleAt = settledAt((await this.opts.store.get(owned.rec.id)) ?? owned.rec, this.opts.settleMs);
-      if (askedAt >= settleAt) return { ...first, settled: true };
+      if (askedAt >= settleAt) return { ...first, settled: true, askedAt };
       // A provider that dedupes makes an early "absent" enough for a same-key resend, but not for a
       // requested cancel: that one needs proof that nothing was delivered.
-      if (this.opts.providerDedupes && owned.rec.cancelRequestedAt === null) return { ...first, settled: false };
+      if (this.opts.providerDedupes && owned.rec.cancelRequestedAt === null) return { ...first, settled: false, askedAt };
       const waitMs = Math.max(0, settleAt - this.opts.now());
       if (waitMs > deadline.remaining(this.opts.now())) {
         throw await this.stop(owned, unlessAmbiguous(owned.rec, new DeadlineExceededError(`the lookup of ${text(scope)} said absent, but the attempt may still take effect for ${waitMs} ms, past the deadline; the record stays ambiguous`, { scope })));
       }
       await sleep(waitMs, deadline.signal);
-      return { ...(await lookup()), settled: true };
+      const again = this.opts.now();
+      return { ...(await lookup()), settled: true, askedAt: again };
     });
     this.emit({ type: 'lookup', scope, at: this.opts.now(), outcome: result.kind });
     switch (result.kind) {
@@ -465,9 +468,11 @@ export class Engine {
         await owned.commit({ type: 'lookup_found', result: result.snapshot, detail: result.detail });
         return;
       case 'absent':
-        await owned.commit({ type: 'lookup_absent', detail: result.detail, settled: result.settled });
+        await owned.commit({ type: 'lookup_absent', detail: result.detail, settled: result.settled, askedAt: result.askedAt });
         if (owned.rec.state === 'ambiguous') {
-          // The record refused the "absent": a superseded owner's late success says it was delivered.
+          // The record refused the "absent": a superseded owner's late success says it was delivered
+          // (stop), or a late response landed after the question (ask again, after the settle window).
+          if (!lateSuccess(owned.rec)) return;
           throw await this.stop(owned, new AmbiguousOutcomeError(`the lookup of ${text(scope)} said absent, but a superseded owner got a success for it late; not resent. Reconcile it by hand.`, { scope }));
         }
         return;

@@ -111,6 +111,11 @@ export async function onceFetch(engine: Engine, input: RequestInfo | URL, init?:
   const onceOptions: OnceOptions = checkOnce(once);
   checkSendable(req);
   const captured = await captureBody(req.body, opts.maxBodyBytes);
+  const given = req.headers.get('content-type');
+  if (typeof FormData !== 'undefined' && req.body instanceof FormData && given !== null && given !== captured.impliedContentType) {
+    // A FormData body carries its own Content-Type, with the boundary it was serialised under.
+    throw new TypeError('client.fetch: a FormData body sets its own multipart Content-Type (with its boundary); remove the Content-Type header');
+  }
   if (captured.impliedContentType !== undefined && !req.headers.has('content-type')) {
     req.headers.set('content-type', captured.impliedContentType);
   }

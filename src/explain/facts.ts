@@ -107,6 +107,9 @@ function contradictionsOf(record: OperationRecord, lookups: HandoffLookup[], pro
 }
 
 function earlierUnresolved(record: OperationRecord): boolean {
+  // a superseded owner's late success or ambiguous end, not settled by an "absent" after it
+  const late = record.evidence.findLast((e) => e.kind === 'late_response' && /^late (success|ambiguous) outcome/.test(e.detail));
+  if (late !== undefined && (late.detail.startsWith('late success') || !record.evidence.some((e) => e.kind === 'lookup' && e.generation > late.generation && e.detail.startsWith('absent:')))) return true;
   const risky = record.attempts.slice(0, -1).findLast((a) => a.finishedAt === null || !(a.class === 'not_sent' || (a.class === 'retryable' && a.status !== 409)));
   if (risky === undefined) return false;
   return !record.evidence.some((e) => e.kind === 'lookup' && e.generation > risky.generation && e.detail.startsWith('absent:'));

@@ -87,26 +87,33 @@ function multipartBoundary(contentType: string | null | undefined): string | und
   return value === undefined || value === '' ? undefined : value;
 }
 
-/** `body` with every occurrence of `boundary` replaced by {@link BOUNDARY_TOKEN}. */
+/**
+ * `body` with the boundary of each delimiter line (`--B` at the start, `CRLF--B` after it: the only
+ * places it may stand) replaced by {@link BOUNDARY_TOKEN}; the same text inside a part stays.
+ */
 function withoutBoundary(body: Uint8Array, boundary: string): Uint8Array {
-  const needle = new TextEncoder().encode(boundary);
+  const needle = new TextEncoder().encode(`\r\n--${boundary}`);
   const parts: Uint8Array[] = [];
   let from = 0;
   let length = 0;
-  for (let i = 0; i + needle.length <= body.length; ) {
-    let match = true;
-    for (let j = 0; j < needle.length; j++) {
-      if (body[i + j] !== needle[j]) {
-        match = false;
-        break;
-      }
-    }
-    if (!match) {
+  const matchesAt = (i: number, skip: number): boolean => {
+    for (let j = skip; j < needle.length; j++) if (body[i + j - skip] !== needle[j]) return false;
+    return true;
+  };
+  // at the very start the delimiter has no CRLF before it
+  let i = matchesAt(0, 2) ? 0 : -1;
+  if (i === 0) {
+    parts.push(body.subarray(0, 2), BOUNDARY_TOKEN);
+    length += 2 + BOUNDARY_TOKEN.length;
+    from = needle.length - 2;
+  }
+  for (i = from; i + needle.length <= body.length; ) {
+    if (!matchesAt(i, 0)) {
       i++;
       continue;
     }
-    parts.push(body.subarray(from, i), BOUNDARY_TOKEN);
-    length += i - from + BOUNDARY_TOKEN.length;
+    parts.push(body.subarray(from, i + 4), BOUNDARY_TOKEN);
+    length += i + 4 - from + BOUNDARY_TOKEN.length;
     i += needle.length;
     from = i;
   }

@@ -347,6 +347,12 @@ export type RecordEvent =
        * @default true
        */
       settled?: boolean;
+      /**
+       * when the lookup was asked (epoch ms): a superseded owner's late response that landed
+       * after it makes this "absent" too early to settle anything, whoever writes it
+       * @default undefined (not compared)
+       */
+      askedAt?: number;
     }
   | { type: 'lookup_unknown'; detail: string }
   | { type: 'resend_after_ambiguous'; detail: string }
@@ -428,8 +434,9 @@ function targetState(record: OperationRecord, event: RecordEvent): OperationStat
     case 'lookup_found':
       return 'succeeded';
     case 'lookup_absent':
-      // A superseded owner's late success showed delivery: an "absent" contradicts it, settles nothing.
-      if (lateSuccess(record)) return 'ambiguous';
+      // A superseded owner's late success showed delivery: an "absent" contradicts it, settles nothing;
+      // and one asked before a late response landed came too early to settle anything.
+      if (lateSuccess(record) || lateSince(record, event.askedAt)) return 'ambiguous';
       // Only a settled "absent" proves that nothing was delivered, which is what cancelled means.
       return record.cancelRequestedAt === null || event.settled === false ? 'pending' : 'cancelled';
     case 'resend_after_ambiguous':
@@ -461,8 +468,14 @@ export function deliveryUnresolved(record: Pick<OperationRecord, 'attempts' | 'e
   return !record.evidence.some((e) => e.kind === 'lookup' && e.generation > risky.generation && e.detail.startsWith('absent:'));
 }
 
+/** Whether a superseded owner's late success or ambiguous end landed at or after `askedAt`. */
+function lateSince(record: Pick<OperationRecord, 'evidence'>, askedAt: number | undefined): boolean {
+  if (askedAt === undefined) return false;
+  return record.evidence.some((e) => e.kind === 'late_response' && e.at >= askedAt && /^late (success|ambiguous) outcome/.test(e.detail));
+}
+
 /** Whether a superseded owner's attempt got a success late: the effect happened; only a lookup that finds it settles the record. */
-function lateSuccess(record: Pick<OperationRecord, 'evidence'>): boolean {
+export function lateSuccess(record: Pick<OperationRecord, 'evidence'>): boolean {
   return record.evidence.some((e) => e.kind === 'late_response' && e.detail.startsWith('late success outcome'));
 }
 
@@ -555,7 +568,7 @@ export function applyEvent(record: OperationRecord, event: RecordEvent, now: num
       note(
         'lookup',
         to === 'ambiguous'
-          ? `absent, contradicted by a superseded owner's late success: ${event.detail}`
+          ? `absent, contradicted by a superseded owner's late response: ${event.detail}`
           : event.settled === false
             ? `absent before settleMs (a same-key resend is safe; no proof that nothing was delivered): ${event.detail}`
             : `absent: ${event.detail}`,

@@ -83,6 +83,9 @@ export async function recover(engine: Engine, options: RecoverOptions = {}): Pro
   const signal = options.signal ?? new AbortController().signal;
   for (const found of stale) {
     signal.throwIfAborted();
+    // A store's tenant column may not tell tenants apart that differ only in text UTF-8 cannot
+    // carry (a lone surrogate): the record decides.
+    if (found.tenant !== tenant) continue;
     const scope = scopeOf(found);
     try {
       // Take the lease (in_flight becomes ambiguous: the old owner may have sent).
@@ -115,7 +118,7 @@ export async function recover(engine: Engine, options: RecoverOptions = {}): Pro
         await owned.commit({ type: 'lookup_found', result: outcome.snapshot, detail: `recover: ${outcome.detail}` });
         report.resolved.push(scope);
       } else if (outcome.kind === 'absent') {
-        await owned.commit({ type: 'lookup_absent', detail: `recover: ${outcome.detail}`, settled: askedAt >= settleAt });
+        await owned.commit({ type: 'lookup_absent', detail: `recover: ${outcome.detail}`, settled: askedAt >= settleAt, askedAt });
         await owned.commit({ type: 'release' });
         // refused when a superseded owner's late success contradicts it: still ambiguous
         (owned.rec.state === 'ambiguous' ? report.stillAmbiguous : report.absent).push(scope);

@@ -343,7 +343,8 @@ export function postgresStore(options: PostgresStoreOptions): OnceStore {
                     ORDER BY updated_at ASC, id ASC LIMIT $${params.push(q.limit)}`;
       return run('list', 'listing records', async (pool) => {
         const { rows } = await pool.query(text, params);
-        return (rows as RecordRow[]).map(read);
+        // The tenant column cannot tell apart tenants that differ only in a lone surrogate: the record decides.
+        return (rows as RecordRow[]).map(read).filter((r) => q.tenant === undefined || r.tenant === q.tenant);
       });
     },
 

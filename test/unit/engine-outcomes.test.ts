@@ -393,6 +393,16 @@ describe('inputs refused before anything is recorded', () => {
     expect(calls).toHaveLength(2);
   });
 
+  it('FormData with a Content-Type header of its own (no boundary): TypeError before anything is sent', async () => {
+    const { fetch, calls } = scriptedFetch([created()]);
+    const { client } = makeClient(fetch);
+    const f = new FormData();
+    f.append('sku', 'A-17');
+    await expect(client.fetch(URL_ORDERS, { method: 'POST', body: f, headers: { 'content-type': 'multipart/form-data' }, once: SCOPE })).rejects.toThrow(/FormData body sets its own multipart Content-Type/);
+    expect(calls).toHaveLength(0);
+    expect(await client.get(SCOPE)).toBeUndefined();
+  });
+
   it('the same bytes under another media type are another request: IdempotencyConflictError', async () => {
     const { fetch, calls } = scriptedFetch([created(), created('o-2')]);
     const { client } = makeClient(fetch);

@@ -157,6 +157,11 @@ describe('fingerprintRequest', () => {
     expect(await fingerprintRequest(multipart('----WebKitFormBoundaryXyZ', '1'))).toBe(a);
     expect(await fingerprintRequest({ ...multipart('"quoted-b"', '1'), contentType: 'multipart/form-data; boundary="quoted-b"', body: utf8('--quoted-b\r\nContent-Disposition: form-data; name="qty"\r\n\r\n1\r\n--quoted-b--\r\n') })).toBe(a);
     expect(await fingerprintRequest(multipart('----formdata-undici-0123', '2'))).not.toBe(a);
+    // Regression (review): only delimiter lines lose their boundary. A boundary that also appears in
+    // a value once made two forms equal (a false replay) or the same form differ.
+    const withValue = (boundary: string, value: string): FingerprintInput => ({ ...multipart(boundary, value), contentType: `multipart/form-data; boundary=${boundary}` });
+    expect(await fingerprintRequest(withValue('100', '100'))).not.toBe(await fingerprintRequest(withValue('999', '999')));
+    expect(await fingerprintRequest(withValue('name', '1'))).toBe(await fingerprintRequest(withValue('q7Zk', '1')));
     // not multipart: the same bytes are compared as they are
     expect(await fingerprintRequest({ ...multipart('b1', '1'), contentType: 'text/plain' })).not.toBe(await fingerprintRequest({ ...multipart('b2', '1'), contentType: 'text/plain' }));
   });

@@ -7,7 +7,9 @@
  * a lookup finds it, and contradicts any "absent". Memory store; effects are counted at the fakes.
  */
 import { describe, expect, it } from 'vitest';
+import { OwnedRecord } from '../../src/engine/owned.js';
 import { AmbiguousOutcomeError, createClient, memoryStore } from '../../src/index.js';
+import { applyEvent, newRecord } from '../../src/operation/record.js';
 import type { LookupFn, OnceClient } from '../../src/index.js';
 
 function deferred(): { promise: Promise<void>; resolve: () => void } {
@@ -142,5 +144,56 @@ describe("a superseded owner's late success", () => {
     expect(res.status).toBe(200);
     expect(counts.effects).toBe(1);
     expect((await b.get({ action: 'order', ref: 'L-4' }))?.state).toBe('succeeded');
+  });
+});
+
+// Regression (second review): recover() computed its settle window before its lookup and never
+// looked again, so a late ambiguous end landing during that lookup was "settled" by its "absent".
+// The "absent" now carries when it was asked; the record refuses it if a late response landed since.
+describe('an "absent" asked before a late response landed', () => {
+  const scope = { tenant: 'default', action: 'order', ref: 'R-1' };
+  const base = () =>
+    applyEvent(
+      newRecord({ scope, key: 'k-1', keySource: 'minted', fingerprint: 'f'.repeat(64), request: { method: 'POST', url: 'https://p.test/orders' }, owner: 'a', now: 0, leaseMs: 300, retentionMs: 86_400_000 }),
+      { type: 'attempt_started', attemptId: 'att-a' },
+      0,
+      'a',
+    );
+
+  it('settles nothing: the record stays ambiguous; asked after it, it clears the record', () => {
+    const taken = applyEvent(base(), { type: 'acquire', owner: 'b', leaseExpiresAt: 20_300 }, 20_000, 'b');
+    const late = applyEvent(taken, { type: 'evidence', kind: 'late_response', detail: 'late ambiguous outcome (attempt timeout) from a superseded owner', status: null }, 20_050, 'a');
+    expect(applyEvent(late, { type: 'lookup_absent', detail: 'x', askedAt: 20_010 }, 20_100, 'b').state).toBe('ambiguous');
+    expect(applyEvent(late, { type: 'lookup_absent', detail: 'x', askedAt: 21_500 }, 21_600, 'b').state).toBe('pending');
+  });
+
+  it('recover(): a late ambiguous end during its lookup leaves the operation still ambiguous, not absent', async () => {
+    const store = memoryStore();
+    const t = { now: 0 };
+    await store.claim(base());
+    const a = new OwnedRecord(base(), store, 'a', () => t.now); // alive but paused, its attempt on the wire
+    let lateDuringLookup = false;
+    const client = createClient({
+      store,
+      owner: 'r',
+      now: () => t.now,
+      settleMs: 1_000,
+      lookups: {
+        order: async () => {
+          if (lateDuringLookup) {
+            t.now += 5;
+            await a.commit({ type: 'attempt_finished', class: 'ambiguous', status: null, reason: 'attempt timeout', result: null }).catch(() => undefined);
+          }
+          return null;
+        },
+      },
+    });
+    t.now = 10_000;
+    expect((await client.recover()).stillAmbiguous).toHaveLength(1); // the takeover: too early to trust "absent"
+    t.now = 20_000;
+    lateDuringLookup = true;
+    const report = await client.recover();
+    expect(report).toMatchObject({ absent: [], stillAmbiguous: [{ ref: 'R-1' }] });
+    expect((await client.get(scope))?.state).toBe('ambiguous');
   });
 });
