@@ -445,22 +445,23 @@ export class Engine {
       // after the attempt can no longer take effect; otherwise wait until then and ask again (unless a
       // resend with the same key would be deduplicated).
       const askedAt = this.opts.now();
+      const askedGeneration = owned.rec.generation;
       const first = await lookup();
-      if (first.kind !== 'absent') return { ...first, settled: true, askedAt };
+      if (first.kind !== 'absent') return { ...first, settled: true, askedGeneration };
       // Settled against the record as it is now: a superseded owner's late response that landed
       // during the lookup moves the window (settledAt counts from it).
       const settleAt = settledAt((await this.opts.store.get(owned.rec.id)) ?? owned.rec, this.opts.settleMs);
-      if (askedAt >= settleAt) return { ...first, settled: true, askedAt };
+      if (askedAt >= settleAt) return { ...first, settled: true, askedGeneration };
       // A provider that dedupes makes an early "absent" enough for a same-key resend, but not for a
       // requested cancel: that one needs proof that nothing was delivered.
-      if (this.opts.providerDedupes && owned.rec.cancelRequestedAt === null) return { ...first, settled: false, askedAt };
+      if (this.opts.providerDedupes && owned.rec.cancelRequestedAt === null) return { ...first, settled: false, askedGeneration };
       const waitMs = Math.max(0, settleAt - this.opts.now());
       if (waitMs > deadline.remaining(this.opts.now())) {
         throw await this.stop(owned, unlessAmbiguous(owned.rec, new DeadlineExceededError(`the lookup of ${text(scope)} said absent, but the attempt may still take effect for ${waitMs} ms, past the deadline; the record stays ambiguous`, { scope })));
       }
       await sleep(waitMs, deadline.signal);
-      const again = this.opts.now();
-      return { ...(await lookup()), settled: true, askedAt: again };
+      const again = owned.rec.generation;
+      return { ...(await lookup()), settled: true, askedGeneration: again };
     });
     this.emit({ type: 'lookup', scope, at: this.opts.now(), outcome: result.kind });
     switch (result.kind) {
@@ -468,10 +469,11 @@ export class Engine {
         await owned.commit({ type: 'lookup_found', result: result.snapshot, detail: result.detail });
         return;
       case 'absent':
-        await owned.commit({ type: 'lookup_absent', detail: result.detail, settled: result.settled, askedAt: result.askedAt });
+        await owned.commit({ type: 'lookup_absent', detail: result.detail, settled: result.settled, askedGeneration: result.askedGeneration });
         if (owned.rec.state === 'ambiguous') {
           // The record refused the "absent": a superseded owner's late success says it was delivered
-          // (stop), or a late response landed after the question (ask again, after the settle window).
+          // (stop), or a late response was written after the question was asked (ask again: this commit
+          // brought the record up to date, so the next answer is compared with it).
           if (!lateSuccess(owned.rec)) return;
           throw await this.stop(owned, new AmbiguousOutcomeError(`the lookup of ${text(scope)} said absent, but a superseded owner got a success for it late; not resent. Reconcile it by hand.`, { scope }));
         }

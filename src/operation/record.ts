@@ -348,11 +348,12 @@ export type RecordEvent =
        */
       settled?: boolean;
       /**
-       * when the lookup was asked (epoch ms): a superseded owner's late response that landed
-       * after it makes this "absent" too early to settle anything, whoever writes it
+       * the record's generation as the asker read it before asking: a superseded owner's late
+       * response written after that (a higher generation) makes this "absent" too early to settle
+       * anything, whoever writes it. Generations, not times: the two owners' clocks may differ.
        * @default undefined (not compared)
        */
-      askedAt?: number;
+      askedGeneration?: number;
     }
   | { type: 'lookup_unknown'; detail: string }
   | { type: 'resend_after_ambiguous'; detail: string }
@@ -436,7 +437,7 @@ function targetState(record: OperationRecord, event: RecordEvent): OperationStat
     case 'lookup_absent':
       // A superseded owner's late success showed delivery: an "absent" contradicts it, settles nothing;
       // and one asked before a late response landed came too early to settle anything.
-      if (lateSuccess(record) || lateSince(record, event.askedAt)) return 'ambiguous';
+      if (lateSuccess(record) || lateSince(record, event.askedGeneration)) return 'ambiguous';
       // Only a settled "absent" proves that nothing was delivered, which is what cancelled means.
       return record.cancelRequestedAt === null || event.settled === false ? 'pending' : 'cancelled';
     case 'resend_after_ambiguous':
@@ -468,10 +469,10 @@ export function deliveryUnresolved(record: Pick<OperationRecord, 'attempts' | 'e
   return !record.evidence.some((e) => e.kind === 'lookup' && e.generation > risky.generation && e.detail.startsWith('absent:'));
 }
 
-/** Whether a superseded owner's late success or ambiguous end landed at or after `askedAt`. */
-function lateSince(record: Pick<OperationRecord, 'evidence'>, askedAt: number | undefined): boolean {
-  if (askedAt === undefined) return false;
-  return record.evidence.some((e) => e.kind === 'late_response' && e.at >= askedAt && /^late (success|ambiguous) outcome/.test(e.detail));
+/** Whether a superseded owner's late success or ambiguous end was written after generation `asked`. */
+function lateSince(record: Pick<OperationRecord, 'evidence'>, asked: number | undefined): boolean {
+  if (asked === undefined) return false;
+  return record.evidence.some((e) => e.kind === 'late_response' && e.generation > asked && /^late (success|ambiguous) outcome/.test(e.detail));
 }
 
 /** Whether a superseded owner's attempt got a success late: the effect happened; only a lookup that finds it settles the record. */

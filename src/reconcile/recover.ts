@@ -118,7 +118,7 @@ export async function recover(engine: Engine, options: RecoverOptions = {}): Pro
         await owned.commit({ type: 'lookup_found', result: outcome.snapshot, detail: `recover: ${outcome.detail}` });
         report.resolved.push(scope);
       } else if (outcome.kind === 'absent') {
-        await owned.commit({ type: 'lookup_absent', detail: `recover: ${outcome.detail}`, settled: askedAt >= settleAt, askedAt });
+        await owned.commit({ type: 'lookup_absent', detail: `recover: ${outcome.detail}`, settled: askedAt >= settleAt, askedGeneration: taken.generation });
         await owned.commit({ type: 'release' });
         // refused when a superseded owner's late success contradicts it: still ambiguous
         (owned.rec.state === 'ambiguous' ? report.stillAmbiguous : report.absent).push(scope);

@@ -163,8 +163,9 @@ describe('an "absent" asked before a late response landed', () => {
   it('settles nothing: the record stays ambiguous; asked after it, it clears the record', () => {
     const taken = applyEvent(base(), { type: 'acquire', owner: 'b', leaseExpiresAt: 20_300 }, 20_000, 'b');
     const late = applyEvent(taken, { type: 'evidence', kind: 'late_response', detail: 'late ambiguous outcome (attempt timeout) from a superseded owner', status: null }, 20_050, 'a');
-    expect(applyEvent(late, { type: 'lookup_absent', detail: 'x', askedAt: 20_010 }, 20_100, 'b').state).toBe('ambiguous');
-    expect(applyEvent(late, { type: 'lookup_absent', detail: 'x', askedAt: 21_500 }, 21_600, 'b').state).toBe('pending');
+    // generations, not times: the superseded owner's clock may run ahead or behind
+    expect(applyEvent(late, { type: 'lookup_absent', detail: 'x', askedGeneration: taken.generation }, 20_100, 'b').state).toBe('ambiguous');
+    expect(applyEvent(late, { type: 'lookup_absent', detail: 'x', askedGeneration: late.generation }, 21_600, 'b').state).toBe('pending');
   });
 
   it('recover(): a late ambiguous end during its lookup leaves the operation still ambiguous, not absent', async () => {
@@ -195,5 +196,70 @@ describe('an "absent" asked before a late response landed', () => {
     const report = await client.recover();
     expect(report).toMatchObject({ absent: [], stillAmbiguous: [{ ref: 'R-1' }] });
     expect((await client.get(scope))?.state).toBe('ambiguous');
+  });
+});
+
+// Regression (third review): the first version compared the late response's time (the superseded
+// owner's clock) with the asker's: with that owner's clock ahead, every "absent" was refused and,
+// with providerDedupes (no settle wait), the new owner looked up in a tight loop, one evidence
+// entry per round. Generations are compared now: two rounds at most.
+describe("a superseded owner's clock running ahead", () => {
+  it('does not make the new owner look up in a loop (frozen clock, providerDedupes)', async () => {
+    const store = memoryStore();
+    const clock = { a: 0, b: 0 };
+    const releaseA = deferred();
+    const aDone = deferred();
+    const abortA = new AbortController();
+    const a = createClient({
+      store,
+      owner: 'a',
+      leaseMs: 300,
+      now: () => clock.a,
+      onEvent: (e) => {
+        if (e.type === 'late_evidence') {
+          abortA.abort(new Error('A gives up'));
+          aDone.resolve();
+        }
+      },
+    });
+    const first = a
+      .run({ action: 'order', ref: 'R', signal: abortA.signal }, async () => {
+        await releaseA.promise;
+        throw Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' });
+      })
+      .catch((e: unknown) => e);
+    await tick(20);
+    clock.b = 10_000; // past A's lease
+    let lookups = 0;
+    const b = createClient({ store, owner: 'b', leaseMs: 300, settleMs: 1_000, providerDedupes: true, now: () => clock.b, retry: { maxAttempts: 2, baseDelayMs: 1, maxDelayMs: 1, budget: false, deadlineMs: 5_000 } });
+    let effects = 0;
+    const result = await b
+      .run(
+        {
+          action: 'order',
+          ref: 'R',
+          lookup: async () => {
+            lookups++;
+            if (lookups === 1) {
+              clock.a = clock.b + 60_000; // A's clock a minute ahead when its late answer lands
+              releaseA.resolve();
+              await aDone.promise;
+            }
+            if (lookups > 50) throw new Error('looping');
+            return null;
+          },
+        },
+        async () => {
+          effects++;
+          return 'ok';
+        },
+      )
+      .catch((e: unknown) => e);
+    await first;
+    expect(lookups).toBeLessThanOrEqual(3);
+    expect((await b.get({ action: 'order', ref: 'R' }))!.evidence.length).toBeLessThan(10);
+    // a late *ambiguous* end, then a settled-enough absent: the same-key resend (the provider dedupes)
+    expect(result).toBe('ok');
+    expect(effects).toBe(1);
   });
 });
