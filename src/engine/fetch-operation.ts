@@ -109,7 +109,9 @@ export async function onceFetch(engine: Engine, input: RequestInfo | URL, init?:
     return opts.fetch(input, passthrough);
   }
   const onceOptions: OnceOptions = checkOnce(once);
-  checkSendable(req);
+  const normalised = normaliseUrl(req.url); // an invalid URL, or one with credentials, is a TypeError here
+  const u = new URL(normalised);
+  checkSendable(req, u.protocol);
   const captured = await captureBody(req.body, opts.maxBodyBytes);
   const given = req.headers.get('content-type');
   if (typeof FormData !== 'undefined' && req.body instanceof FormData && given !== null && given !== captured.impliedContentType) {
@@ -119,19 +121,18 @@ export async function onceFetch(engine: Engine, input: RequestInfo | URL, init?:
   if (captured.impliedContentType !== undefined && !req.headers.has('content-type')) {
     req.headers.set('content-type', captured.impliedContentType);
   }
-  const normalised = normaliseUrl(req.url);
   const fingerprint = await fingerprintRequest({ method: req.method, url: normalised, body: captured.bytes, contentType: req.headers.get('content-type') });
-  const u = new URL(normalised);
+  const key = unquote(callerKey);
   const scope: Scope = {
     tenant: onceOptions.tenant ?? opts.tenant,
     action: onceOptions.action ?? `${req.method} ${u.origin}${u.pathname}`,
-    ref: onceOptions.ref ?? unquote(callerKey) ?? globalThis.crypto.randomUUID(),
+    ref: onceOptions.ref ?? key ?? globalThis.crypto.randomUUID(),
   };
   const lookupFn = onceOptions.lookup ?? opts.lookups[scope.action];
   const spec: OperationSpec = {
     scope,
     fingerprint,
-    callerKey: unquote(callerKey),
+    callerKey: key,
     request: { method: req.method, url: storedUrl(req.url) },
     signal: req.signal,
     cancelSignal: onceOptions.signal,
@@ -179,13 +180,7 @@ const FORBIDDEN_METHODS: ReadonlySet<string> = new Set(['CONNECT', 'TRACE', 'TRA
  * What fetch would refuse before sending, refused before anything is recorded: otherwise the
  * refusal would read as an attempt of unknown outcome and leave the ref ambiguous for good.
  */
-function checkSendable(req: PlainRequest): void {
-  let protocol: string;
-  try {
-    protocol = new URL(req.url).protocol;
-  } catch (cause) {
-    throw new TypeError(`invalid URL ${JSON.stringify(req.url)}: an absolute URL is required`, { cause });
-  }
+function checkSendable(req: PlainRequest, protocol: string): void {
   if (protocol !== 'http:' && protocol !== 'https:') throw new TypeError(`client.fetch: a once-only request needs an http: or https: URL, got ${protocol}`);
   if (FORBIDDEN_METHODS.has(req.method)) throw new TypeError(`client.fetch: fetch does not send ${req.method} requests`);
   // A no-cors request drops every header that is not CORS-safelisted, the key among them, and its

@@ -131,13 +131,18 @@ async function readStream(stream: ReadableStream<unknown>, maxBytes: number): Pr
   } finally {
     reader.releaseLock();
   }
-  const bytes = new Uint8Array(total);
+  return concatBytes(chunks, total);
+}
+
+/** `parts` as one new array (`length`, when the caller already knows it, saves a pass). */
+export function concatBytes(parts: readonly Uint8Array[], length = parts.reduce((n, p) => n + p.byteLength, 0)): Uint8Array<ArrayBuffer> {
+  const out = new Uint8Array(length);
   let offset = 0;
-  for (const chunk of chunks) {
-    bytes.set(chunk, offset);
-    offset += chunk.byteLength;
+  for (const part of parts) {
+    out.set(part, offset);
+    offset += part.byteLength;
   }
-  return bytes;
+  return out;
 }
 
 function withinCap(bytes: Uint8Array<ArrayBuffer>, maxBytes: number): Uint8Array<ArrayBuffer> {

@@ -179,7 +179,7 @@ function quoteString(value: string, path: string, what: 'string' | 'key' = 'stri
 }
 
 /** Index of the first unpaired surrogate code unit, or -1. */
-function findLoneSurrogate(value: string): number {
+export function findLoneSurrogate(value: string): number {
   for (let i = 0; i < value.length; i++) {
     const unit = value.charCodeAt(i);
     if (unit >= 0xd800 && unit <= 0xdbff) {

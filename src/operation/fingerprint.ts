@@ -6,6 +6,7 @@
  * @module
  */
 
+import { concatBytes } from './body.js';
 import { canonicalJson, canonicalizeJsonText } from './canonical-json.js';
 
 /** Version tag at the head of every framed input; bump it if the framing ever changes. */
@@ -93,39 +94,29 @@ function multipartBoundary(contentType: string | null | undefined): string | und
  */
 function withoutBoundary(body: Uint8Array, boundary: string): Uint8Array {
   const needle = new TextEncoder().encode(`\r\n--${boundary}`);
-  const parts: Uint8Array[] = [];
-  let from = 0;
-  let length = 0;
+  /** Whether `needle` from index `skip` on stands in `body` at `i`. */
   const matchesAt = (i: number, skip: number): boolean => {
     for (let j = skip; j < needle.length; j++) if (body[i + j - skip] !== needle[j]) return false;
     return true;
   };
+  const parts: Uint8Array[] = [];
+  let from = 0;
   // at the very start the delimiter has no CRLF before it
-  let i = matchesAt(0, 2) ? 0 : -1;
-  if (i === 0) {
+  if (matchesAt(0, 2)) {
     parts.push(body.subarray(0, 2), BOUNDARY_TOKEN);
-    length += 2 + BOUNDARY_TOKEN.length;
     from = needle.length - 2;
   }
-  for (i = from; i + needle.length <= body.length; ) {
+  for (let i = from; i + needle.length <= body.length; ) {
     if (!matchesAt(i, 0)) {
       i++;
       continue;
     }
-    parts.push(body.subarray(from, i + 4), BOUNDARY_TOKEN);
-    length += i + 4 - from + BOUNDARY_TOKEN.length;
+    parts.push(body.subarray(from, i + 4), BOUNDARY_TOKEN); // keep CRLF--, set the boundary aside
     i += needle.length;
     from = i;
   }
   parts.push(body.subarray(from));
-  length += body.length - from;
-  const out = new Uint8Array(length);
-  let offset = 0;
-  for (const part of parts) {
-    out.set(part, offset);
-    offset += part.length;
-  }
-  return out;
+  return concatBytes(parts);
 }
 
 /** A Content-Type compared: the essence lower-cased, parameters trimmed and sorted, charset lower-cased. */
@@ -265,15 +256,7 @@ async function sha256Hex(parts: readonly Uint8Array[]): Promise<string> {
       'WebCrypto (crypto.subtle) is unavailable; browsers expose it only in secure contexts (https or localhost)',
     );
   }
-  let length = 0;
-  for (const part of parts) length += part.byteLength;
-  const frame = new Uint8Array(length);
-  let offset = 0;
-  for (const part of parts) {
-    frame.set(part, offset);
-    offset += part.byteLength;
-  }
-  const digest = new Uint8Array(await subtle.digest('SHA-256', frame));
+  const digest = new Uint8Array(await subtle.digest('SHA-256', concatBytes(parts)));
   let hex = '';
   for (const byte of digest) hex += byte.toString(16).padStart(2, '0');
   return hex;

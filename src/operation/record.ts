@@ -465,14 +465,22 @@ function targetState(record: OperationRecord, event: RecordEvent): OperationStat
 export function deliveryUnresolved(record: Pick<OperationRecord, 'attempts' | 'evidence'>): boolean {
   if (lateDeliveryUnsettled(record)) return true;
   const risky = record.attempts.findLast((a) => a.finishedAt === null || !(a.class === 'not_sent' || (a.class === 'retryable' && a.status !== 409)));
-  if (risky === undefined) return false;
-  return !record.evidence.some((e) => e.kind === 'lookup' && e.generation > risky.generation && e.detail.startsWith('absent:'));
+  return risky !== undefined && !settledAbsentAfter(record, risky.generation);
+}
+
+/** The evidence `keepAsEvidence` writes for a superseded owner's late success or ambiguous end. */
+const LATE_DELIVERY = /^late (success|ambiguous) outcome/;
+
+const isLateDelivery = (e: EvidenceRecord): boolean => e.kind === 'late_response' && LATE_DELIVERY.test(e.detail);
+
+/** Whether a settled "absent" lookup was written after generation `generation`. */
+function settledAbsentAfter(record: Pick<OperationRecord, 'evidence'>, generation: number): boolean {
+  return record.evidence.some((e) => e.kind === 'lookup' && e.generation > generation && e.detail.startsWith('absent:'));
 }
 
 /** Whether a superseded owner's late success or ambiguous end was written after generation `asked`. */
 function lateSince(record: Pick<OperationRecord, 'evidence'>, asked: number | undefined): boolean {
-  if (asked === undefined) return false;
-  return record.evidence.some((e) => e.kind === 'late_response' && e.generation > asked && /^late (success|ambiguous) outcome/.test(e.detail));
+  return asked !== undefined && record.evidence.some((e) => e.generation > asked && isLateDelivery(e));
 }
 
 /** Whether a superseded owner's attempt got a success late: the effect happened; only a lookup that finds it settles the record. */
@@ -487,9 +495,8 @@ export function lateSuccess(record: Pick<OperationRecord, 'evidence'>): boolean 
  */
 export function lateDeliveryUnsettled(record: Pick<OperationRecord, 'evidence'>): boolean {
   if (lateSuccess(record)) return true;
-  const late = record.evidence.findLast((e) => e.kind === 'late_response' && /^late (success|ambiguous) outcome/.test(e.detail));
-  if (late === undefined) return false;
-  return !record.evidence.some((e) => e.kind === 'lookup' && e.generation > late.generation && e.detail.startsWith('absent:'));
+  const late = record.evidence.findLast(isLateDelivery);
+  return late !== undefined && !settledAbsentAfter(record, late.generation);
 }
 
 /**

@@ -7,6 +7,7 @@
  * @module
  */
 import { StoreError } from '../errors.js';
+import { findLoneSurrogate } from '../operation/canonical-json.js';
 import { parseRecord, recordId, type OperationRecord, type OperationState } from '../operation/record.js';
 import { DEFAULT_LIST_LIMIT, type ListQuery } from './contract.js';
 
@@ -62,11 +63,6 @@ export function checkCompareAndSet(id: string, expectedGeneration: number, next:
 }
 
 /** Parses a stored row and checks it belongs where it was found. */
-/** Whether `text` has no lone surrogate (so it survives a UTF-8 text column unchanged). */
-function isWellFormed(text: string): boolean {
-  return !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(text);
-}
-
 export function decodeRecord(
   data: unknown,
   id: string,
@@ -84,7 +80,7 @@ export function decodeRecord(
     for (const [column, value] of [['state', record.state], ['tenant', record.tenant], ['expires_at', record.expiresAt]] as const) {
       // A text column goes through UTF-8, where each driver replaces a lone surrogate its own way:
       // such a tenant is compared by the record alone.
-      if (column === 'tenant' && !isWellFormed(record.tenant)) continue;
+      if (column === 'tenant' && findLoneSurrogate(record.tenant) !== -1) continue;
       const stored = column === 'expires_at' ? Number(columns.expiresAt) : columns[column];
       if (stored !== value) throw new StoreError(`${where}: the row's ${column} column (${String(stored)}) disagrees with its record (${String(value)})`);
     }
