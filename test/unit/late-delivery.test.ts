@@ -70,6 +70,12 @@ function twoOwners(ref: string, b: { fetch: (release: () => Promise<void>) => Pr
   return { store, counts, a, b: bClient, first };
 }
 
+/** B's send: lets A's late 201 land, then the provider refuses B's request (503, nothing done). */
+async function busyOnceLateLanded(release: () => Promise<void>): Promise<Response> {
+  await release();
+  return new Response('busy', { status: 503 });
+}
+
 async function started(counts: { posts: string[] }): Promise<void> {
   for (let i = 0; i < 100 && counts.posts.length === 0; i++) await tick();
 }
@@ -78,10 +84,7 @@ describe("a superseded owner's late success", () => {
   it("landing during the new owner's attempt, which the provider refuses (503): no send without a lookup that settles it", async () => {
     const { counts, b, first } = twoOwners('L-1', {
       maxAttempts: 3,
-      fetch: async (release) => {
-        await release();
-        return new Response('busy', { status: 503 });
-      },
+      fetch: busyOnceLateLanded,
     });
     await started(counts);
     const error = await b.fetch('https://p.test/orders', init('L-1')).catch((e: unknown) => e);
@@ -95,10 +98,7 @@ describe("a superseded owner's late success", () => {
   it('then a cancel is undecided, never cancelled', async () => {
     const { counts, b, first } = twoOwners('L-2', {
       maxAttempts: 1,
-      fetch: async (release) => {
-        await release();
-        return new Response('busy', { status: 503 });
-      },
+      fetch: busyOnceLateLanded,
     });
     await started(counts);
     await b.fetch('https://p.test/orders', init('L-2')).catch(() => undefined);
@@ -132,10 +132,7 @@ describe("a superseded owner's late success", () => {
   it('a lookup that finds it settles the record: succeeded, replayed from then on', async () => {
     const { counts, b, first } = twoOwners('L-4', {
       maxAttempts: 3,
-      fetch: async (release) => {
-        await release();
-        return new Response('busy', { status: 503 });
-      },
+      fetch: busyOnceLateLanded,
       lookup: async () => (counts.posts.length > 1 ? new Response('{"id":1}', { status: 200 }) : null),
     });
     await started(counts);
