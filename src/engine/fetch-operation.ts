@@ -116,7 +116,9 @@ export async function onceFetch(engine: Engine, input: RequestInfo | URL, init?:
   const given = req.headers.get('content-type');
   if (typeof FormData !== 'undefined' && req.body instanceof FormData && given !== null && given !== captured.impliedContentType) {
     // A FormData body carries its own Content-Type, with the boundary it was serialised under.
-    throw new TypeError('client.fetch: a FormData body sets its own multipart Content-Type (with its boundary); remove the Content-Type header');
+    throw new TypeError(
+      `client.fetch: a FormData body sets its own multipart Content-Type (with its boundary); remove the Content-Type header${input instanceof Request ? ' (the Request carries one from its own body)' : ''}`,
+    );
   }
   if (captured.impliedContentType !== undefined && !req.headers.has('content-type')) {
     req.headers.set('content-type', captured.impliedContentType);

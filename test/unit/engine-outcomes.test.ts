@@ -403,6 +403,20 @@ describe('inputs refused before anything is recorded', () => {
     expect(await client.get(SCOPE)).toBeUndefined();
   });
 
+  it('a Request with a body, given another FormData in init: TypeError naming the Request\'s Content-Type (fetch would send the old boundary)', async () => {
+    const { fetch, calls } = scriptedFetch([created()]);
+    const { client } = makeClient(fetch);
+    const f = (qty: string): FormData => {
+      const d = new FormData();
+      d.append('qty', qty);
+      return d;
+    };
+    const req = new Request(URL_ORDERS, { method: 'POST', body: f('1') });
+    await expect(client.fetch(req, { body: f('2'), once: SCOPE })).rejects.toThrow(/remove the Content-Type header \(the Request carries one from its own body\)/);
+    expect(calls).toHaveLength(0);
+    expect(await client.get(SCOPE)).toBeUndefined();
+  });
+
   it('the same bytes under another media type are another request: IdempotencyConflictError', async () => {
     const { fetch, calls } = scriptedFetch([created(), created('o-2')]);
     const { client } = makeClient(fetch);
