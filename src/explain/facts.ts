@@ -30,7 +30,8 @@ export interface Facts {
   /**
    * an attempt before the last one may have reached the provider (unfinished, ambiguous or 409),
    * and no settled "absent" lookup came after it: cleared at most for a same-key resend (the
-   * same test as `deliveryUnresolved` in record.ts, on the earlier attempts)
+   * same test as `deliveryUnresolved` in record.ts, on the earlier attempts; a superseded owner's
+   * late delivery counts too; held to it by test/property/explain-facts.test.ts)
    */
   earlierUnresolved: boolean;
   /** the key is past `0.9 · providerRetentionMs` */
@@ -106,13 +107,23 @@ function contradictionsOf(record: OperationRecord, lookups: HandoffLookup[], pro
   return found;
 }
 
+/** Whether a settled "absent" lookup was written after generation `generation` (record.ts's `settledAbsentAfter`). */
+function settledAbsentAfter(record: OperationRecord, generation: number): boolean {
+  return record.evidence.some((e) => e.kind === 'lookup' && e.generation > generation && e.detail.startsWith('absent:'));
+}
+
+/**
+ * record.ts's `deliveryUnresolved` on the attempts before the last one, written out again for the
+ * lazy chunk (held to it by test/property/explain-facts.test.ts).
+ */
 function earlierUnresolved(record: OperationRecord): boolean {
-  // a superseded owner's late success or ambiguous end, not settled by an "absent" after it
+  // `lateDeliveryUnsettled`: a superseded owner's late success anywhere (no "absent" settles it: the
+  // effect happened), or its last late ambiguous end with no settled "absent" after it
+  if (record.evidence.some((e) => e.kind === 'late_response' && e.detail.startsWith('late success outcome'))) return true;
   const late = record.evidence.findLast((e) => e.kind === 'late_response' && /^late (success|ambiguous) outcome/.test(e.detail));
-  if (late !== undefined && (late.detail.startsWith('late success') || !record.evidence.some((e) => e.kind === 'lookup' && e.generation > late.generation && e.detail.startsWith('absent:')))) return true;
+  if (late !== undefined && !settledAbsentAfter(record, late.generation)) return true;
   const risky = record.attempts.slice(0, -1).findLast((a) => a.finishedAt === null || !(a.class === 'not_sent' || (a.class === 'retryable' && a.status !== 409)));
-  if (risky === undefined) return false;
-  return !record.evidence.some((e) => e.kind === 'lookup' && e.generation > risky.generation && e.detail.startsWith('absent:'));
+  return risky !== undefined && !settledAbsentAfter(record, risky.generation);
 }
 
 /** Business effects the record alone proves, else `'unknown'`. */

@@ -1,0 +1,224 @@
+/**
+ * The predicates `src/explain/facts.ts` writes out again instead of importing them from
+ * `src/operation/record.ts` (the lazy explain chunk must not pull in record.ts's runtime code),
+ * held to record.ts on records reached through random `applyEvent` sequences, checked after every
+ * accepted event:
+ *
+ * - `Facts.earlierUnresolved` is `deliveryUnresolved` of record.ts on the attempts before the last
+ *   one (a superseded owner's late delivery not settled, or an earlier attempt that may have landed
+ *   with no settled "absent" after it);
+ * - `Facts.terminal` is `isTerminal`;
+ * - a lookup that facts.ts reads as `absent` is exactly one that record.ts counts as a settled
+ *   "absent" (the one that clears a possibly delivered attempt).
+ *
+ * The events are those the engine writes, plus one it never writes but `applyEvent` takes: generic
+ * `evidence` of kind `lookup` with a settled "absent" line, so that a settled "absent" can follow a
+ * late success, the case where the two copies once differed (see the regression below).
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { explain } from '../../src/explain/explain.js';
+import { factsOf } from '../../src/explain/facts.js';
+import type { ExplainPolicy } from '../../src/explain/types.js';
+import { IllegalTransitionError, applyEvent, deliveryUnresolved, isTerminal, newRecord } from '../../src/operation/record.js';
+import type { AttemptRecord, EvidenceRecord, OperationRecord, RecordEvent, ResultSnapshot } from '../../src/operation/record.js';
+
+const T0 = 1_900_000_000_000;
+const DAY = 24 * 3600 * 1000;
+const LEASE_MS = 50;
+const OWNERS = ['A', 'B'] as const;
+
+function fresh(): OperationRecord {
+  return newRecord({
+    scope: { tenant: 't1', action: 'create-order', ref: 'R-1' },
+    key: 'the-key',
+    keySource: 'minted',
+    fingerprint: 'c'.repeat(64),
+    request: { method: 'POST', url: 'https://api.example.test/orders' },
+    owner: 'A',
+    now: T0,
+    leaseMs: LEASE_MS,
+    retentionMs: DAY,
+  });
+}
+
+const result = (status: number, source: 'attempt' | 'lookup'): ResultSnapshot => ({
+  kind: 'response',
+  source,
+  status,
+  statusText: '',
+  headers: [],
+  body: '',
+  bodyTruncated: false,
+});
+
+/** `deliveryUnresolved` of record.ts, on the attempts before the last one: what `earlierUnresolved` stands for. */
+function earlierUnresolvedOfRecordTs(rec: OperationRecord): boolean {
+  return deliveryUnresolved({ attempts: rec.attempts.slice(0, -1), evidence: rec.evidence });
+}
+
+/** Whether record.ts counts lookup evidence `e` as a settled "absent": it clears an attempt left open just before it. */
+function settledAbsentOfRecordTs(e: EvidenceRecord): boolean {
+  const open: AttemptRecord = { id: 'probe', number: 1, generation: e.generation - 1, owner: 'probe', startedAt: 0, finishedAt: null, class: null, status: null, reason: null };
+  return !deliveryUnresolved({ attempts: [open], evidence: [e] });
+}
+
+/** An event whose parts that depend on the record or the moment are left as offsets. */
+type EventSpec =
+  | { type: 'acquire'; leaseOffsetMs: number }
+  | { type: 'lookup_absent'; detail: string; settled: boolean | undefined; askedBack: number | undefined }
+  | Exclude<RecordEvent, { type: 'acquire' } | { type: 'lookup_absent' }>;
+
+const finished = (cls: 'success' | 'not_sent' | 'retryable' | 'ambiguous' | 'terminal' | 'conflict', status: number | null): EventSpec => ({
+  type: 'attempt_finished',
+  class: cls,
+  status,
+  reason: status === null ? cls : `status ${status}`,
+  result: cls === 'success' ? result(status ?? 201, 'attempt') : null,
+});
+
+const eventArb: fc.Arbitrary<EventSpec> = fc.oneof(
+  { weight: 2, arbitrary: fc.integer({ min: 1, max: 2 * LEASE_MS }).map((leaseOffsetMs): EventSpec => ({ type: 'acquire', leaseOffsetMs })) },
+  fc.constant<EventSpec>({ type: 'release' }),
+  { weight: 4, arbitrary: fc.constant<EventSpec>({ type: 'attempt_started', attemptId: 'att' }) },
+  // outcomes that keep the record open, more often than those that end it (and every later step)
+  {
+    weight: 5,
+    arbitrary: fc.constantFrom<EventSpec>(
+      finished('not_sent', null),
+      finished('retryable', 503),
+      finished('retryable', 409),
+      finished('retryable', null),
+      finished('ambiguous', null),
+      finished('ambiguous', 500),
+    ),
+  },
+  fc.constantFrom<EventSpec>(finished('success', 201), finished('terminal', 400), finished('conflict', 422)),
+  fc.constant<EventSpec>({ type: 'lookup_found', result: result(200, 'lookup'), detail: 'lookup found it' }),
+  {
+    weight: 3,
+    arbitrary: fc
+      .record({ settled: fc.option(fc.boolean(), { nil: undefined }), askedBack: fc.option(fc.integer({ min: 0, max: 4 }), { nil: undefined }) })
+      .map(({ settled, askedBack }): EventSpec => ({ type: 'lookup_absent', detail: 'no such order', settled, askedBack })),
+  },
+  fc.constant<EventSpec>({ type: 'lookup_unknown', detail: 'lookup failed: 503' }),
+  { weight: 3, arbitrary: fc.constant<EventSpec>({ type: 'resend_after_ambiguous', detail: 'the provider dedupes' }) },
+  fc.constant<EventSpec>({ type: 'stopped', code: 'AMBIGUOUS_OUTCOME', message: 'gave up' }),
+  fc.constant<EventSpec>({ type: 'cancel' }),
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom<EventSpec>(
+      // as OwnedRecord's keepAsEvidence writes them
+      { type: 'evidence', kind: 'late_response', detail: 'late success outcome (status 201) from a superseded owner', status: 201, reopen: true },
+      { type: 'evidence', kind: 'late_response', detail: 'late ambiguous outcome (TimeoutError) from a superseded owner', status: null, reopen: true },
+      { type: 'evidence', kind: 'late_response', detail: 'late retryable outcome (status 503) from a superseded owner', status: 503 },
+      { type: 'evidence', kind: 'stale_write', detail: 'superseded write (renew)', status: null },
+      // never written by the engine, but a record can hold it: a settled "absent" after anything
+      { type: 'evidence', kind: 'lookup', detail: 'absent: no such order (noted)', status: null },
+    ),
+  },
+);
+
+function toEvent(spec: EventSpec, rec: OperationRecord, now: number, owner: string): RecordEvent {
+  switch (spec.type) {
+    case 'acquire':
+      return { type: 'acquire', owner, leaseExpiresAt: now + spec.leaseOffsetMs };
+    case 'attempt_started':
+      return { type: 'attempt_started', attemptId: `att-${rec.attempts.length + 1}` };
+    case 'lookup_absent': {
+      const event: RecordEvent = { type: 'lookup_absent', detail: spec.detail };
+      if (spec.settled !== undefined) event.settled = spec.settled;
+      if (spec.askedBack !== undefined) event.askedGeneration = Math.max(0, rec.generation - spec.askedBack);
+      return event;
+    }
+    default:
+      return spec;
+  }
+}
+
+/** Every record `applyEvent` accepts along the way (events it refuses are skipped), the fresh one first. */
+function reached(steps: { owner: (typeof OWNERS)[number]; event: EventSpec }[]): OperationRecord[] {
+  let rec = fresh();
+  let now = T0;
+  const out = [rec];
+  for (const step of steps) {
+    now += 7;
+    try {
+      rec = applyEvent(rec, toEvent(step.event, rec, now, step.owner), now, step.owner);
+    } catch (error) {
+      if (error instanceof IllegalTransitionError) continue;
+      throw error;
+    }
+    out.push(rec);
+  }
+  return out;
+}
+
+const stepsArb = fc.array(fc.record({ owner: fc.constantFrom(...OWNERS), event: eventArb }), { minLength: 1, maxLength: 40, size: 'max' });
+
+/** The shrunk record where facts.ts and record.ts disagreed: a late success, a later late ambiguous end, then a settled "absent". */
+const lateSuccessThenAbsent: { owner: 'A'; event: EventSpec }[] = (
+  [
+    { type: 'attempt_started', attemptId: 'att' },
+    finished('not_sent', null),
+    { type: 'evidence', kind: 'late_response', detail: 'late success outcome (status 201) from a superseded owner', status: 201, reopen: true },
+    { type: 'evidence', kind: 'late_response', detail: 'late ambiguous outcome (TimeoutError) from a superseded owner', status: null, reopen: true },
+    { type: 'evidence', kind: 'lookup', detail: 'absent: no such order (noted)', status: null },
+    { type: 'resend_after_ambiguous', detail: 'the provider dedupes' },
+    { type: 'attempt_started', attemptId: 'att' },
+    finished('retryable', 503),
+    { type: 'resend_after_ambiguous', detail: 'the provider dedupes' },
+  ] satisfies EventSpec[]
+).map((event) => ({ owner: 'A' as const, event }));
+
+describe('facts.ts agrees with record.ts on records reached through applyEvent', () => {
+  it('earlierUnresolved is deliveryUnresolved on the earlier attempts; terminal is isTerminal; absent lookups are the settled ones', () => {
+    const seen = { unresolved: 0, resolved: 0, byLate: 0, byAttempt: 0, earlierSettled: 0, settledAbsent: 0, otherLookup: 0 };
+    fc.assert(
+      fc.property(stepsArb, (steps) => {
+        for (const rec of reached(steps)) {
+          const f = factsOf(rec, rec.updatedAt, DAY);
+          const expected = earlierUnresolvedOfRecordTs(rec);
+          expect(f.earlierUnresolved, `earlierUnresolved of ${JSON.stringify({ attempts: rec.attempts, evidence: rec.evidence })}`).toBe(expected);
+          expect(f.terminal, rec.state).toBe(isTerminal(rec.state));
+          const lookups = rec.evidence.filter((e) => e.kind === 'lookup');
+          expect(f.lookups.map((l) => l.outcome === 'absent')).toEqual(lookups.map(settledAbsentOfRecordTs));
+          if (expected) seen.unresolved++;
+          else seen.resolved++;
+          if (deliveryUnresolved({ attempts: [], evidence: rec.evidence })) seen.byLate++;
+          else if (expected) seen.byAttempt++;
+          else if (deliveryUnresolved({ attempts: rec.attempts.slice(0, -1), evidence: [] })) seen.earlierSettled++;
+          for (const e of lookups) {
+            if (settledAbsentOfRecordTs(e)) seen.settledAbsent++;
+            else seen.otherLookup++;
+          }
+        }
+      }),
+      { numRuns: 1_000, examples: [[lateSuccessThenAbsent]] },
+    );
+    // not a vacuous pass: both answers, for both reasons, and both kinds of lookup
+    for (const [what, n] of Object.entries(seen)) expect(n, what).toBeGreaterThan(50);
+  });
+
+  // Regression: facts.ts looked only at the last late delivery, so a late ambiguous end and a settled
+  // "absent" after it hid an earlier late success, which record.ts (and the README: "a late success
+  // contradicts any absent") never counts as settled. explain then called a record that only a
+  // same-key resend had cleared "retryable_backoff" instead of an earlier attempt still unresolved.
+  it('a late success stays unresolved after a later late ambiguous end and a settled "absent"', () => {
+    const rec = reached(lateSuccessThenAbsent).at(-1);
+    if (rec === undefined) throw new Error('no record');
+    expect(rec.state).toBe('pending');
+    expect(rec.attempts.map((a) => a.class)).toEqual(['not_sent', 'retryable']);
+    expect(earlierUnresolvedOfRecordTs(rec)).toBe(true);
+    expect(factsOf(rec, rec.updatedAt, DAY).earlierUnresolved).toBe(true);
+    const policy: ExplainPolicy = {
+      retry: { maxAttempts: 5, baseDelayMs: 200, maxDelayMs: 10_000, attemptTimeoutMs: 30_000, deadlineMs: 120_000, maxRetryAfterMs: 60_000, jitter: 'full' },
+      retentionMs: DAY,
+      providerRetentionMs: DAY,
+      providerDedupes: true,
+      lookupRegistered: true,
+      now: rec.updatedAt,
+    };
+    expect(explain(rec, policy).diagnosis.code).toBe('timeout_before_response');
+  });
+});
