@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { untilAborted } from '../backoff/sleep.js';
 import { OperationInFlightError } from '../errors.js';
 import { applyEvent, isTerminal, newRecord, recordId } from '../operation/record.js';
 import type { OperationRecord } from '../operation/record.js';
@@ -39,14 +40,17 @@ export async function acquire(engine: Engine, spec: OperationSpec, deadline: Cal
     // already signalled: that one must end `cancelled` without an attempt.
     const startFirst = spec.cancelSignal?.aborted !== true;
     const candidate = startFirst ? applyEvent(fresh, { type: 'attempt_started', attemptId: globalThis.crypto.randomUUID() }, claimedAt, owner) : fresh;
+    const ours = (rec: OperationRecord): OwnedRecord => {
+      const owned = new OwnedRecord(rec, store, owner, now);
+      owned.unsentAttempt = startFirst;
+      return owned;
+    };
     // The durable write that gates every send: if it fails, nothing is sent.
-    const { created, record } = await store.claim(candidate);
+    const { created, record } = await bounded(engine, deadline.signal, () => store.claim(candidate), (late) => (late.created ? ours(late.record) : undefined));
     if (created) {
       engine.stats.operationsCreated++;
       engine.emit({ type: 'operation_created', scope: spec.scope, at: now() });
-      const owned = new OwnedRecord(record, store, owner, now);
-      owned.unsentAttempt = startFirst;
-      return { kind: 'owned', owned };
+      return { kind: 'owned', owned: ours(record) };
     }
     if (record.fingerprint !== spec.fingerprint) {
       throw engine.conflict(spec.scope, 'the same scope was used before with a different payload');
@@ -62,7 +66,8 @@ export async function acquire(engine: Engine, spec: OperationSpec, deadline: Cal
       continue;
     }
     const next = applyEvent(record, { type: 'acquire', owner, leaseExpiresAt: now() + leaseMs }, now(), owner);
-    const res = await store.compareAndSet(id, record.generation, next);
+    const took = (): OwnedRecord => new OwnedRecord(next, store, owner, now);
+    const res = await bounded(engine, deadline.signal, () => store.compareAndSet(id, record.generation, next), (late) => (late.ok ? took() : undefined));
     if (!res.ok) continue;
     if (lease !== null && lease.owner !== owner) {
       engine.stats.takeovers++;
@@ -70,8 +75,26 @@ export async function acquire(engine: Engine, spec: OperationSpec, deadline: Cal
     } else {
       engine.emit({ type: 'operation_resumed', scope: spec.scope, at: now(), state: record.state });
     }
-    return { kind: 'owned', owned: new OwnedRecord(next, store, owner, now) };
+    return { kind: 'owned', owned: took() };
   }
+}
+
+/**
+ * A store write of this phase, under the call's deadline and the caller's signal. Nothing has been
+ * sent, so giving up is safe: an abort rejects with its reason, as before any send (a blocked
+ * IndexedDB holds a write until the store gives up). A write that lands after that is abandoned in
+ * turn (best effort): its attempt closed as never sent, the lease released.
+ */
+function bounded<T>(engine: Engine, signal: AbortSignal, write: () => Promise<T>, landed: (value: T) => OwnedRecord | undefined): Promise<T> {
+  signal.throwIfAborted();
+  const pending = write();
+  return untilAborted(pending, signal).catch((error: unknown) => {
+    pending.then((value) => {
+      const owned = landed(value);
+      return owned && engine.abandon(owned, error);
+    }).catch(() => undefined);
+    throw error;
+  });
 }
 
 /**

@@ -268,7 +268,7 @@ export class Engine {
   }
 
   /** After an abort: releases the lease (best effort) so the operation can be resumed at once. */
-  private async abandon(owned: OwnedRecord, reason: unknown): Promise<unknown> {
+  async abandon(owned: OwnedRecord, reason: unknown): Promise<unknown> {
     if (!isTerminal(owned.rec.state) && owned.rec.lease !== null) {
       // An attempt the claim opened but never handed to the transport: close it, so the record says pending, not in flight.
       if (owned.unsentAttempt) await this.closeUnsent(owned, 'aborted before it was sent').catch(() => undefined);

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { sleep } from '../backoff/sleep.js';
+import { sleep, untilAborted } from '../backoff/sleep.js';
 import { isTerminal } from '../operation/record.js';
 import type { OperationRecord } from '../operation/record.js';
 import type { OnceStore } from '../stores/contract.js';
@@ -17,7 +17,7 @@ export function isOwned(record: OperationRecord | undefined, now: number): recor
 /**
  * Reads the record until it is gone, finished or without a live lease, or
  * until `maxWaitMs` has passed; returns the last record read (check it with
- * {@link isOwned}). Aborts with `signal.reason`.
+ * {@link isOwned}). Aborts with `signal.reason`, also during a read.
  */
 export async function waitWhileOwned(
   store: OnceStore,
@@ -27,7 +27,8 @@ export async function waitWhileOwned(
   const until = opts.now() + opts.maxWaitMs;
   let intervalMs = 25;
   for (;;) {
-    const record = await store.get(id);
+    const read = store.get(id);
+    const record = await (opts.signal === undefined ? read : untilAborted(read, opts.signal));
     const now = opts.now();
     if (!isOwned(record, now) || now >= until) return record;
     const untilExpiry = record.lease.expiresAt - now + 1;

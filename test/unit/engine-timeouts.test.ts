@@ -7,9 +7,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createClientWith } from '../../src/client.js';
-import { AmbiguousOutcomeError, DeadlineExceededError, OperationInFlightError, createClient, memoryStore } from '../../src/index.js';
+import { AmbiguousOutcomeError, DeadlineExceededError, OperationInFlightError, RetriesExhaustedError, createClient, memoryStore } from '../../src/index.js';
 import { webLocks, type LockManagerLike } from '../../src/web-locks.js';
-import type { OnceClientOptions } from '../../src/index.js';
+import type { OnceClientOptions, OnceStore } from '../../src/index.js';
 
 const URL_ORDERS = 'https://api.example.test/orders';
 const SCOPE = { action: 'create-order', ref: 'T-1' };
@@ -142,5 +142,92 @@ describe('inFlightWaitMs with a cross-tab lock', () => {
     expect(error).toBeInstanceOf(OperationInFlightError);
     expect(waited).toBeGreaterThanOrEqual(390);
     expect(waited).toBeLessThan(720); // twice the bound would be 800
+  });
+});
+
+// Regression: the store calls before the send (claim, takeover, reads while waiting on an owner) were
+// awaited without the deadline or the caller's signal; a store that stopped answering (a blocked
+// IndexedDB) held the call forever.
+describe('a store that stops answering before the send', () => {
+  type Op = 'claim' | 'cas' | 'get';
+  /** A memory store whose calls of the `held` kinds wait until `release()`. */
+  function stalling() {
+    const inner = memoryStore();
+    let held = new Set<Op>();
+    let open = (): void => undefined;
+    let gate = Promise.resolve();
+    const pass = async (op: Op): Promise<void> => {
+      if (held.has(op)) await gate;
+    };
+    const store: OnceStore = {
+      name: 'stalling',
+      claim: async (r) => (await pass('claim'), inner.claim(r)),
+      compareAndSet: async (id, g, next) => (await pass('cas'), inner.compareAndSet(id, g, next)),
+      get: async (id) => (await pass('get'), inner.get(id)),
+      list: (q) => inner.list(q),
+      purge: (now) => inner.purge(now),
+      close: () => inner.close(),
+    };
+    const hold = (...ops: Op[]): void => {
+      held = new Set(ops);
+      gate = new Promise<void>((r) => (open = r));
+    };
+    const release = (): void => {
+      held = new Set();
+      open();
+    };
+    return { store, hold, release };
+  }
+
+  async function eventually(check: () => Promise<boolean>): Promise<void> {
+    for (let i = 0; i < 100 && !(await check()); i++) await new Promise((r) => setTimeout(r, 5));
+    expect(await check()).toBe(true);
+  }
+
+  it('a claim that does not answer: DeadlineExceededError at deadlineMs, nothing sent; when it lands, its attempt is closed unsent', async () => {
+    let sends = 0;
+    const fetch = (async () => (sends++, new Response('{"id":"o-1"}', { status: 201 }))) as typeof globalThis.fetch;
+    const { store, hold, release } = stalling();
+    const c = client(fetch, { store, retry: { deadlineMs: 200 } });
+    hold('claim');
+    const started = Date.now();
+    const error = await c.fetch(URL_ORDERS, { ...post, once: SCOPE }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(DeadlineExceededError);
+    expect(Date.now() - started).toBeLessThan(1_000);
+    expect(sends).toBe(0);
+    release();
+    await eventually(async () => (await c.get(SCOPE))?.lease === null);
+    expect(await c.get(SCOPE)).toMatchObject({ state: 'pending', attempts: [{ class: 'not_sent', reason: 'aborted before it was sent' }], error: { code: 'DEADLINE_EXCEEDED' } });
+    expect((await c.fetch(URL_ORDERS, { ...post, once: SCOPE })).status).toBe(201);
+    expect(sends).toBe(1);
+  });
+
+  it("a takeover whose compare-and-set does not answer: the caller's reason at once; when it lands, the lease is released", async () => {
+    const { store, hold, release } = stalling();
+    const busy = (async () => new Response('', { status: 503 })) as typeof globalThis.fetch;
+    await expect(client(busy, { store, retry: { maxAttempts: 1 } }).fetch(URL_ORDERS, { ...post, once: SCOPE })).rejects.toBeInstanceOf(RetriesExhaustedError);
+    const c = client(busy, { store });
+    hold('cas');
+    const caller = new AbortController();
+    const reason = new Error('caller gave up');
+    setTimeout(() => caller.abort(reason), 100);
+    await expect(c.fetch(URL_ORDERS, { ...post, signal: caller.signal, once: SCOPE })).rejects.toBe(reason);
+    release();
+    await eventually(async () => (await c.get(SCOPE))?.error?.message === reason.message);
+    expect(await c.get(SCOPE)).toMatchObject({ state: 'pending', lease: null, attempts: [{ class: 'retryable' }] });
+  });
+
+  it('a read while waiting on another owner does not answer: DeadlineExceededError at deadlineMs', async () => {
+    const { store, hold, release } = stalling();
+    const owner = client(never, { store, retry: { attemptTimeoutMs: 60_000 } });
+    void owner.fetch(URL_ORDERS, { ...post, once: SCOPE }).catch(() => undefined);
+    while ((await owner.get(SCOPE))?.state !== 'in_flight') await new Promise((r) => setTimeout(r, 5));
+    hold('get');
+    const started = Date.now();
+    const error = await client(never, { store, retry: { deadlineMs: 200 } }).fetch(URL_ORDERS, { ...post, once: SCOPE }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(DeadlineExceededError);
+    expect(Date.now() - started).toBeLessThan(1_000);
+    release();
+    await owner.close();
   });
 });
