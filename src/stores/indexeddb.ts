@@ -83,6 +83,11 @@ interface Row extends RecordColumns {
 /** Version of the database layout (object store + indexes). */
 const DB_VERSION = 1;
 const STATE_INDEX = 'state';
+/**
+ * How long an open may wait. One queued behind another tab's deletion or upgrade of the database
+ * gets no event while a connection holds that up; past this, calls fail with a StoreError.
+ */
+const OPEN_WAIT_MS = 5_000;
 
 /** The state a row's record says it is in, or undefined when the data is not a record. */
 function recordState(data: unknown): unknown {
@@ -103,7 +108,10 @@ const isRow = (value: unknown): value is Row =>
 /**
  * Opens (creating when missing) an IndexedDB {@link OnceStore}. Nothing is
  * opened until the first call. Needs a secure context (https or localhost),
- * like the rest of oncefetch in a browser.
+ * like the rest of oncefetch in a browser. An open still waiting after 5 s
+ * (queued behind a deletion or upgrade of the database that a connection left
+ * open, in another tab say, holds up) fails the calls waiting on it with a
+ * StoreError; none of their writes happens later.
  *
  * @example
  * ```ts
@@ -139,14 +147,25 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
       const records = request.result.createObjectStore(storeName);
       records.createIndex(STATE_INDEX, 'state');
     };
-    const opened = promisifyRequest(request).then((db) => {
-      if (db.objectStoreNames.contains(storeName)) return db;
-      db.close();
-      throw new StoreError(`${name}: database "${dbName}" exists without an object store "${storeName}"; each database holds one oncefetch store, so use another dbName`);
-    });
+    const got = promisifyRequest(request);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const opened = Promise.race([
+      got.then((db) => {
+        if (db.objectStoreNames.contains(storeName)) return db;
+        db.close();
+        throw new StoreError(`${name}: database "${dbName}" exists without an object store "${storeName}"; each database holds one oncefetch store, so use another dbName`);
+      }),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new StoreError(`${name}: open blocked ${OPEN_WAIT_MS} ms by a deletion or upgrade that an open connection holds up; close or reload this site's other tabs`)),
+          OPEN_WAIT_MS,
+        );
+      }),
+    ]);
     connection = opened;
     opened.then(
       (db) => {
+        clearTimeout(timer);
         // Another tab deleting or upgrading the database must not be blocked by us:
         // let go, and reconnect on the next call.
         db.onversionchange = () => {
@@ -158,7 +177,10 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
         };
       },
       () => {
+        clearTimeout(timer);
         if (connection === opened) connection = undefined;
+        // An open we gave up on may succeed later: it must not hold the database for nobody.
+        got.then((db) => db.close(), () => undefined);
       },
     );
     return opened;

@@ -237,6 +237,24 @@ describe.runIf(available)('oncefetch in headless Chromium', { timeout: 30_000 },
     }
   });
 
+  // Regression: with another tab's deleteDatabase held up by a connection that stays open, the store's
+  // open waited forever, and the call with it, past its deadline.
+  it('a blocked database: the call ends at its deadline, nothing sent; a store read fails after 5 s saying what to do; unblocked, one send', async () => {
+    const page = await openPage();
+    const call: OrderCall = { ref: unique('blocked'), item: 'mug', dbName: unique('db'), deadlineMs: 500 };
+    const { blocked, read, after } = await page.evaluate((c) => window.oncefetchTest.placeWhileBlocked(c), call);
+    expect(blocked).toMatchObject({ ok: false, error: { code: 'DEADLINE_EXCEEDED' } });
+    expect(blocked.ms).toBeLessThan(2_000);
+    expect(read.code).toBe('STORE_ERROR');
+    expect(read.message).toMatch(/open blocked 5000 ms.*other tabs/);
+    expect(read.ms).toBeGreaterThanOrEqual(4_900);
+    expect(read.ms).toBeLessThan(8_000);
+    expect(ok(after).status).toBe(201);
+    expect(posts(call.ref)).toBe(1);
+    expect(provider.effectsFor(call.ref)).toBe(1);
+    await page.close();
+  });
+
   it('the store contract suite passes on real IndexedDB', async () => {
     const page = await openPage();
     const results: CaseResult[] = await page.evaluate(() => window.oncefetchTest.contract());

@@ -77,6 +77,32 @@ export async function deleteIdb(dbName: string, blockedMs = 5_000): Promise<void
   });
 }
 
+/**
+ * Blocks database `dbName` as another tab can: a connection that ignores `versionchange` (an older
+ * copy of the app, say) holds up a `deleteDatabase`, and every later `open` of the database waits
+ * behind that deletion without any event. Resolves once the deletion is blocked; `release` closes
+ * that connection and waits for the deletion to go through.
+ */
+export async function blockIdb(dbName: string): Promise<{ release: () => Promise<void> }> {
+  const stubborn = await request(indexedDB.open(dbName));
+  let deleted!: Promise<void>;
+  await new Promise<void>((blocked, reject) => {
+    const req = indexedDB.deleteDatabase(dbName);
+    deleted = new Promise<void>((resolve, fail) => {
+      req.onsuccess = () => resolve();
+      req.onerror = () => fail(req.error ?? new Error(`could not delete ${dbName}`));
+    });
+    deleted.then(() => reject(new Error(`deleting ${dbName} was not blocked`)), reject);
+    req.onblocked = () => blocked();
+  });
+  return {
+    release: async () => {
+      stubborn.close();
+      await deleted;
+    },
+  };
+}
+
 let counter = 0;
 /** A database name no other test uses. */
 export function freshDbName(prefix = 'oncefetch-test'): string {

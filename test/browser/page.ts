@@ -8,7 +8,7 @@ import type { OnceClient, OnceEvent } from '../../src/browser.js';
 import { createClientWith } from '../../src/client.js';
 import { indexedDbStore } from '../../src/stores/indexeddb.js';
 import { describeStoreContract } from '../../src/testing/store-contract.js';
-import { corruptIdbRecord, deleteIdb, freshDbName } from './idb-raw.js';
+import { blockIdb, corruptIdbRecord, deleteIdb, freshDbName } from './idb-raw.js';
 import { runRegistered, type CaseResult } from './vitest-shim.js';
 
 /** Where the orders API is: another origin, reached with CORS. */
@@ -22,6 +22,7 @@ export interface OrderCall {
   dbName: string;
   leaseMs?: number;
   attemptTimeoutMs?: number;
+  deadlineMs?: number;
   /** false: a client without Web Locks (store lease + compare-and-set alone) */
   locks?: boolean;
   /** register a lookup by ref @default true */
@@ -44,7 +45,7 @@ function client(call: OrderCall, events: string[]): OnceClient {
   const options = {
     tenant: 'shop',
     leaseMs: call.leaseMs ?? 30_000,
-    retry: { attemptTimeoutMs: call.attemptTimeoutMs ?? 10_000, maxAttempts: 3, baseDelayMs: 50, maxDelayMs: 200, deadlineMs: 25_000 },
+    retry: { attemptTimeoutMs: call.attemptTimeoutMs ?? 10_000, maxAttempts: 3, baseDelayMs: 50, maxDelayMs: 200, deadlineMs: call.deadlineMs ?? 25_000 },
     lookups: call.lookup === false ? {} : { 'create-order': lookupByRef },
     onEvent: (e: OnceEvent) => events.push(e.type),
     store: indexedDbStore({ dbName: call.dbName }),
@@ -84,6 +85,29 @@ async function placeOrder(call: OrderCall): Promise<OrderOutcome> {
   } finally {
     await c.close();
   }
+}
+
+/**
+ * The order placed while its database is blocked (see `blockIdb`), alongside a bare store read of
+ * that database; then, unblocked, the order placed again.
+ */
+async function placeWhileBlocked(call: OrderCall): Promise<{ blocked: OrderOutcome; read: { code: string | undefined; message: string; ms: number }; after: OrderOutcome }> {
+  const setup = indexedDbStore({ dbName: call.dbName });
+  await setup.get('none'); // creates the database
+  await setup.close();
+  const { release } = await blockIdb(call.dbName);
+  const readBlocked = async (): Promise<{ code: string | undefined; message: string; ms: number }> => {
+    const store = indexedDbStore({ dbName: call.dbName });
+    const started = performance.now();
+    const error = await store.get('none').then(() => new Error('the read went through'), (e: unknown) => e as Error);
+    await store.close();
+    return { code: isOnceError(error) ? error.code : undefined, message: error.message, ms: Math.round(performance.now() - started) };
+  };
+  const [blocked, read] = await Promise.all([placeOrder(call), readBlocked()]);
+  await release();
+  const { deadlineMs: _short, ...unhurried } = call;
+  const after = await placeOrder(unhurried);
+  return { blocked, read, after };
 }
 
 /** `client.explain()` and `client.recover()` on a ref's database: the diagnosis and the recovery report. */
@@ -131,7 +155,7 @@ function contract(): Promise<CaseResult[]> {
   return runRegistered();
 }
 
-const api_ = { placeOrder, explainAndRecover, pendingOrder, record, contract, hasWebLocks: () => 'locks' in navigator, isSecureContext: () => isSecureContext };
+const api_ = { placeOrder, placeWhileBlocked, explainAndRecover, pendingOrder, record, contract, hasWebLocks: () => 'locks' in navigator, isSecureContext: () => isSecureContext };
 declare global {
   interface Window {
     oncefetchTest: typeof api_;

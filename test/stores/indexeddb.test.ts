@@ -4,12 +4,13 @@
  * test/browser/), plus what is particular to IndexedDB.
  */
 import 'fake-indexeddb/auto';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { isOnceError } from '../../src/errors.js';
+import { DeadlineExceededError, StoreError, createClient } from '../../src/index.js';
 import { applyEvent, newRecord, type OperationRecord } from '../../src/operation/record.js';
 import { indexedDbStore } from '../../src/stores/indexeddb.js';
 import { describeStoreContract } from '../../src/testing/store-contract.js';
-import { corruptIdbRecord, deleteIdb, freshDbName, putRawRow } from '../browser/idb-raw.js';
+import { blockIdb, corruptIdbRecord, deleteIdb, freshDbName, putRawRow } from '../browser/idb-raw.js';
 
 describeStoreContract('indexedDbStore (fake-indexeddb)', {
   durable: true,
@@ -331,4 +332,128 @@ describe('indexedDbStore', () => {
       expect(() => indexedDbStore({ groupCommit: 'yes' as never })).toThrow(/"groupCommit"/);
     });
   });
+});
+
+/**
+ * Another tab deletes (or upgrades) the database while a connection that ignores `versionchange`
+ * stays open: the deletion waits, and so does every `open` of the database behind it, without any
+ * event. Regression: store calls awaited that open forever, and `client.fetch` with them, past its
+ * deadline and its caller's abort.
+ */
+describe('indexedDbStore on a blocked database', () => {
+  const URL_ORDERS = 'https://api.example.test/orders';
+  const SCOPE = { action: 'create-order', ref: 'B-1' };
+  const post = { method: 'POST', body: '{"sku":"book"}', headers: { 'content-type': 'application/json' } };
+
+  /** A transport that counts its sends and answers 201 (after `before`, when given). */
+  function provider(before?: () => Promise<unknown>): { sends: () => number; fetch: typeof globalThis.fetch } {
+    let sends = 0;
+    const fetch = (async () => {
+      sends++;
+      await before?.();
+      return new Response('{"id":"o-1"}', { status: 201 });
+    }) as typeof globalThis.fetch;
+    return { sends: () => sends, fetch };
+  }
+
+  /** Settles as `promise` does, or rejects when it is still pending after `ms`: a hang fails the test, it does not time it out. */
+  function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`${what}: still pending after ${ms} ms`)), ms);
+      promise.then(resolve, reject).finally(() => clearTimeout(timer));
+    });
+  }
+
+  /** A store with its database created and its connection open, then blocked. */
+  async function blockedStore(): Promise<{ dbName: string; store: ReturnType<typeof indexedDbStore>; release: () => Promise<void> }> {
+    const dbName = freshDbName();
+    const store = indexedDbStore({ dbName });
+    expect(await store.get('none')).toBeUndefined();
+    const { release } = await blockIdb(dbName);
+    return { dbName, store, release };
+  }
+
+  it('client.fetch with a short deadline ends at it with DeadlineExceededError, nothing sent; its claim, landing once unblocked, is closed unsent', async () => {
+    const { dbName, store, release } = await blockedStore();
+    const p = provider();
+    const client = createClient({ store, fetch: p.fetch, telemetry: false, retry: { deadlineMs: 300 } });
+    const started = Date.now();
+    const error = await within(client.fetch(URL_ORDERS, { ...post, once: SCOPE }).catch((e: unknown) => e), 3_000, 'client.fetch with deadlineMs 300');
+    expect(error).toBeInstanceOf(DeadlineExceededError);
+    expect(Date.now() - started).toBeLessThan(1_500);
+    expect(p.sends()).toBe(0);
+    await release();
+    // The claim still queued lands now; the record must not claim a send that never happened.
+    let record = await client.get(SCOPE);
+    for (let i = 0; i < 100 && record?.lease !== null; i++) {
+      await new Promise((r) => setTimeout(r, 10));
+      record = await client.get(SCOPE);
+    }
+    expect(record).toMatchObject({ state: 'pending', lease: null, attempts: [{ class: 'not_sent' }] });
+    const res = await client.fetch(URL_ORDERS, { ...post, once: SCOPE });
+    expect(res.status).toBe(201);
+    expect(p.sends()).toBe(1);
+    await client.close();
+    await deleteIdb(dbName);
+  });
+
+  it("the caller's abort ends a call waiting on the blocked database, with the caller's reason", async () => {
+    const { dbName, store, release } = await blockedStore();
+    const p = provider();
+    const client = createClient({ store, fetch: p.fetch, telemetry: false });
+    const caller = new AbortController();
+    const reason = new Error('caller gave up');
+    setTimeout(() => caller.abort(reason), 100);
+    const error = await within(client.fetch(URL_ORDERS, { ...post, signal: caller.signal, once: SCOPE }).catch((e: unknown) => e), 3_000, 'an aborted client.fetch');
+    expect(error).toBe(reason);
+    expect(p.sends()).toBe(0);
+    await release();
+    await client.close();
+    await deleteIdb(dbName);
+  });
+
+  it('store calls fail with a StoreError saying what to do once the open has waited 5 s; an open that succeeds later is closed at once', async () => {
+    const { dbName, store, release } = await blockedStore();
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    const outcomes: unknown[] = ['pending', 'pending'];
+    try {
+      store.get('x').then((v) => (outcomes[0] = v), (e: unknown) => (outcomes[0] = e));
+      store.claim(sample()).then((v) => (outcomes[1] = v), (e: unknown) => (outcomes[1] = e));
+      await new Promise((r) => setImmediate(r)); // the claim's group commit asks for the connection too
+      await vi.advanceTimersByTimeAsync(4_900);
+      expect(outcomes).toEqual(['pending', 'pending']);
+      await vi.advanceTimersByTimeAsync(200);
+    } finally {
+      vi.useRealTimers();
+    }
+    for (const outcome of outcomes) {
+      expect(outcome).toBeInstanceOf(StoreError);
+      expect((outcome as Error).message).toMatch(new RegExp(`^indexeddb:${dbName}/records: open blocked 5000 ms .*other tabs`));
+    }
+    await release();
+    // the open we gave up on goes through after the deletion: it must not keep the database open
+    await deleteIdb(dbName, 1_000);
+    const r = sample();
+    expect((await store.claim(r)).created).toBe(true);
+    expect(await store.get(r.id)).toEqual(r);
+    await store.close();
+    await deleteIdb(dbName);
+  });
+
+  it('a response whose record write meets a blocked database: a StoreError once the store gives up, never the deadline (it was sent)', async () => {
+    const dbName = freshDbName();
+    const store = indexedDbStore({ dbName });
+    let release: (() => Promise<void>) | undefined;
+    // the database gets blocked while the request is out: the response cannot be recorded
+    const p = provider(async () => ({ release } = await blockIdb(dbName)));
+    const client = createClient({ store, fetch: p.fetch, telemetry: false, retry: { deadlineMs: 1_000 } });
+    const started = Date.now();
+    const error = await within(client.fetch(URL_ORDERS, { ...post, once: SCOPE }).catch((e: unknown) => e), 10_000, 'client.fetch');
+    expect(error).toBeInstanceOf(StoreError);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(4_900);
+    expect(p.sends()).toBe(1);
+    await release?.();
+    await client.close();
+    await deleteIdb(dbName);
+  }, 15_000);
 });
