@@ -34,7 +34,8 @@ function codeOf(r: OperationRecord, f: Facts): DiagnosisCode {
   const last = f.last;
   switch (r.state) {
     case 'cancelled':
-      return 'cancelled';
+      // cancelled on an "absent" that a superseded owner's late delivery then contradicted
+      return f.late === undefined ? 'cancelled' : 'unknown';
     case 'succeeded':
       return 'succeeded';
     case 'failed':
@@ -46,7 +47,8 @@ function codeOf(r: OperationRecord, f: Facts): DiagnosisCode {
       return f.staleLease ? 'stale_lease' : 'concurrent_duplicates';
     case 'ambiguous':
       if (f.liveLease) return 'concurrent_duplicates';
-      if (last !== undefined && last.finishedAt === null) return 'stale_lease';
+      // an attempt whose owner stopped, or a superseded owner's late answer nothing settled
+      if ((last !== undefined && last.finishedAt === null) || f.late !== undefined) return 'stale_lease';
       return last?.class === 'ambiguous' ? 'timeout_before_response' : 'unknown';
     case 'pending':
       if (r.attempts.every((a) => a.class === 'not_sent')) return 'never_sent';
@@ -84,17 +86,22 @@ function summaryOf(code: DiagnosisCode, r: OperationRecord, f: Facts): string {
         : `Another owner (${r.lease?.owner ?? '?'}) holds the operation under a live lease until ${iso(r.lease?.expiresAt ?? r.updatedAt)}; other calls wait for it.`;
     case 'timeout_before_response':
       if (r.state === 'pending' && f.earlierUnresolved && last?.class !== 'ambiguous' && last?.finishedAt !== null) {
-        return `An earlier attempt may have reached the provider and nothing settled it (it was only cleared for a same-key resend); attempt ${n} then got ${last?.reason ?? 'no outcome'}. Resend only with the same key, where the provider dedupes.`;
+        return `${f.lateSuccess ? 'A superseded owner got a success late' : 'An earlier attempt may have reached the provider'} and nothing settled it (it was only cleared for a same-key resend); attempt ${n} then got ${last?.reason ?? 'no outcome'}. Resend only with the same key, where the provider dedupes.`;
       }
       return r.state === 'pending'
-        ? `Attempt ${n} ended without an answer (${last?.reason ?? 'no outcome'}); ${f.lookups.some((l) => l.outcome === 'absent') ? 'a lookup then found no effect' : 'the provider dedupes by key'}, so it may be resent with the same key.`
+        ? `Attempt ${n} ended without an answer (${last?.reason ?? 'no outcome'}); ${!f.earlierUnresolved && f.lookups.some((l) => l.outcome === 'absent') ? 'a lookup then found no effect' : 'the provider dedupes by key'}, so it may be resent with the same key.`
         : `Attempt ${n} may have reached the provider but no answer came (${last?.reason ?? 'no outcome'}); not resent.`;
     case 'stale_lease':
+      if (f.late !== undefined && r.state !== 'in_flight') {
+        return f.lateSuccess
+          ? `Owner ${f.late.owner} got ${f.late.status ?? 'a success'} late, after a takeover: the request took effect; no lookup has found it yet.`
+          : `Owner ${f.late.owner} ended ambiguous late, after a takeover: it may have reached the provider.`;
+      }
       return r.state === 'in_flight'
         ? `The owner ${r.lease?.owner ?? '?'} stopped renewing its lease while attempt ${n} was on the wire (crash?): it may have reached the provider.`
         : `Attempt ${n} never recorded an outcome: its owner ${last?.owner ?? '?'} stopped and the lease was taken over; it may have reached the provider.`;
     case 'unknown':
-      return `No rule fits this ${r.state} record; a person must look at it.`;
+      return `No rule fits this ${r.state} record${f.lateSuccess ? ', and a superseded owner got a success late' : ''}; a person must look at it.`;
   }
 }
 

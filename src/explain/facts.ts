@@ -5,16 +5,16 @@
  *
  * @module
  */
-import type { AttemptRecord, OperationRecord } from '../operation/record.js';
+import type { AttemptRecord, EvidenceRecord, OperationRecord } from '../operation/record.js';
 import type { HandoffLookup } from './types.js';
 
 /** The analysed record. */
 export interface Facts {
   last: AttemptRecord | undefined;
   lookups: HandoffLookup[];
-  /** independent observations: attempt outcomes with a status, lookup answers, provider replays */
+  /** independent observations: attempt outcomes with a status (a superseded owner's late ones too), lookup answers, provider replays */
   observations: number;
-  /** one line per observation or notable event, oldest first */
+  /** one line per observation or notable event, in the order the record was written (generations: clocks may differ) */
   timeline: string[];
   contradictions: string[];
   /** `in_flight` under an expired (or no) lease: the owner stopped while an attempt was on the wire */
@@ -34,6 +34,14 @@ export interface Facts {
    * late delivery counts too; held to it by test/property/explain-facts.test.ts)
    */
   earlierUnresolved: boolean;
+  /**
+   * a superseded owner's late success or ambiguous end that nothing settled (record.ts's
+   * `lateDeliveryUnsettled`): its first late success, else its last late ambiguous end with no
+   * settled "absent" after it
+   */
+  late: EvidenceRecord | undefined;
+  /** `late` is a success (record.ts's `lateSuccess`): the effect happened; only a lookup that finds it settles the record */
+  lateSuccess: boolean;
   /** the key is past `0.9 · providerRetentionMs` */
   keyPastCutoff: boolean;
   keyAgeMs: number;
@@ -76,8 +84,14 @@ function attemptLine(a: AttemptRecord): string {
   return `attempt ${a.number} at ${iso(a.startedAt)}: ${a.class ?? 'unclassified'} (${a.reason ?? 'no reason'}), ${status}`;
 }
 
-function contradictionsOf(record: OperationRecord, lookups: HandoffLookup[], providerReplayed: boolean): string[] {
+function contradictionsOf(record: OperationRecord, lookups: HandoffLookup[], providerReplayed: boolean, late: EvidenceRecord | undefined): string[] {
   const found: string[] = [];
+  // A superseded owner's late success: the "absent" that cleared its attempt came too early. (No
+  // time for the late one: it is that owner's clock; the timeline has the order.)
+  const absent = lookups.findLast((l) => l.outcome === 'absent');
+  if (late !== undefined && isSuccess(late) && absent !== undefined && record.state !== 'succeeded') {
+    found.push(`a lookup said absent at ${iso(absent.at)}, but a superseded owner got ${late.status ?? 'a success'} late: the request took effect`);
+  }
   const attempts = record.attempts;
   // An attempt after the lookup that could itself have acted explains what follows it.
   const actedBetween = (from: number, to: AttemptRecord): boolean =>
@@ -93,14 +107,18 @@ function contradictionsOf(record: OperationRecord, lookups: HandoffLookup[], pro
       found.push(`a lookup said absent at ${iso(l.at)}, but attempt ${success.number} afterwards got a replay of an earlier request with this key`);
     }
   }
-  // Two lookups that disagree with no attempt in between: one of them is wrong.
+  // Two lookups that disagree with no attempt in between, nor a superseded owner's request landing: one of them is wrong.
+  const asked = record.evidence.filter((e) => e.kind === 'lookup');
   for (let i = 1; i < lookups.length; i++) {
     const a = lookups[i - 1];
     const b = lookups[i];
     if (a === undefined || b === undefined) continue;
     const pair = new Set([a.outcome, b.outcome]);
     if (!(pair.has('found') && pair.has('absent'))) continue;
-    const sentBetween = attempts.some((t) => t.startedAt >= a.at && t.startedAt <= b.at);
+    const from = asked[i - 1]?.generation ?? 0;
+    const to = asked[i]?.generation ?? 0;
+    const sentBetween =
+      attempts.some((t) => t.startedAt >= a.at && t.startedAt <= b.at) || record.evidence.some((e) => isLate(e) && e.generation > from && e.generation < to);
     if (!sentBetween) found.push(`lookups disagree with nothing sent in between: ${a.outcome} at ${iso(a.at)}, ${b.outcome} at ${iso(b.at)}`);
   }
   if (record.state === 'succeeded' && record.result === null) found.push('the record is succeeded but holds no result');
@@ -112,25 +130,41 @@ function settledAbsentAfter(record: OperationRecord, generation: number): boolea
   return record.evidence.some((e) => e.kind === 'lookup' && e.generation > generation && e.detail.startsWith('absent:'));
 }
 
+/** record.ts's `isLateDelivery`: the evidence `keepAsEvidence` writes for a superseded owner's late success or ambiguous end. */
+const isLate = (e: EvidenceRecord): boolean => e.kind === 'late_response' && /^late (success|ambiguous) outcome/.test(e.detail);
+const isSuccess = (e: EvidenceRecord): boolean => e.detail.startsWith('late success outcome');
+
+/**
+ * record.ts's `lateDeliveryUnsettled`, with the evidence: a superseded owner's first late success
+ * (no "absent" settles it: the effect happened), else its last late ambiguous end with no settled
+ * "absent" after it (held to it by test/property/explain-facts.test.ts).
+ */
+function lateOf(record: OperationRecord): EvidenceRecord | undefined {
+  const success = record.evidence.find((e) => isLate(e) && isSuccess(e));
+  if (success !== undefined) return success;
+  const late = record.evidence.findLast(isLate);
+  return late !== undefined && !settledAbsentAfter(record, late.generation) ? late : undefined;
+}
+
 /**
  * record.ts's `deliveryUnresolved` on the attempts before the last one, written out again for the
  * lazy chunk (held to it by test/property/explain-facts.test.ts).
  */
-function earlierUnresolved(record: OperationRecord): boolean {
-  // `lateDeliveryUnsettled`: a superseded owner's late success anywhere (no "absent" settles it: the
-  // effect happened), or its last late ambiguous end with no settled "absent" after it
-  if (record.evidence.some((e) => e.kind === 'late_response' && e.detail.startsWith('late success outcome'))) return true;
-  const late = record.evidence.findLast((e) => e.kind === 'late_response' && /^late (success|ambiguous) outcome/.test(e.detail));
-  if (late !== undefined && !settledAbsentAfter(record, late.generation)) return true;
+function earlierUnresolved(record: OperationRecord, late: EvidenceRecord | undefined): boolean {
+  if (late !== undefined) return true;
   const risky = record.attempts.slice(0, -1).findLast((a) => a.finishedAt === null || !(a.class === 'not_sent' || (a.class === 'retryable' && a.status !== 409)));
   return risky !== undefined && !settledAbsentAfter(record, risky.generation);
 }
 
 /** Business effects the record alone proves, else `'unknown'`. */
-function effectsOf(record: OperationRecord, lookups: HandoffLookup[], contradictions: string[]): 'unknown' | number {
+function effectsOf(record: OperationRecord, lookups: HandoffLookup[], contradictions: string[], late: EvidenceRecord | undefined): 'unknown' | number {
+  const maybe = record.attempts.filter((a) => a.finishedAt === null || a.class === null || !NO_EFFECT.has(a.class));
+  // A superseded owner's late success: its attempt acted, whatever a lookup said; one, when no other attempt may have.
+  if (late !== undefined && isSuccess(late)) return maybe.length <= 1 ? 1 : 'unknown';
   if (contradictions.length > 0) return 'unknown';
   if (record.state === 'succeeded') return 1;
-  const maybe = record.attempts.filter((a) => a.finishedAt === null || a.class === null || !NO_EFFECT.has(a.class));
+  // A late ambiguous end nothing settled: an "absent" before it proves nothing.
+  if (late !== undefined) return 'unknown';
   if (maybe.length === 0) return 0;
   const lastMaybe = Math.max(...maybe.map((a) => a.startedAt));
   // An absent lookup after the last attempt that could have acted settles it at 0.
@@ -139,10 +173,11 @@ function effectsOf(record: OperationRecord, lookups: HandoffLookup[], contradict
 
 /** Reads everything {@link explain} needs from a record. */
 export function factsOf(record: OperationRecord, now: number, providerRetentionMs: number): Facts {
-  const timed: { at: number; text: string }[] = [];
+  // by generation, the order of the writes: the owners' clocks may differ
+  const timed: { gen: number; text: string }[] = [];
   let observations = 0;
   for (const a of record.attempts) {
-    timed.push({ at: a.startedAt, text: attemptLine(a) });
+    timed.push({ gen: a.generation, text: attemptLine(a) });
     if (a.finishedAt !== null && a.status !== null) observations++;
   }
   const lookups: HandoffLookup[] = [];
@@ -152,28 +187,31 @@ export function factsOf(record: OperationRecord, now: number, providerRetentionM
       const l = lookupOf(e.at, e.detail);
       lookups.push(l);
       if (l.outcome === 'found' || l.outcome === 'absent') observations++;
-      timed.push({ at: e.at, text: `lookup at ${iso(e.at)}: ${e.detail}` });
+      timed.push({ gen: e.generation, text: `lookup at ${iso(e.at)}: ${e.detail}` });
     } else if (e.kind === 'takeover' || e.kind === 'stale_write' || e.kind === 'late_response') {
+      // a superseded owner's late outcome with a status is an attempt outcome all the same
+      if (e.kind === 'late_response' && e.status !== null) observations++;
       concurrency.push(`${e.kind} at ${iso(e.at)}: ${e.detail}`);
-      timed.push({ at: e.at, text: `${e.kind} at ${iso(e.at)}: ${e.detail}` });
+      timed.push({ gen: e.generation, text: `${e.kind} at ${iso(e.at)}: ${e.detail}` });
     } else if (e.kind !== 'attempt') {
-      timed.push({ at: e.at, text: `${e.kind} at ${iso(e.at)}: ${e.detail}` });
+      timed.push({ gen: e.generation, text: `${e.kind} at ${iso(e.at)}: ${e.detail}` });
     }
   }
   const providerReplayed =
     record.result?.headers.some(([name, value]) => REPLAY_HEADERS.has(name.toLowerCase()) && value.trim().toLowerCase() === 'true') ?? false;
   if (providerReplayed) {
     observations++;
-    timed.push({ at: record.updatedAt, text: 'the provider marked the stored response as a replay of an earlier request with this key' });
+    timed.push({ gen: record.generation, text: 'the provider marked the stored response as a replay of an earlier request with this key' });
   }
-  const contradictions = contradictionsOf(record, lookups, providerReplayed);
+  const late = lateOf(record);
+  const contradictions = contradictionsOf(record, lookups, providerReplayed, late);
   const lease = record.lease;
   const liveLease = lease !== null && lease.expiresAt > now;
   const keyAgeMs = Math.max(0, now - record.createdAt);
   const resendCutoffAt = record.createdAt + Math.floor(providerRetentionMs * RESEND_CUTOFF_SHARE);
   const inProgress409 = record.attempts.find((a) => a.class === 'retryable' && a.status === 409);
   if (inProgress409 !== undefined) concurrency.push(`attempt ${inProgress409.number} got 409: a request with this key was in progress at the provider`);
-  timed.sort((a, b) => a.at - b.at);
+  timed.sort((a, b) => a.gen - b.gen);
   return {
     last: record.attempts[record.attempts.length - 1],
     lookups,
@@ -183,7 +221,9 @@ export function factsOf(record: OperationRecord, now: number, providerRetentionM
     staleLease: record.state === 'in_flight' && !liveLease,
     liveLease,
     terminal: record.state === 'succeeded' || record.state === 'failed' || record.state === 'cancelled',
-    earlierUnresolved: earlierUnresolved(record),
+    earlierUnresolved: earlierUnresolved(record, late),
+    late,
+    lateSuccess: late !== undefined && isSuccess(late),
     keyPastCutoff: now >= resendCutoffAt,
     keyAgeMs,
     resendCutoffAt,
@@ -191,6 +231,6 @@ export function factsOf(record: OperationRecord, now: number, providerRetentionM
     inProgress409,
     concurrency,
     providerReplayed,
-    effects: effectsOf(record, lookups, contradictions),
+    effects: effectsOf(record, lookups, contradictions, late),
   };
 }

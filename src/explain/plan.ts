@@ -36,6 +36,9 @@ export function redactKey(key: string): string {
 
 const atProvider = (c: Ctx, n: string): string => `At the provider: ${n} effect for ref '${c.ref}' (key ${c.key}).`;
 
+/** Effects an unsettled record may have: a superseded owner's late success says at least one. */
+const possible = (f: Facts): string => (f.lateSuccess ? (f.effects === 1 ? '1' : '1 or more') : '0 or 1');
+
 /** `value` as one shell word: as is when plain, else single-quoted. */
 const sh = (value: string): string => (/^[\w.:/@%+=,-]+$/.test(value) ? value : `'${value.replace(/'/g, "'\\''")}'`);
 
@@ -43,11 +46,16 @@ const sh = (value: string): string => (/^[\w.:/@%+=,-]+$/.test(value) ? value : 
 const showCmd = (c: Ctx): string =>
   `\`oncefetch show ${sh(c.ref)} --action ${sh(c.action)}${c.r.tenant === 'default' ? '' : ` --tenant ${sh(c.r.tenant)}`}\``;
 
-/** An outcome nobody has settled yet: look up first, resend only where the provider dedupes, else escalate. */
+/**
+ * An outcome nobody has settled yet: look up first, resend only where the provider dedupes, else
+ * escalate. After a superseded owner's late success an "absent" settles nothing (the engine refuses
+ * it and sends nothing): only a lookup that finds it, or a same-key resend to a deduping provider.
+ */
 function unsettled(c: Ctx, lead: string[]): Decision {
+  const late = c.f.lateSuccess;
   const verification = [
-    `${atProvider(c, '0 or 1')} Two would be a duplicate.`,
-    `After reconciliation, ${showCmd(c)} shows succeeded (found) or pending (absent) and a new lookup line.`,
+    `${atProvider(c, possible(c.f))} Two would be a duplicate.`,
+    `After reconciliation, ${showCmd(c)} shows succeeded (found) or ${late ? 'still ambiguous' : 'pending'} (absent) and a new lookup line.`,
   ];
   const cancelRequested = c.r.cancelRequestedAt !== null;
   if (c.p.lookupRegistered) {
@@ -55,9 +63,11 @@ function unsettled(c: Ctx, lead: string[]): Decision {
       plan: [
         ...lead,
         `Look up first: run client.recover() (or call again with the same ref and payload); the lookup registered for '${c.action}' asks the provider whether it took effect.`,
-        cancelRequested
-          ? 'found → succeeded (delivery won over the cancel requested); absent → cancelled, nothing is sent; unknown → it stays ambiguous: escalate then.'
-          : `found → succeeded, later calls replay it; absent → the next call resends with the same key ${c.key}; unknown → it stays ambiguous: escalate then.`,
+        late
+          ? 'found → succeeded, later calls replay it; absent → nothing is sent, it stays ambiguous: check at the provider by hand.'
+          : cancelRequested
+            ? 'found → succeeded (delivery won over the cancel requested); absent → cancelled, nothing is sent; unknown → it stays ambiguous: escalate then.'
+            : `found → succeeded, later calls replay it; absent → the next call resends with the same key ${c.key}; unknown → it stays ambiguous: escalate then.`,
       ],
       verification,
     };
@@ -80,7 +90,7 @@ function unsettled(c: Ctx, lead: string[]): Decision {
     plan: [
       `Do not resend: ${why}; a resend could create a second effect.`,
       `Check at the provider whether an effect exists for ref '${c.ref}' (key ${c.key}): its API, dashboard or support.`,
-      `Then register a lookup for '${c.action}' (createClient({ lookups })) that reports what you found, and run client.recover(): found settles it as succeeded; absent lets the next call resend with the same key.`,
+      `Then register a lookup for '${c.action}' (createClient({ lookups })) that reports what you found, and run client.recover(): found settles it as succeeded; ${late ? 'absent leaves it ambiguous' : 'absent lets the next call resend with the same key'}.`,
     ],
     verification,
     escalation: `The outcome is unknown and nothing can settle it automatically: ${why}.`,
@@ -161,7 +171,8 @@ function decideCode(code: DiagnosisCode, c: Ctx): Decision {
       };
     case 'timeout_before_response':
       if (r.state === 'pending') {
-        const absent = f.lookups.some((l) => l.outcome === 'absent');
+        // cleared by a lookup only when nothing earlier stays unresolved (a late success never is)
+        const absent = !f.earlierUnresolved && f.lookups.some((l) => l.outcome === 'absent');
         if (!absent && !c.p.providerDedupes) {
           // Cleared only for a same-key resend, by a client that declared a deduplicating provider.
           return {
@@ -193,7 +204,7 @@ function decideCode(code: DiagnosisCode, c: Ctx): Decision {
     case 'unknown':
       return {
         plan: ['Do not resend.', `Inspect the record (${showCmd(c)}) and the provider's records, then decide by hand.`],
-        verification: [atProvider(c, '0 or 1')],
+        verification: [atProvider(c, possible(f))],
         escalation: `No rule of the evidence-to-decision map fits a ${r.state} record with this evidence.`,
       };
   }
@@ -207,13 +218,16 @@ export function decide(code: DiagnosisCode, r: OperationRecord, f: Facts, p: Exp
   let plan = d.plan;
   if (f.contradictions.length > 0) {
     reasons.push(`Contradictory evidence: ${f.contradictions.join('; ')}.`);
-    plan = f.terminal
-      ? [...plan, `Check the lookup registered for '${c.action}': it disagrees with what the provider answered.`]
-      : [
-          `Do not resend while the evidence contradicts itself (${f.contradictions.join('; ')}).`,
-          `Check at the provider whether an effect exists for ref '${c.ref}' (key ${c.key}).`,
-          `Fix or verify the lookup for '${c.action}', then run client.recover().`,
-        ];
+    // After a superseded owner's late success the plan above already counts on no "absent".
+    if (!f.lateSuccess) {
+      plan = f.terminal
+        ? [...plan, `Check the lookup registered for '${c.action}': it disagrees with what the provider answered.`]
+        : [
+            `Do not resend while the evidence contradicts itself (${f.contradictions.join('; ')}).`,
+            `Check at the provider whether an effect exists for ref '${c.ref}' (key ${c.key}).`,
+            `Fix or verify the lookup for '${c.action}', then run client.recover().`,
+          ];
+    }
   }
   if (f.staleLease) {
     reasons.push(

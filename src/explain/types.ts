@@ -13,7 +13,7 @@ import type { OperationState, RecordedClass, Scope } from '../operation/record.j
  * | code | evidence | decision |
  * |---|---|---|
  * | `timeout_before_response` | an attempt may have reached the provider but no answer came (timeout, reset after send, 500/502/504, truncated body) | look up first |
- * | `stale_lease` | the owner stopped renewing its lease while an attempt was on the wire (crash) | take over, then look up first |
+ * | `stale_lease` | the owner stopped renewing its lease while an attempt was on the wire (crash), or its late answer came after the takeover and nothing settled it (after a late success, only a lookup that finds it) | take over, then look up first |
  * | `concurrent_duplicates` | another owner holds the operation, or the provider said "in progress" (409) | one owner: wait for it, never a parallel send |
  * | `payload_changed` | the provider reported the key reused with other content | conflict: a new intent needs a new ref |
  * | `terminal_client_error` | the provider refused the request (4xx) | do not retry unchanged input |
@@ -205,7 +205,7 @@ export interface Handoff {
   result: { status: number; source: 'attempt' | 'lookup' } | null;
   retryPolicy: HandoffRetryPolicy;
   retention: HandoffRetention;
-  /** business effects at the provider, when the record alone proves the count; else `'unknown'` */
+  /** business effects at the provider, when the record alone proves the count (a superseded owner's late success proves one); else `'unknown'` */
   effects: 'unknown' | number;
 }
 

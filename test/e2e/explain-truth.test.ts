@@ -101,3 +101,84 @@ describe('explain after an attempt only cleared for a same-key resend', () => {
     expect(x?.plan.join(' ')).not.toMatch(/the same key .* is resent/);
   });
 });
+
+// Regression: a superseded owner's late 201 after another owner's lookup said "absent". The engine
+// reopens the record (ambiguous) and, from then on, never sends again: a lookup that finds the order
+// settles it, an "absent" is refused. explain read the earlier "absent" as settling the attempt: it
+// reported `effects: 0`, medium confidence, no escalation, and a plan saying "absent → the next call
+// resends with the same key", which the engine would not do (and which, here, would be a duplicate).
+describe("explain after a superseded owner's late success", () => {
+  const tick = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  /**
+   * A's request is held before its commit. B (its clock a minute ahead, so A's lease looks expired)
+   * runs recover(): takeover, the lookup says absent (the order is not committed yet), the record goes
+   * back to pending, nothing is sent. Then A's request commits and its 201 arrives late: kept as
+   * evidence, the record reopened. A gives up there. The provider ignores keys: every POST that
+   * commits is an effect, so a resend would be a duplicate.
+   */
+  async function lateSuccessAfterAbsent(ref: string) {
+    await provider.close();
+    provider = await startProvider({ ignoreKeys: true });
+    provider.fault({ kind: 'delay_before_commit', delayMs: 500, match: { ref } });
+    const store = memoryStore();
+    const lookups = { 'create-order': lookupByRef(provider.url) };
+    const abortA = new AbortController();
+    const a = client({
+      store,
+      owner: 'a',
+      leaseMs: 200,
+      lookups,
+      onEvent: (e) => {
+        if (e.type === 'late_evidence') abortA.abort(new Error('A gives up'));
+      },
+    });
+    const first = a.fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: 'create-order', ref }, signal: abortA.signal }).catch((e: unknown) => e);
+    for (let i = 0; i < 100 && provider.requests.length === 0; i++) await tick(10);
+    const b = client({ store, owner: 'b', now: () => Date.now() + 60_000, settleMs: 0, lookups });
+    expect(await b.recover()).toMatchObject({ absent: [{ ref }], stillAmbiguous: [] });
+    expect((await b.get({ action: 'create-order', ref }))?.state).toBe('pending');
+    await first;
+    const record = await b.get({ action: 'create-order', ref });
+    expect(record?.state).toBe('ambiguous');
+    expect(record?.evidence).toContainEqual(expect.objectContaining({ kind: 'late_response', owner: 'a', status: 201 }));
+    expect(provider.effectsFor(ref)).toBe(1);
+    return { store, b };
+  }
+
+  it('says the effect happened, escalates the contradicting "absent", and plans no resend: the engine then sends nothing', async () => {
+    const ref = 'X-late';
+    const scope = { action: 'create-order', ref };
+    const { store, b } = await lateSuccessAfterAbsent(ref);
+
+    const x = await b.explain(scope);
+    expect(x?.handoff.effects).toBe(1);
+    expect(x?.diagnosis.code).toBe('stale_lease');
+    expect(x?.diagnosis.summary).toMatch(/got 201 late.*took effect/);
+    expect(x?.diagnosis.evidence).toContainEqual(expect.stringMatching(/^contradiction: a lookup said absent .* but a superseded owner got 201 late/));
+    expect(x?.confidence).toBe('low');
+    expect(x?.escalate).toBe(true);
+    expect(x?.escalation).toMatch(/Contradictory evidence: a lookup said absent .* 201 late/);
+    const plan = x?.plan.join('\n') ?? '';
+    expect(plan).not.toMatch(/the next call resends|is resent|resend with the same key/);
+    expect(plan).toMatch(/found → succeeded/);
+    expect(plan).toMatch(/absent → nothing is sent, it stays ambiguous/);
+    expect(x?.verification.join('\n')).toMatch(/still ambiguous \(absent\)/);
+
+    // The engine agrees. A lookup that still says absent (asked on B's clock, past the settle window
+    // that counts from B's takeover): refused, nothing sent, still ambiguous.
+    const stale = client({ store, owner: 'c', now: () => Date.now() + 60_000, settleMs: 0, lookups: { 'create-order': async () => null } });
+    await expect(post(stale, ref)).rejects.toMatchObject({ code: 'AMBIGUOUS_OUTCOME' });
+    expect((await stale.get(scope))?.state).toBe('ambiguous');
+    expect(provider.requests).toHaveLength(1);
+    // A lookup that finds the order: succeeded, nothing sent.
+    const res = await post(b, ref);
+    expect(res.status).toBe(200);
+    expect(provider.requests).toHaveLength(1);
+    expect(provider.effectsFor(ref)).toBe(1);
+
+    // Then explain says so: one effect, nothing to do, no contradiction left to escalate.
+    const y = await b.explain(scope);
+    expect(y).toMatchObject({ state: 'succeeded', escalate: false, confidence: 'high', diagnosis: { code: 'succeeded' }, handoff: { effects: 1 } });
+    expect(y?.diagnosis.evidence.filter((e) => e.startsWith('contradiction:'))).toEqual([]);
+  });
+});

@@ -7,9 +7,12 @@
  * - `Facts.earlierUnresolved` is `deliveryUnresolved` of record.ts on the attempts before the last
  *   one (a superseded owner's late delivery not settled, or an earlier attempt that may have landed
  *   with no settled "absent" after it);
+ * - `Facts.late` is set exactly when `lateDeliveryUnsettled` holds, and `Facts.lateSuccess` is `lateSuccess`;
  * - `Facts.terminal` is `isTerminal`;
  * - a lookup that facts.ts reads as `absent` is exactly one that record.ts counts as a settled
- *   "absent" (the one that clears a possibly delivered attempt).
+ *   "absent" (the one that clears a possibly delivered attempt);
+ * - and, on those records, what explain says after a superseded owner's late success: never 0
+ *   effects, never a plan that counts on an "absent" for a resend (the engine refuses it).
  *
  * The events are those the engine writes, plus one it never writes but `applyEvent` takes: generic
  * `evidence` of kind `lookup` with a settled "absent" line, so that a settled "absent" can follow a
@@ -20,7 +23,7 @@ import { describe, expect, it } from 'vitest';
 import { explain } from '../../src/explain/explain.js';
 import { factsOf } from '../../src/explain/facts.js';
 import type { ExplainPolicy } from '../../src/explain/types.js';
-import { IllegalTransitionError, applyEvent, deliveryUnresolved, isTerminal, newRecord } from '../../src/operation/record.js';
+import { IllegalTransitionError, applyEvent, deliveryUnresolved, isTerminal, lateDeliveryUnsettled, lateSuccess, newRecord } from '../../src/operation/record.js';
 import type { AttemptRecord, EvidenceRecord, OperationRecord, RecordEvent, ResultSnapshot } from '../../src/operation/record.js';
 
 const T0 = 1_900_000_000_000;
@@ -154,6 +157,21 @@ function reached(steps: { owner: (typeof OWNERS)[number]; event: EventSpec }[]):
   return out;
 }
 
+function policy(rec: OperationRecord, over: Partial<ExplainPolicy> = {}): ExplainPolicy {
+  return {
+    retry: { maxAttempts: 5, baseDelayMs: 200, maxDelayMs: 10_000, attemptTimeoutMs: 30_000, deadlineMs: 120_000, maxRetryAfterMs: 60_000, jitter: 'full' },
+    retentionMs: DAY,
+    providerRetentionMs: DAY,
+    providerDedupes: false,
+    lookupRegistered: false,
+    now: rec.updatedAt,
+    ...over,
+  };
+}
+
+/** Plan lines that count on an "absent" (or on a lookup having found none) to send again. */
+const RESEND_ON_ABSENT = /the next call resends|lets the next call resend|a lookup found no effect/i;
+
 const stepsArb = fc.array(fc.record({ owner: fc.constantFrom(...OWNERS), event: eventArb }), { minLength: 1, maxLength: 40, size: 'max' });
 
 /** The shrunk record where facts.ts and record.ts disagreed: a late success, a later late ambiguous end, then a settled "absent". */
@@ -172,8 +190,8 @@ const lateSuccessThenAbsent: { owner: 'A'; event: EventSpec }[] = (
 ).map((event) => ({ owner: 'A' as const, event }));
 
 describe('facts.ts agrees with record.ts on records reached through applyEvent', () => {
-  it('earlierUnresolved is deliveryUnresolved on the earlier attempts; terminal is isTerminal; absent lookups are the settled ones', () => {
-    const seen = { unresolved: 0, resolved: 0, byLate: 0, byAttempt: 0, earlierSettled: 0, settledAbsent: 0, otherLookup: 0 };
+  it('earlierUnresolved is deliveryUnresolved on the earlier attempts; late is lateDeliveryUnsettled; terminal is isTerminal; absent lookups are the settled ones', () => {
+    const seen = { unresolved: 0, resolved: 0, byLate: 0, byAttempt: 0, earlierSettled: 0, settledAbsent: 0, otherLookup: 0, lateSuccess: 0, lateAmbiguous: 0, lateSettled: 0 };
     fc.assert(
       fc.property(stepsArb, (steps) => {
         for (const rec of reached(steps)) {
@@ -181,6 +199,19 @@ describe('facts.ts agrees with record.ts on records reached through applyEvent',
           const expected = earlierUnresolvedOfRecordTs(rec);
           expect(f.earlierUnresolved, `earlierUnresolved of ${JSON.stringify({ attempts: rec.attempts, evidence: rec.evidence })}`).toBe(expected);
           expect(f.terminal, rec.state).toBe(isTerminal(rec.state));
+          const evidence = JSON.stringify(rec.evidence);
+          expect(f.late !== undefined, `late of ${evidence}`).toBe(lateDeliveryUnsettled(rec));
+          expect(f.lateSuccess, `lateSuccess of ${evidence}`).toBe(lateSuccess(rec));
+          if (lateSuccess(rec)) {
+            seen.lateSuccess++;
+            expect(f.effects, `effects of ${evidence}`).not.toBe(0);
+            for (const over of [{}, { lookupRegistered: true }, { providerDedupes: true }]) {
+              const x = explain(rec, policy(rec, over));
+              expect(x.plan.join('\n'), `plan of ${rec.state} ${evidence}`).not.toMatch(RESEND_ON_ABSENT);
+              expect(x.diagnosis.code).not.toBe('cancelled');
+            }
+          } else if (f.late !== undefined) seen.lateAmbiguous++;
+          else if (rec.evidence.some((e) => e.kind === 'late_response' && e.status === null)) seen.lateSettled++;
           const lookups = rec.evidence.filter((e) => e.kind === 'lookup');
           expect(f.lookups.map((l) => l.outcome === 'absent')).toEqual(lookups.map(settledAbsentOfRecordTs));
           if (expected) seen.unresolved++;
@@ -211,14 +242,10 @@ describe('facts.ts agrees with record.ts on records reached through applyEvent',
     expect(rec.attempts.map((a) => a.class)).toEqual(['not_sent', 'retryable']);
     expect(earlierUnresolvedOfRecordTs(rec)).toBe(true);
     expect(factsOf(rec, rec.updatedAt, DAY).earlierUnresolved).toBe(true);
-    const policy: ExplainPolicy = {
-      retry: { maxAttempts: 5, baseDelayMs: 200, maxDelayMs: 10_000, attemptTimeoutMs: 30_000, deadlineMs: 120_000, maxRetryAfterMs: 60_000, jitter: 'full' },
-      retentionMs: DAY,
-      providerRetentionMs: DAY,
-      providerDedupes: true,
-      lookupRegistered: true,
-      now: rec.updatedAt,
-    };
-    expect(explain(rec, policy).diagnosis.code).toBe('timeout_before_response');
+    const x = explain(rec, policy(rec, { providerDedupes: true, lookupRegistered: true }));
+    expect(x.diagnosis.code).toBe('timeout_before_response');
+    // and the effect happened: cleared for a same-key resend only, never "a lookup found no effect"
+    expect(x.handoff.effects).toBe(1);
+    expect(x.plan).toEqual([expect.stringMatching(/^Call again with the same ref and payload: the provider dedupes by key/)]);
   });
 });

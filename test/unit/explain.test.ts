@@ -374,3 +374,93 @@ describe('suggested commands', () => {
     expect(text).not.toMatch(/show with space/);
   });
 });
+
+// Regression: a superseded owner's late delivery after another owner's lookup said "absent" (the
+// engine's own sequence: test/e2e/explain-truth.test.ts). explain took the "absent" as settling the
+// attempt: `effects: 0`, and, after a late success, a plan saying "absent → the next call resends",
+// where the state machine refuses any "absent" and the engine sends nothing. The plan is held here
+// to what applyEvent does with the next lookup's answer.
+describe("a superseded owner's late delivery after an \"absent\"", () => {
+  const late = (what: 'success' | 'ambiguous'): RecordEvent =>
+    what === 'success'
+      ? { type: 'evidence', kind: 'late_response', detail: 'late success outcome (status 201) from a superseded owner', status: 201, reopen: true }
+      : { type: 'evidence', kind: 'late_response', detail: 'late ambiguous outcome (attempt timeout) from a superseded owner', status: null, reopen: true };
+  /** A sends; B takes over (A's lease expired) and its lookup says absent: pending, released; then A's late outcome. */
+  function lateAfterAbsent(what: 'success' | 'ambiguous', cancel = false): Rec {
+    const r = new Rec().start();
+    r.t += LEASE_MS;
+    r.on({ type: 'acquire', owner: B, leaseExpiresAt: r.t + LEASE_MS }, B);
+    if (cancel) r.on({ type: 'cancel' }, B);
+    r.on({ type: 'lookup_absent', detail: 'lookup reported no such operation' }, B).on({ type: 'release' }, B);
+    expect(r.rec.state).toBe(cancel ? 'cancelled' : 'pending');
+    return r.on(late(what), A);
+  }
+  const resends = /the next call resends|lets the next call resend|a lookup found no effect/i;
+
+  it.each<[string, Partial<ExplainPolicy>]>([
+    ['a lookup registered', { lookupRegistered: true }],
+    ['no lookup, no dedupe', {}],
+    ['a lookup and a deduping provider', { lookupRegistered: true, providerDedupes: true }],
+  ])('late success, %s: one effect, stale_lease, low confidence, escalated; no resend on "absent"', (_, over) => {
+    const r = lateAfterAbsent('success');
+    expect(r.rec.state).toBe('ambiguous');
+    const x = explain(r.rec, policy(over));
+    expect(x.handoff.effects).toBe(1);
+    expect(x.diagnosis.code).toBe('stale_lease');
+    expect(x.diagnosis.summary).toMatch(/^Owner owner-a got 201 late.*took effect/);
+    expect(x.confidence).toBe('low');
+    expect(x.observations).toBe(2); // the "absent" and the late 201
+    expect(x.escalate).toBe(true);
+    expect(x.escalation).toMatch(/Contradictory evidence: a lookup said absent at .*, but a superseded owner got 201 late: the request took effect/);
+    expect(x.plan.join('\n')).not.toMatch(resends);
+    expect(x.verification[0]).toMatch(/^At the provider: 1 effect/);
+    // what the plan says an answer does is what the state machine does with it
+    expect(applyEvent(r.rec, { type: 'lookup_absent', detail: 'still nothing' }, r.t + 10, B).state).toBe('ambiguous');
+    expect(applyEvent(r.rec, { type: 'lookup_found', result: snapshot(200, 'lookup'), detail: 'found' }, r.t + 10, B).state).toBe('succeeded');
+    if (over.lookupRegistered === true) expect(x.plan.join('\n')).toMatch(/absent → nothing is sent, it stays ambiguous/);
+    else expect(x.plan.join('\n')).toMatch(/absent leaves it ambiguous/);
+  });
+
+  it('late success, then a lookup found it: succeeded, one effect, the earlier "absent" no contradiction', () => {
+    const r = lateAfterAbsent('success').on({ type: 'lookup_found', result: snapshot(200, 'lookup'), detail: 'lookup found it (status 200)' }, B);
+    const x = explain(r.rec, policy({ lookupRegistered: true }));
+    expect(x).toMatchObject({ state: 'succeeded', escalate: false, confidence: 'high', observations: 3, diagnosis: { code: 'succeeded' }, handoff: { effects: 1 } });
+    expect(x.diagnosis.evidence.filter((e) => e.startsWith('contradiction:'))).toEqual([]);
+  });
+
+  it('late ambiguous end: effects unknown, not 0; an "absent" asked after it does settle it, and the plan says so', () => {
+    const r = lateAfterAbsent('ambiguous');
+    expect(r.rec.state).toBe('ambiguous');
+    const x = explain(r.rec, policy({ lookupRegistered: true }));
+    expect(x.handoff.effects).toBe('unknown');
+    expect(x.diagnosis.code).toBe('stale_lease');
+    expect(x.diagnosis.summary).toMatch(/^Owner owner-a ended ambiguous late/);
+    expect(x.confidence).toBe('medium');
+    expect(x.escalate).toBe(false);
+    expect(x.plan.join('\n')).toMatch(/absent → the next call resends with the same key/);
+    expect(applyEvent(r.rec, { type: 'lookup_absent', detail: 'nothing', askedGeneration: r.rec.generation }, r.t + 10, B).state).toBe('pending');
+    // with no lookup and no dedupe: escalated, as any unsettled attempt
+    expect(explain(r.rec, policy()).escalate).toBe(true);
+  });
+
+  it('cancelled on the "absent", then a late success: not "cancelled, nothing delivered" but unknown, one effect, escalated', () => {
+    const r = lateAfterAbsent('success', true);
+    expect(r.rec.state).toBe('cancelled');
+    const x = explain(r.rec, policy({ lookupRegistered: true }));
+    expect(x.diagnosis.code).toBe('unknown');
+    expect(x.handoff.effects).toBe(1);
+    expect(x.escalate).toBe(true);
+    expect(x.plan[0]).toBe('Do not resend.');
+    expect(x.plan.join('\n')).not.toMatch(/nothing was delivered/);
+  });
+
+  it('lists the evidence in the order it was written, not by the owners\' clocks (B\'s a minute ahead)', () => {
+    const r = new Rec().start();
+    r.t += 60_000; // B's clock
+    r.on({ type: 'acquire', owner: B, leaseExpiresAt: r.t + LEASE_MS }, B).on({ type: 'lookup_absent', detail: 'lookup reported no such operation' }, B).on({ type: 'release' }, B);
+    r.t -= 59_000; // A's clock, behind
+    r.on(late('success'), A);
+    const evidence = explain(r.rec, policy()).diagnosis.evidence;
+    expect(evidence.map((e) => e.split(' ')[0])).toEqual(['attempt', 'takeover', 'lookup', 'late_response', 'contradiction:']);
+  });
+});
