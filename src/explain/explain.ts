@@ -89,7 +89,7 @@ function summaryOf(code: DiagnosisCode, r: OperationRecord, f: Facts): string {
         return `${f.lateSuccess ? 'A superseded owner got a success late' : 'An earlier attempt may have reached the provider'} and nothing settled it (it was only cleared for a same-key resend); attempt ${n} then got ${last?.reason ?? 'no outcome'}. Resend only with the same key, where the provider dedupes.`;
       }
       return r.state === 'pending'
-        ? `Attempt ${n} ended without an answer (${last?.reason ?? 'no outcome'}); ${!f.earlierUnresolved && f.lookups.some((l) => l.outcome === 'absent') ? 'a lookup then found no effect' : 'the provider dedupes by key'}, so it may be resent with the same key.`
+        ? `Attempt ${n} ended without an answer (${last?.reason ?? 'no outcome'}); ${f.clearedByLookup ? 'a lookup then found no effect' : 'it was cleared for a same-key resend (the provider dedupes by key)'}, so it may be resent with the same key.`
         : `Attempt ${n} may have reached the provider but no answer came (${last?.reason ?? 'no outcome'}); not resent.`;
     case 'stale_lease':
       if (f.late !== undefined && r.state !== 'in_flight') {

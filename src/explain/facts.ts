@@ -42,6 +42,8 @@ export interface Facts {
   late: EvidenceRecord | undefined;
   /** `late` is a success (record.ts's `lateSuccess`): the effect happened; only a lookup that finds it settles the record */
   lateSuccess: boolean;
+  /** a settled "absent" came after the last attempt and nothing earlier stays unresolved: a lookup, not a same-key resend, cleared it */
+  clearedByLookup: boolean;
   /** the key is past `0.9 · providerRetentionMs` */
   keyPastCutoff: boolean;
   keyAgeMs: number;
@@ -212,8 +214,10 @@ export function factsOf(record: OperationRecord, now: number, providerRetentionM
   const inProgress409 = record.attempts.find((a) => a.class === 'retryable' && a.status === 409);
   if (inProgress409 !== undefined) concurrency.push(`attempt ${inProgress409.number} got 409: a request with this key was in progress at the provider`);
   timed.sort((a, b) => a.gen - b.gen);
+  const last = record.attempts[record.attempts.length - 1];
+  const unresolved = earlierUnresolved(record, late);
   return {
-    last: record.attempts[record.attempts.length - 1],
+    last,
     lookups,
     observations,
     timeline: timed.map((t) => t.text),
@@ -221,9 +225,10 @@ export function factsOf(record: OperationRecord, now: number, providerRetentionM
     staleLease: record.state === 'in_flight' && !liveLease,
     liveLease,
     terminal: record.state === 'succeeded' || record.state === 'failed' || record.state === 'cancelled',
-    earlierUnresolved: earlierUnresolved(record, late),
+    earlierUnresolved: unresolved,
     late,
     lateSuccess: late !== undefined && isSuccess(late),
+    clearedByLookup: last !== undefined && !unresolved && settledAbsentAfter(record, last.generation),
     keyPastCutoff: now >= resendCutoffAt,
     keyAgeMs,
     resendCutoffAt,

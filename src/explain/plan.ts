@@ -171,8 +171,8 @@ function decideCode(code: DiagnosisCode, c: Ctx): Decision {
       };
     case 'timeout_before_response':
       if (r.state === 'pending') {
-        // cleared by a lookup only when nothing earlier stays unresolved (a late success never is)
-        const absent = !f.earlierUnresolved && f.lookups.some((l) => l.outcome === 'absent');
+        // cleared by a lookup after the last attempt, only when nothing earlier stays unresolved (a late success never is)
+        const absent = f.clearedByLookup;
         if (!absent && !c.p.providerDedupes) {
           // Cleared only for a same-key resend, by a client that declared a deduplicating provider.
           return {

@@ -464,3 +464,43 @@ describe("a superseded owner's late delivery after an \"absent\"", () => {
     expect(evidence.map((e) => e.split(' ')[0])).toEqual(['attempt', 'takeover', 'lookup', 'late_response', 'contradiction:']);
   });
 });
+
+// Regression: a pending record whose last attempt was cleared by a same-key resend (a failed lookup,
+// providerDedupes) after an earlier attempt a lookup had found absent: explain credited the earlier
+// lookup ("a lookup then found no effect") and, under a policy without providerDedupes, planned
+// "A lookup found no effect: call again", a resend of an attempt that may have acted.
+describe('a pending record cleared for a same-key resend after an earlier "absent"', () => {
+  const rec = (): OperationRecord =>
+    new Rec()
+      .attempt('ambiguous', 500, 'status 500')
+      .on({ type: 'lookup_absent', detail: 'lookup reported no such operation' })
+      .attempt('ambiguous', null, 'headers timeout')
+      .on({ type: 'resend_after_ambiguous', detail: 'lookup failed: 503; the provider dedupes by key' })
+      .stop('RETRIES_EXHAUSTED', 'attempts').rec;
+
+  it('names the same-key resend, not the lookup', () => {
+    const r = rec();
+    expect(r.state).toBe('pending');
+    const x = explain(r, policy({ providerDedupes: true, lookupRegistered: true }));
+    expect(x.diagnosis.code).toBe('timeout_before_response');
+    expect(x.diagnosis.summary).toBe(
+      'Attempt 2 ended without an answer (headers timeout); it was cleared for a same-key resend (the provider dedupes by key), so it may be resent with the same key.',
+    );
+    expect(x.plan).toEqual([expect.stringMatching(/^Call again with the same ref and payload: the provider dedupes by key/)]);
+    expect(x.handoff.effects).toBe('unknown');
+  });
+
+  it('escalates under a policy without providerDedupes instead of "a lookup found no effect: call again"', () => {
+    const x = explain(rec(), policy({ lookupRegistered: true }));
+    expect(x.escalate).toBe(true);
+    expect(x.plan[0]).toMatch(/^Do not call again from a client without providerDedupes/);
+    expect(x.plan.join('\n')).not.toMatch(/a lookup found no effect/i);
+  });
+
+  it('still credits a lookup that said absent after the last attempt', () => {
+    const r = new Rec().attempt('ambiguous', null, 'headers timeout').on({ type: 'resend_after_ambiguous', detail: 'dedupes' }).attempt('ambiguous', 500, 'status 500').on({ type: 'lookup_absent', detail: 'none' }).rec;
+    const x = explain(r, policy({ lookupRegistered: true }));
+    expect(x.diagnosis.summary).toMatch(/; a lookup then found no effect, so/);
+    expect(x.plan[0]).toMatch(/^A lookup found no effect: call again/);
+  });
+});
