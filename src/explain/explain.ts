@@ -63,10 +63,13 @@ function summaryOf(code: DiagnosisCode, r: OperationRecord, f: Facts): string {
   const last = f.last;
   const n = last?.number ?? 0;
   switch (code) {
-    case 'succeeded':
+    case 'succeeded': {
+      // a superseded owner's late success: its attempt got its answer, late
+      const late = f.lateSuccess ? `${f.lateAttempt ? `attempt ${f.lateAttempt.number}` : 'an attempt'} got its answer late (${f.late?.status ?? '2xx'}, superseded owner ${f.late?.owner ?? '?'})` : '';
       return r.result?.source === 'lookup'
-        ? `A lookup found the effect (status ${r.result.status}) after attempt ${n} ended without an answer.`
-        : `Attempt ${r.attempts.findLast((a) => a.class === 'success')?.number ?? n} got ${r.result?.status ?? 'a 2xx'}; later calls replay it.`;
+        ? `A lookup found the effect (status ${r.result.status})${late === '' ? ` after attempt ${n} ended without an answer` : `; ${late}`}.`
+        : `Attempt ${r.attempts.findLast((a) => a.class === 'success')?.number ?? n} got ${r.result?.status ?? 'a 2xx'}${late === '' ? '' : `; ${late}`}; later calls replay it.`;
+    }
     case 'cancelled':
       if (r.attempts.length === 0) return 'Cancelled before anything was sent.';
       return f.lookups.some((l) => l.outcome === 'absent')

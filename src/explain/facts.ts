@@ -42,6 +42,8 @@ export interface Facts {
   late: EvidenceRecord | undefined;
   /** `late` is a success (record.ts's `lateSuccess`): the effect happened; only a lookup that finds it settles the record */
   lateSuccess: boolean;
+  /** the attempt `late` answers: its owner's own one that never recorded an outcome (so it carried the record's key) */
+  lateAttempt: AttemptRecord | undefined;
   /** a settled "absent" came after the last attempt and nothing earlier stays unresolved: a lookup, not a same-key resend, cleared it */
   clearedByLookup: boolean;
   /** the key is past `0.9 · providerRetentionMs` */
@@ -214,6 +216,7 @@ export function factsOf(record: OperationRecord, now: number, providerRetentionM
   const inProgress409 = record.attempts.find((a) => a.class === 'retryable' && a.status === 409);
   if (inProgress409 !== undefined) concurrency.push(`attempt ${inProgress409.number} got 409: a request with this key was in progress at the provider`);
   timed.sort((a, b) => a.gen - b.gen);
+  const lateAttempt = late && record.attempts.findLast((a) => a.owner === late.owner && a.finishedAt === null);
   const last = record.attempts[record.attempts.length - 1];
   const unresolved = earlierUnresolved(record, late);
   return {
@@ -228,6 +231,7 @@ export function factsOf(record: OperationRecord, now: number, providerRetentionM
     earlierUnresolved: unresolved,
     late,
     lateSuccess: late !== undefined && isSuccess(late),
+    lateAttempt,
     clearedByLookup: last !== undefined && !unresolved && settledAbsentAfter(record, last.generation),
     keyPastCutoff: now >= resendCutoffAt,
     keyAgeMs,

@@ -72,6 +72,8 @@ describe('a late response from a superseded owner', () => {
     expect(record).toMatchObject({ state: 'succeeded', result: { source: 'lookup' } });
     expect(record?.evidence).toContainEqual(expect.objectContaining({ kind: 'late_response', owner: 'a', status: 201 }));
     expect(a.events.map((e) => e.type)).toContain('late_evidence');
+    // explain names the late answer (it said "after attempt 2 ended without an answer": attempt 2 got a 503)
+    expect((await a.client.explain(scope))?.diagnosis.summary).toBe('A lookup found the effect (status 200); attempt 1 got its answer late (201, superseded owner a).');
 
     // And a later call replays it.
     const again = await call(b.client);

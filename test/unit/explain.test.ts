@@ -504,3 +504,20 @@ describe('a pending record cleared for a same-key resend after an earlier "absen
     expect(x.plan[0]).toMatch(/^A lookup found no effect: call again/);
   });
 });
+
+// Regression: after a late 201 that a lookup then found, the summary said attempt 1 "ended without an
+// answer": its owner did get the 201, late.
+describe('succeeded through a lookup after a late success', () => {
+  it("says the superseded owner's attempt got its answer late", () => {
+    const r = new Rec().start();
+    r.t += LEASE_MS;
+    r.on({ type: 'acquire', owner: B, leaseExpiresAt: r.t + LEASE_MS }, B).on({ type: 'lookup_absent', detail: 'lookup reported no such operation' }, B).on({ type: 'release' }, B);
+    r.on({ type: 'evidence', kind: 'late_response', detail: 'late success outcome (status 201) from a superseded owner', status: 201, reopen: true }, A);
+    r.on({ type: 'lookup_found', result: snapshot(200, 'lookup'), detail: 'lookup found it (status 200)' }, B);
+    const x = explain(r.rec, policy({ lookupRegistered: true }));
+    expect(x.diagnosis.summary).toBe('A lookup found the effect (status 200); attempt 1 got its answer late (201, superseded owner owner-a).');
+    // without a late answer the old wording stands
+    const plain = new Rec().attempt('ambiguous', 500, 'status 500').on({ type: 'lookup_found', result: snapshot(200, 'lookup'), detail: 'found' }).rec;
+    expect(explain(plain, policy()).diagnosis.summary).toBe('A lookup found the effect (status 200) after attempt 1 ended without an answer.');
+  });
+});
