@@ -450,7 +450,8 @@ export class Engine {
       if (first.kind !== 'absent') return { ...first, settled: true, askedGeneration };
       // Settled against the record as it is now: a superseded owner's late response that landed
       // during the lookup moves the window (settledAt counts from it).
-      const settleAt = settledAt((await this.opts.store.get(owned.rec.id)) ?? owned.rec, this.opts.settleMs);
+      const current = (await this.opts.store.get(owned.rec.id)) ?? owned.rec;
+      const settleAt = settledAt(current, this.opts.settleMs, this.opts.now());
       if (askedAt >= settleAt) return { ...first, settled: true, askedGeneration };
       // A provider that dedupes makes an early "absent" enough for a same-key resend, but not for a
       // requested cancel: that one needs proof that nothing was delivered.

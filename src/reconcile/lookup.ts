@@ -79,8 +79,10 @@ export async function reconcile(lookup: SnapshotLookup | undefined, ctx: LookupC
  * finished (its owner crashed or was taken over), when the lease was last taken over — and after
  * the last late response of a superseded owner, whose attempt was on the wire until then. Compare
  * it with the time the lookup was *asked*, not answered: a slow lookup may have asked too early.
+ * `readAt`, the time (this process's clock) the record was read, bounds the window's start: a
+ * stamp from another owner's clock running ahead would otherwise hold the answer off by the skew.
  */
-export function settledAt(record: Pick<OperationRecord, 'attempts' | 'evidence'>, settleMs: number): number {
+export function settledAt(record: Pick<OperationRecord, 'attempts' | 'evidence'>, settleMs: number, readAt = Infinity): number {
   const last = record.attempts.at(-1);
   if (last === undefined) return 0;
   let from = last.finishedAt ?? last.startedAt;
@@ -88,5 +90,7 @@ export function settledAt(record: Pick<OperationRecord, 'attempts' | 'evidence'>
     const counts = e.kind === 'late_response' || (e.kind === 'takeover' && last.finishedAt === null);
     if (counts && e.at > from) from = e.at;
   }
-  return from + settleMs;
+  // Stamps come from the clocks of the owners that wrote them: one ahead of ours puts them in our
+  // future, yet all of them happened before the record was read.
+  return Math.min(from, readAt) + settleMs;
 }

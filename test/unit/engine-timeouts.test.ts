@@ -231,3 +231,42 @@ describe('a store that stops answering before the send', () => {
     await owner.close();
   });
 });
+
+describe('clock skew between owners', () => {
+  it("a stamp from an owner whose clock runs a minute ahead holds an \"absent\" off for settleMs, not for the skew", async () => {
+    const store = memoryStore();
+    let effects = 0;
+    // B, its clock a minute ahead, sends; its request never reaches the provider, and B's call is
+    // aborted while it hangs: the attempt is ambiguous, stamped a minute in our future.
+    const abortB = new AbortController();
+    let bSent!: () => void;
+    const bOnWire = new Promise<void>((r) => (bSent = r));
+    const b = client(
+      (async (_input: RequestInfo | URL, init?: RequestInit) => {
+        bSent();
+        await new Promise((_, reject) => init?.signal?.addEventListener('abort', () => reject(init.signal?.reason)));
+        return new Response(null, { status: 500 });
+      }) as typeof globalThis.fetch,
+      { store, owner: 'b', now: () => Date.now() + 60_000 },
+    );
+    const bCall = b.fetch(URL_ORDERS, { ...post, signal: abortB.signal, once: SCOPE }).catch((e: unknown) => e);
+    await bOnWire;
+    abortB.abort(new Error('B gives up'));
+    await bCall;
+    expect(await b.get(SCOPE)).toMatchObject({ state: 'ambiguous' });
+    // C, on the real clock: its lookup says absent (true: nothing reached the provider).
+    const c = client(
+      (async () => {
+        effects++;
+        return new Response('{"id":1}', { status: 201 });
+      }) as typeof globalThis.fetch,
+      { store, owner: 'c', settleMs: 200, retry: { deadlineMs: 5_000 } },
+    );
+    const started = Date.now();
+    const res = await c.fetch(URL_ORDERS, { ...post, once: { ...SCOPE, lookup: async () => null } });
+    expect(res.status).toBe(201);
+    expect(Date.now() - started).toBeLessThan(2_000);
+    expect(effects).toBe(1);
+    expect(await c.get(SCOPE)).toMatchObject({ state: 'succeeded' });
+  });
+});

@@ -113,4 +113,10 @@ describe('settledAt: when an "absent" answer can be trusted', () => {
     expect(settledAt({ attempts: [attempt(1_000, null)], evidence: [evidence('late_response', 9_000), evidence('takeover', 5_000)] }, 500)).toBe(9_500);
     expect(settledAt({ attempts: [attempt(10_000, 10_200)], evidence: [evidence('late_response', 9_000)] }, 500)).toBe(10_700);
   });
+
+  it('never later than settleMs after the record was read: stamps from a clock ahead of ours happened before the read', () => {
+    expect(settledAt({ attempts: [attempt(61_000, 61_200)], evidence: [] }, 500, 2_000)).toBe(2_500);
+    expect(settledAt({ attempts: [attempt(1_000, null)], evidence: [evidence('takeover', 65_000)] }, 500, 3_000)).toBe(3_500);
+    expect(settledAt({ attempts: [attempt(1_000, 1_200)], evidence: [] }, 500, 3_000)).toBe(1_700); // earlier stamps: unchanged
+  });
 });
