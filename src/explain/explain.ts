@@ -66,9 +66,10 @@ function summaryOf(code: DiagnosisCode, r: OperationRecord, f: Facts): string {
     case 'succeeded': {
       // a superseded owner's late success: its attempt got its answer, late
       const late = f.lateSuccess ? `${f.lateAttempt ? `attempt ${f.lateAttempt.number}` : 'an attempt'} got its answer late (${f.late?.status ?? '2xx'}, superseded owner ${f.late?.owner ?? '?'})` : '';
+      const dup = f.duplicate === undefined ? '' : `: possible duplicate with attempt ${f.duplicate.number}, unless the provider deduped them by key`;
       return r.result?.source === 'lookup'
-        ? `A lookup found the effect (status ${r.result.status})${late === '' ? ` after attempt ${n} ended without an answer` : `; ${late}`}.`
-        : `Attempt ${r.attempts.findLast((a) => a.class === 'success')?.number ?? n} got ${r.result?.status ?? 'a 2xx'}${late === '' ? '' : `; ${late}`}; later calls replay it.`;
+        ? `A lookup found the effect (status ${r.result.status})${late === '' ? ` after attempt ${n} ended without an answer` : `; ${late}`}${dup}.`
+        : `Attempt ${r.attempts.findLast((a) => a.class === 'success')?.number ?? n} got ${r.result?.status ?? 'a 2xx'}${late === '' ? '' : `; ${late}`}${dup}; later calls replay it.`;
     }
     case 'cancelled':
       if (r.attempts.length === 0) return 'Cancelled before anything was sent.';
@@ -112,7 +113,7 @@ function confidenceOf(r: OperationRecord, f: Facts): Confidence {
   const levels: Confidence[] = ['low', 'medium', 'high'];
   // A record that proves nothing was sent needs no outside observation.
   let level = !f.anySent && r.state !== 'in_flight' ? 2 : Math.min(2, f.observations);
-  if (f.contradictions.length > 0) level = 0;
+  if (f.contradictions.length > 0 || f.duplicate !== undefined) level = 0;
   if (f.staleLease || (f.keyPastCutoff && f.effects === 'unknown' && !f.terminal)) level = Math.max(0, level - 1);
   return levels[level] ?? 'low';
 }
@@ -183,7 +184,7 @@ function handoffOf(r: OperationRecord, f: Facts, p: ExplainPolicy): Handoff {
  * ```
  */
 export function explain(record: OperationRecord, policy: ExplainPolicy): Explanation {
-  const f = factsOf(record, policy.now, policy.providerRetentionMs);
+  const f = factsOf(record, policy.now, policy.providerRetentionMs, policy.providerDedupes);
   const code = codeOf(record, f);
   const diagnosis: Diagnosis = {
     code,

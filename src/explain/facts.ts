@@ -44,6 +44,12 @@ export interface Facts {
   lateSuccess: boolean;
   /** the attempt `late` answers: its owner's own one that never recorded an outcome (so it carried the record's key) */
   lateAttempt: AttemptRecord | undefined;
+  /**
+   * after a late success, another attempt that may have acted too (the last; a 2xx of its own, say):
+   * two effects, unless the provider deduped them, which only `providerDedupes` with the late send
+   * among the attempts and every send landed before `resendCutoffAt` proves
+   */
+  duplicate: AttemptRecord | undefined;
   /** a settled "absent" came after the last attempt and nothing earlier stays unresolved: a lookup, not a same-key resend, cleared it */
   clearedByLookup: boolean;
   /** the key is past `0.9 · providerRetentionMs` */
@@ -160,11 +166,14 @@ function earlierUnresolved(record: OperationRecord, late: EvidenceRecord | undef
   return risky !== undefined && !settledAbsentAfter(record, risky.generation);
 }
 
+/** Attempts that may have acted: unfinished, or an outcome other than "not processed". */
+const maybeActed = (record: OperationRecord): AttemptRecord[] => record.attempts.filter((a) => a.finishedAt === null || a.class === null || !NO_EFFECT.has(a.class));
+
 /** Business effects the record alone proves, else `'unknown'`. */
-function effectsOf(record: OperationRecord, lookups: HandoffLookup[], contradictions: string[], late: EvidenceRecord | undefined): 'unknown' | number {
-  const maybe = record.attempts.filter((a) => a.finishedAt === null || a.class === null || !NO_EFFECT.has(a.class));
-  // A superseded owner's late success: its attempt acted, whatever a lookup said; one, when no other attempt may have.
-  if (late !== undefined && isSuccess(late)) return maybe.length <= 1 ? 1 : 'unknown';
+function effectsOf(record: OperationRecord, lookups: HandoffLookup[], contradictions: string[], late: EvidenceRecord | undefined, duplicate: AttemptRecord | undefined): 'unknown' | number {
+  const maybe = maybeActed(record);
+  // A superseded owner's late success: its attempt acted, whatever a lookup said; one, when no other attempt may have (or the provider deduped them).
+  if (late !== undefined && isSuccess(late)) return duplicate === undefined ? 1 : 'unknown';
   if (contradictions.length > 0) return 'unknown';
   if (record.state === 'succeeded') return 1;
   // A late ambiguous end nothing settled: an "absent" before it proves nothing.
@@ -176,7 +185,7 @@ function effectsOf(record: OperationRecord, lookups: HandoffLookup[], contradict
 }
 
 /** Reads everything {@link explain} needs from a record. */
-export function factsOf(record: OperationRecord, now: number, providerRetentionMs: number): Facts {
+export function factsOf(record: OperationRecord, now: number, providerRetentionMs: number, providerDedupes = false): Facts {
   // by generation, the order of the writes: the owners' clocks may differ
   const timed: { gen: number; text: string }[] = [];
   let observations = 0;
@@ -217,6 +226,10 @@ export function factsOf(record: OperationRecord, now: number, providerRetentionM
   if (inProgress409 !== undefined) concurrency.push(`attempt ${inProgress409.number} got 409: a request with this key was in progress at the provider`);
   timed.sort((a, b) => a.gen - b.gen);
   const lateAttempt = late && record.attempts.findLast((a) => a.owner === late.owner && a.finishedAt === null);
+  const others = late !== undefined && isSuccess(late) ? maybeActed(record).filter((a) => a !== lateAttempt) : [];
+  // Every attempt carries the record's one key: a provider that dedupes acted once, if each send landed while it remembered the key.
+  const deduped = providerDedupes && lateAttempt !== undefined && Math.max(late?.at ?? 0, ...others.map((a) => a.finishedAt ?? Infinity)) < resendCutoffAt;
+  const duplicate = deduped ? undefined : others.at(-1);
   const last = record.attempts[record.attempts.length - 1];
   const unresolved = earlierUnresolved(record, late);
   return {
@@ -232,6 +245,7 @@ export function factsOf(record: OperationRecord, now: number, providerRetentionM
     late,
     lateSuccess: late !== undefined && isSuccess(late),
     lateAttempt,
+    duplicate,
     clearedByLookup: last !== undefined && !unresolved && settledAbsentAfter(record, last.generation),
     keyPastCutoff: now >= resendCutoffAt,
     keyAgeMs,
@@ -240,6 +254,6 @@ export function factsOf(record: OperationRecord, now: number, providerRetentionM
     inProgress409,
     concurrency,
     providerReplayed,
-    effects: effectsOf(record, lookups, contradictions, late),
+    effects: effectsOf(record, lookups, contradictions, late, duplicate),
   };
 }

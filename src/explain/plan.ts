@@ -101,14 +101,22 @@ function decideCode(code: DiagnosisCode, c: Ctx): Decision {
   const { r, f } = c;
   const status = f.last?.status ?? r.result?.status;
   switch (code) {
-    case 'succeeded':
-      return {
-        plan: [
-          `Nothing to do: calls with this scope and payload replay the stored result (status ${r.result?.status ?? '?'}) without touching the network.`,
-          'A new intent needs a new ref; this ref with another payload is a conflict.',
-        ],
-        verification: [atProvider(c, 'exactly one'), `${showCmd(c)}: state succeeded, result from ${r.result?.source ?? '?'}.`],
-      };
+    case 'succeeded': {
+      const replay = `calls with this scope and payload replay the stored result (status ${r.result?.status ?? '?'}) without touching the network.`;
+      const shown = `${showCmd(c)}: state succeeded, result from ${r.result?.source ?? '?'}.`;
+      return f.duplicate === undefined
+        ? {
+            plan: [`Nothing to do: ${replay}`, 'A new intent needs a new ref; this ref with another payload is a conflict.'],
+            verification: [atProvider(c, 'exactly one'), shown],
+          }
+        : {
+            plan: [
+              `Possible duplicate: check at the provider for two effects for ref '${c.ref}' (key ${c.key}), from attempts ${f.lateAttempt?.number ?? '?'} and ${f.duplicate.number}; undo the extra one by hand.`,
+              `Do not resend: ${replay}`,
+            ],
+            verification: [`${atProvider(c, possible(f))} Two would be a duplicate.`, shown],
+          };
+    }
     case 'cancelled':
       return {
         plan: ['Nothing to do: nothing was delivered and nothing will be sent for this ref.', 'A new intent needs a new ref.'],
@@ -228,6 +236,11 @@ export function decide(code: DiagnosisCode, r: OperationRecord, f: Facts, p: Exp
             `Fix or verify the lookup for '${c.action}', then run client.recover().`,
           ];
     }
+  }
+  if (f.duplicate !== undefined) {
+    reasons.push(
+      `Possible duplicate: check at the provider. Attempt ${f.lateAttempt?.number ?? '?'} got ${f.late?.status ?? 'a 2xx'} late and attempt ${f.duplicate.number} ${f.duplicate.class === 'success' ? `got ${f.duplicate.status ?? 'a 2xx'}` : 'may have acted'} too; nothing proves the provider deduped them by key.`,
+    );
   }
   if (f.staleLease) {
     reasons.push(

@@ -182,3 +182,42 @@ describe("explain after a superseded owner's late success", () => {
     expect(y?.diagnosis.evidence.filter((e) => e.startsWith('contradiction:'))).toEqual([]);
   });
 });
+
+// Regression: the race the README leaves open. A's request is held before its commit; B (its clock a
+// minute ahead) takes over, its lookup says absent, B sends again and gets its own 201; then A's held
+// request commits and its 201 arrives late. At a provider that ignores keys that is two effects.
+// explain said effects 'unknown' but "Nothing to do", medium confidence, no escalation.
+describe("explain after a superseded owner's late success beside the new owner's own", () => {
+  it('escalates a possible duplicate, with low confidence; the engine replays and sends nothing more', async () => {
+    await provider.close();
+    provider = await startProvider({ ignoreKeys: true });
+    const ref = 'X-dup';
+    const scope = { action: 'create-order', ref };
+    provider.fault({ kind: 'delay_before_commit', delayMs: 500, match: { ref } });
+    const store = memoryStore();
+    const lookups = { 'create-order': lookupByRef(provider.url) };
+    const a = client({ store, owner: 'a', leaseMs: 200, lookups });
+    // A's call: its late 201 is kept as evidence, then it follows the record and replays B's result
+    const first = post(a, ref).catch((e: unknown) => e);
+    for (let i = 0; i < 100 && provider.requests.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    const b = client({ store, owner: 'b', now: () => Date.now() + 60_000, settleMs: 0, lookups });
+    expect((await post(b, ref)).status).toBe(201);
+    await first;
+    const record = await b.get(scope);
+    expect(record).toMatchObject({ state: 'succeeded', result: { source: 'attempt', status: 201 } });
+    expect(record?.evidence).toContainEqual(expect.objectContaining({ kind: 'late_response', owner: 'a', status: 201 }));
+    expect(provider.effectsFor(ref)).toBe(2);
+
+    const x = await b.explain(scope);
+    expect(x).toMatchObject({ escalate: true, confidence: 'low', diagnosis: { code: 'succeeded' }, handoff: { effects: 'unknown' } });
+    expect(x?.diagnosis.summary).toMatch(/^Attempt 2 got 201; attempt 1 got its answer late \(201, superseded owner a\): possible duplicate with attempt 2/);
+    expect(x?.escalation).toMatch(/^Possible duplicate: check at the provider\./);
+    expect(x?.plan[0]).toMatch(/^Possible duplicate: check at the provider for two effects for ref 'X-dup'/);
+    expect(x?.plan.join('\n')).not.toMatch(/nothing to do/i);
+
+    // What the plan says the engine does: later calls replay, nothing is sent.
+    const again = await post(b, ref);
+    expect(again.headers.get('oncefetch-replayed')).toBe('true');
+    expect(provider.requests).toHaveLength(2);
+  });
+});

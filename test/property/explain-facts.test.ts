@@ -12,7 +12,9 @@
  * - a lookup that facts.ts reads as `absent` is exactly one that record.ts counts as a settled
  *   "absent" (the one that clears a possibly delivered attempt);
  * - and, on those records, what explain says after a superseded owner's late success: never 0
- *   effects, never a plan that counts on an "absent" for a resend (the engine refuses it).
+ *   effects, never a plan that counts on an "absent" for a resend (the engine refuses it); and, on a
+ *   record that succeeded through its own attempt, a possible duplicate escalated under a policy
+ *   without `providerDedupes` (two sends acted: at a provider that ignores keys, two effects).
  *
  * The events are those the engine writes, plus one it never writes but `applyEvent` takes: generic
  * `evidence` of kind `lookup` with a settled "absent" line, so that a settled "absent" can follow a
@@ -229,6 +231,32 @@ describe('facts.ts agrees with record.ts on records reached through applyEvent',
     );
     // not a vacuous pass: both answers, for both reasons, and both kinds of lookup
     for (const [what, n] of Object.entries(seen)) expect(n, what).toBeGreaterThan(50);
+  });
+
+  // Regression: a record that succeeded through its own attempt after a superseded owner's late
+  // success (or that got one after) was "Nothing to do", with no escalation. Random records, then
+  // the race: B sends, A's late 201 lands before or after B's own 201.
+  it("a late success beside the record's own 2xx: a possible duplicate, escalated with low confidence", () => {
+    const late: EventSpec = { type: 'evidence', kind: 'late_response', detail: 'late success outcome (status 201) from a superseded owner', status: 201, reopen: true };
+    let seen = 0;
+    fc.assert(
+      fc.property(stepsArb, fc.boolean(), (steps, lateFirst) => {
+        const send = { owner: 'B' as const, event: { type: 'attempt_started', attemptId: 'att' } satisfies EventSpec };
+        const lateA = { owner: 'A' as const, event: late };
+        const own = { owner: 'B' as const, event: finished('success', 201) };
+        for (const rec of reached([...steps, send, ...(lateFirst ? [lateA, own] : [own, lateA])])) {
+          if (!(lateSuccess(rec) && rec.state === 'succeeded' && rec.result?.source === 'attempt')) continue;
+          seen++;
+          const x = explain(rec, policy(rec));
+          const evidence = JSON.stringify({ attempts: rec.attempts, evidence: rec.evidence });
+          expect(x, `possible duplicate of ${evidence}`).toMatchObject({ escalate: true, confidence: 'low', handoff: { effects: 'unknown' } });
+          expect(x.escalation).toMatch(/Possible duplicate: check at the provider\./);
+          expect(x.plan.join('\n')).not.toMatch(/nothing to do/i);
+        }
+      }),
+      { numRuns: 300 },
+    );
+    expect(seen).toBeGreaterThan(50);
   });
 
   // Regression: facts.ts looked only at the last late delivery, so a late ambiguous end and a settled

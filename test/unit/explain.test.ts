@@ -521,3 +521,70 @@ describe('succeeded through a lookup after a late success', () => {
     expect(explain(plain, policy()).diagnosis.summary).toBe('A lookup found the effect (status 200) after attempt 1 ended without an answer.');
   });
 });
+
+// Regression: a superseded owner's late success beside another attempt that acted too (the race the
+// README leaves open: a new owner's resend already on the wire when the stalled send lands; the
+// engine's own sequence in test/e2e/explain-truth.test.ts). explain said effects 'unknown' but
+// "Nothing to do", with no escalation: at a provider that ignores keys that is two effects.
+describe("a superseded owner's late success beside another attempt that acted (possible duplicate)", () => {
+  const late201: RecordEvent = { type: 'evidence', kind: 'late_response', detail: 'late success outcome (status 201) from a superseded owner', status: 201, reopen: true };
+  /** A sends; B takes over, its lookup says absent, B sends again; A's late 201 lands before or after B's own outcome. */
+  function raced(b: 'success' | 'ambiguous', lateFirst: boolean): Rec {
+    const r = new Rec().start();
+    r.t += LEASE_MS;
+    r.on({ type: 'acquire', owner: B, leaseExpiresAt: r.t + LEASE_MS }, B).on({ type: 'lookup_absent', detail: 'lookup reported no such operation', askedGeneration: r.rec.generation }, B);
+    r.start(B);
+    if (lateFirst) r.on(late201, A);
+    r.on({ type: 'attempt_finished', class: b, status: b === 'success' ? 201 : null, reason: b === 'success' ? 'status 201' : 'headers timeout', result: b === 'success' ? snapshot(201) : null }, B);
+    if (!lateFirst) r.on(late201, A);
+    return r;
+  }
+
+  it.each([true, false])('its own 201 (late 201 first: %s): escalated, low confidence, effects unknown, no "nothing to do"', (lateFirst) => {
+    const r = raced('success', lateFirst);
+    expect(r.rec).toMatchObject({ state: 'succeeded', result: { source: 'attempt', status: 201 } });
+    for (const over of [{}, { lookupRegistered: true }]) {
+      const x = explain(r.rec, policy({ ...over, now: r.t }));
+      expect(x.diagnosis.code).toBe('succeeded');
+      expect(x.diagnosis.summary).toBe(
+        'Attempt 2 got 201; attempt 1 got its answer late (201, superseded owner owner-a): possible duplicate with attempt 2, unless the provider deduped them by key; later calls replay it.',
+      );
+      expect(x.handoff.effects).toBe('unknown');
+      expect(x.confidence).toBe('low');
+      expect(x.escalate).toBe(true);
+      expect(x.escalation).toMatch(/^Possible duplicate: check at the provider\. Attempt 1 got 201 late and attempt 2 got 201 too; nothing proves the provider deduped them by key\.$/);
+      expect(x.plan[0]).toMatch(/^Possible duplicate: check at the provider for two effects for ref 'A-17' \(key …4abc\), from attempts 1 and 2/);
+      expect(x.plan.join('\n')).not.toMatch(/nothing to do/i);
+      expect(x.verification[0]).toMatch(/^At the provider: 1 or more effect .* Two would be a duplicate\./);
+    }
+  });
+
+  it('a provider that dedupes by key, with both sends while it remembers the key: one effect, nothing to do', () => {
+    const r = raced('success', false);
+    const x = explain(r.rec, policy({ providerDedupes: true, now: r.t }));
+    expect(x).toMatchObject({ escalate: false, confidence: 'high', diagnosis: { code: 'succeeded' }, handoff: { effects: 1 } });
+    expect(x.plan[0]).toMatch(/^Nothing to do/);
+    expect(x.verification[0]).toMatch(/^At the provider: exactly one effect/);
+  });
+
+  it('a provider that dedupes, but a send landed after 90 % of its retention: no proof, escalated', () => {
+    const r = raced('success', false);
+    // key created at T0; the sends landed after T0 + 30 s, past T0 + 0.9 · 20 s
+    const x = explain(r.rec, policy({ providerDedupes: true, providerRetentionMs: 20_000, now: r.t }));
+    expect(x.handoff.effects).toBe('unknown');
+    expect(x.escalate).toBe(true);
+    expect(x.escalation).toMatch(/^Possible duplicate/);
+  });
+
+  it('found by a lookup after its own attempt ended ambiguous: the same escalation, naming the attempt that may have acted', () => {
+    const r = raced('ambiguous', false).on({ type: 'lookup_found', result: snapshot(200, 'lookup'), detail: 'lookup found it (status 200)' }, B);
+    expect(r.rec).toMatchObject({ state: 'succeeded', result: { source: 'lookup' } });
+    const x = explain(r.rec, policy({ lookupRegistered: true, now: r.t }));
+    expect(x.diagnosis.summary).toBe(
+      'A lookup found the effect (status 200); attempt 1 got its answer late (201, superseded owner owner-a): possible duplicate with attempt 2, unless the provider deduped them by key.',
+    );
+    expect(x).toMatchObject({ escalate: true, confidence: 'low', handoff: { effects: 'unknown' } });
+    expect(x.escalation).toMatch(/^Possible duplicate: check at the provider\. .* attempt 2 may have acted too/);
+    expect(explain(r.rec, policy({ lookupRegistered: true, providerDedupes: true, now: r.t }))).toMatchObject({ escalate: false, handoff: { effects: 1 } });
+  });
+});
