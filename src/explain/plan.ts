@@ -58,21 +58,26 @@ function unsettled(c: Ctx, lead: string[]): Decision {
     `After reconciliation, ${showCmd(c)} shows succeeded (found) or ${late ? 'still ambiguous' : 'pending'} (absent) and a new lookup line.`,
   ];
   const cancelRequested = c.r.cancelRequestedAt !== null;
+  // what the engine does on "unknown" (a failed lookup): a call resends with the same key where the provider dedupes
+  const resend = c.p.providerDedupes && !c.f.keyPastCutoff && !cancelRequested;
   if (c.p.lookupRegistered) {
+    const unknown = resend
+      ? `unknown → a call resends with the same key ${c.key}, which the provider dedupes (client.recover() leaves it ambiguous)`
+      : 'unknown → it stays ambiguous: escalate then';
     return {
       plan: [
         ...lead,
         `Look up first: run client.recover() (or call again with the same ref and payload); the lookup registered for '${c.action}' asks the provider whether it took effect.`,
         late
-          ? 'found → succeeded, later calls replay it; absent → nothing is sent, it stays ambiguous: check at the provider by hand.'
+          ? `found → succeeded, later calls replay it; absent → nothing is sent, it stays ambiguous: check at the provider by hand; ${unknown}.`
           : cancelRequested
-            ? 'found → succeeded (delivery won over the cancel requested); absent → cancelled, nothing is sent; unknown → it stays ambiguous: escalate then.'
-            : `found → succeeded, later calls replay it; absent → the next call resends with the same key ${c.key}; unknown → it stays ambiguous: escalate then.`,
+            ? `found → succeeded (delivery won over the cancel requested); absent → cancelled, nothing is sent; ${unknown}.`
+            : `found → succeeded, later calls replay it; absent → the next call resends with the same key ${c.key}; ${unknown}.`,
       ],
       verification,
     };
   }
-  if (c.p.providerDedupes && !c.f.keyPastCutoff && !cancelRequested) {
+  if (resend) {
     return {
       plan: [
         ...lead,

@@ -221,3 +221,41 @@ describe("explain after a superseded owner's late success beside the new owner's
     expect(provider.requests).toHaveLength(2);
   });
 });
+
+// Regression: with a lookup registered and providerDedupes, the plan said "unknown → it stays
+// ambiguous"; a call resends with the same key (client.recover() does leave it ambiguous).
+describe('explain with a failing lookup and a provider that dedupes', () => {
+  it('says a call resends with the same key, and the engine does; recover() leaves it ambiguous', async () => {
+    const ref = 'X-unknown';
+    const scope = { action: 'create-order', ref };
+    provider.fault({ kind: 'drop_after_commit', match: { ref } });
+    const store = memoryStore();
+    // no lookup, no dedupe: the call stops ambiguous
+    const first = client({ store, retry: { maxAttempts: 1 } });
+    await expect(post(first, ref)).rejects.toMatchObject({ code: 'AMBIGUOUS_OUTCOME' });
+    expect((await first.get(scope))?.state).toBe('ambiguous');
+    const c = client({
+      store,
+      providerDedupes: true,
+      lookups: {
+        'create-order': async () => {
+          throw new Error('lookup down');
+        },
+      },
+    });
+
+    const x = await c.explain(scope);
+    const plan = x?.plan.join('\n') ?? '';
+    expect(plan).toMatch(/unknown → a call resends with the same key …\w{4}, which the provider dedupes \(client\.recover\(\) leaves it ambiguous\)/);
+    expect(plan).not.toMatch(/unknown → it stays ambiguous/);
+
+    expect(await c.recover()).toMatchObject({ resolved: [], absent: [], stillAmbiguous: [{ ref }] });
+    expect((await c.get(scope))?.state).toBe('ambiguous');
+    expect(provider.requests).toHaveLength(1);
+    const res = await post(c, ref);
+    expect(res.status).toBe(201);
+    expect(provider.requests).toHaveLength(2);
+    expect(provider.requests[1]?.key).toBe(provider.requests[0]?.key);
+    expect(provider.effectsFor(ref)).toBe(1);
+  });
+});

@@ -588,3 +588,37 @@ describe("a superseded owner's late success beside another attempt that acted (p
     expect(explain(r.rec, policy({ lookupRegistered: true, providerDedupes: true, now: r.t }))).toMatchObject({ escalate: false, handoff: { effects: 1 } });
   });
 });
+
+// Regression: with a lookup registered and providerDedupes, the plan said "unknown → it stays
+// ambiguous", where the engine's call resends with the same key (src/engine/execute.ts,
+// reconcileOwned); only client.recover() leaves it ambiguous. (The engine: test/e2e/explain-truth.test.ts.)
+describe('the "unknown" answer of a lookup, where the provider dedupes', () => {
+  const ambiguous = () => new Rec().attempt('ambiguous', null, 'headers timeout').stop('AMBIGUOUS_OUTCOME', 'unknown');
+
+  it('says a call resends with the same key; the state machine takes that write', () => {
+    const r = ambiguous();
+    const plan = explain(r.rec, policy({ lookupRegistered: true, providerDedupes: true })).plan.join('\n');
+    expect(plan).toMatch(/unknown → a call resends with the same key …4abc, which the provider dedupes \(client\.recover\(\) leaves it ambiguous\)/);
+    expect(plan).not.toMatch(/unknown → it stays ambiguous/);
+    expect(applyEvent(r.rec, { type: 'resend_after_ambiguous', detail: 'lookup failed; the provider dedupes by key' }, r.t + 10, B).state).toBe('pending');
+  });
+
+  it.each<[string, Partial<ExplainPolicy>, (r: Rec) => Rec]>([
+    ['without providerDedupes', {}, (r) => r],
+    ['with the key past 90 % of the provider retention', { providerDedupes: true, providerRetentionMs: 60_000, now: T0 + 120_000 }, (r) => r],
+    ['with a cancel requested', { providerDedupes: true }, (r) => r.on({ type: 'cancel' })],
+  ])('stays ambiguous %s (the engine does not resend)', (_, over, then) => {
+    const x = explain(then(ambiguous()).rec, policy({ lookupRegistered: true, ...over }));
+    expect(x.plan.join('\n')).toMatch(/unknown → it stays ambiguous: escalate then/);
+  });
+
+  it('after a late success too', () => {
+    const r = new Rec().start();
+    r.t += LEASE_MS;
+    r.on({ type: 'acquire', owner: B, leaseExpiresAt: r.t + LEASE_MS }, B).on({ type: 'lookup_absent', detail: 'none' }, B).on({ type: 'release' }, B);
+    r.on({ type: 'evidence', kind: 'late_response', detail: 'late success outcome (status 201) from a superseded owner', status: 201, reopen: true }, A);
+    const plan = explain(r.rec, policy({ lookupRegistered: true, providerDedupes: true })).plan.join('\n');
+    expect(plan).toMatch(/absent → nothing is sent, it stays ambiguous: check at the provider by hand; unknown → a call resends with the same key …4abc/);
+    expect(applyEvent(r.rec, { type: 'resend_after_ambiguous', detail: 'dedupes' }, r.t + 10, B).state).toBe('pending');
+  });
+});
