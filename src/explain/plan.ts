@@ -233,12 +233,22 @@ export function decide(code: DiagnosisCode, r: OperationRecord, f: Facts, p: Exp
     reasons.push(`Contradictory evidence: ${f.contradictions.join('; ')}.`);
     // After a superseded owner's late success the plan above already counts on no "absent".
     if (!f.lateSuccess) {
+      // what acts next: recover() takes only in_flight and ambiguous records, once their lease expired; a
+      // call looks those up first, re-applies a cancel requested on a pending one, else sends at once
       plan = f.terminal
         ? [...plan, `Check the lookup registered for '${c.action}': it disagrees with what the provider answered.`]
         : [
             `Do not resend while the evidence contradicts itself (${f.contradictions.join('; ')}).`,
             `Check at the provider whether an effect exists for ref '${c.ref}' (key ${c.key}).`,
-            `Fix or verify the lookup for '${c.action}', then run client.recover().`,
+            `Fix or verify the lookup for '${c.action}'${
+              r.state !== 'pending'
+                ? ', then run client.recover() (once the lease has expired) or call again: either looks it up before any send'
+                : `. client.recover() skips a pending record; the next call ${
+                    r.cancelRequestedAt === null
+                      ? `sends again with key ${c.key}, no lookup first: call again only if the check finds no effect${f.keyPastCutoff ? '' : ', or the provider dedupes by key'}`
+                      : 're-applies the cancel requested and sends nothing'
+                  }`
+            }.`,
           ];
     }
   }

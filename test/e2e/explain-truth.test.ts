@@ -259,3 +259,50 @@ describe('explain with a failing lookup and a provider that dedupes', () => {
     expect(provider.effectsFor(ref)).toBe(1);
   });
 });
+
+// Regression: for a pending record whose evidence contradicts itself (a lookup said absent, then the
+// provider answered 409 "in progress" for the key) the plan said "then run client.recover()", which
+// takes only in_flight and ambiguous records: on this one it does nothing, and the next call sends.
+describe('explain of a pending record with contradictory evidence', () => {
+  it('advises only what acts: recover() skips it; the next call sends again with the same key, no lookup first', async () => {
+    const ref = 'X-409';
+    const scope = { action: 'create-order', ref };
+    provider.fault({ kind: 'delay_before_commit', delayMs: 600, match: { ref } });
+    let lookups = 0;
+    const byRef = lookupByRef(provider.url);
+    const c = client({
+      settleMs: 0,
+      lookups: {
+        'create-order': (ctx) => {
+          lookups++;
+          return byRef(ctx);
+        },
+      },
+      retry: { maxAttempts: 2, attemptTimeoutMs: 150 },
+    });
+    // attempt 1 times out while held; the lookup says absent (not committed yet); attempt 2 gets 409
+    await expect(post(c, ref)).rejects.toMatchObject({ code: 'RETRIES_EXHAUSTED' });
+    const record = await c.get(scope);
+    expect(record?.state).toBe('pending');
+    expect(record?.attempts.map((a) => a.status)).toEqual([null, 409]);
+
+    const x = await c.explain(scope);
+    expect(x?.diagnosis.evidence).toContainEqual(expect.stringMatching(/^contradiction: a lookup said absent .* 409/));
+    expect(x?.escalate).toBe(true);
+    const plan = x?.plan.join('\n') ?? '';
+    expect(plan).not.toMatch(/then run client\.recover\(\)/);
+    expect(plan).toMatch(/client\.recover\(\) skips a pending record; the next call sends again with key …\w{4}, no lookup first/);
+
+    expect(await c.recover()).toEqual({ resolved: [], absent: [], stillAmbiguous: [], resent: [], errors: [] });
+    expect((await c.get(scope))?.generation).toBe(record?.generation);
+    // once the held request has committed: the next call sends with the same key, asks no lookup, gets the replay
+    await new Promise((r) => setTimeout(r, 700));
+    const asked = lookups;
+    const res = await post(c, ref);
+    expect(res.status).toBe(201);
+    expect(lookups).toBe(asked);
+    expect(provider.requests).toHaveLength(3);
+    expect(new Set(provider.requests.map((r) => r.key)).size).toBe(1);
+    expect(provider.effectsFor(ref)).toBe(1);
+  });
+});

@@ -622,3 +622,45 @@ describe('the "unknown" answer of a lookup, where the provider dedupes', () => {
     expect(applyEvent(r.rec, { type: 'resend_after_ambiguous', detail: 'dedupes' }, r.t + 10, B).state).toBe('pending');
   });
 });
+
+// Regression: the plan for contradictory evidence said "then run client.recover()" whatever the
+// state, but recover() takes only in_flight and ambiguous records whose lease expired: on a pending
+// record it does nothing, and the next call sends at once. (The engine: test/e2e/explain-truth.test.ts.)
+describe('contradictory evidence: advice that acts', () => {
+  const absentThen409 = () =>
+    new Rec().attempt('ambiguous', 500, 'status 500').on({ type: 'lookup_absent', detail: 'lookup reported no such operation' }).attempt('retryable', 409, 'status 409 in progress');
+
+  it('pending: no client.recover(); the next call sends again with the same key, no lookup first', () => {
+    const r = absentThen409().stop('RETRIES_EXHAUSTED', 'attempts');
+    expect(r.rec.state).toBe('pending');
+    const x = explain(r.rec, policy({ lookupRegistered: true }));
+    expect(x.escalate).toBe(true);
+    expect(x.plan[2]).toBe(
+      "Fix or verify the lookup for 'create-order'. client.recover() skips a pending record; the next call sends again with key …4abc, no lookup first: call again only if the check finds no effect, or the provider dedupes by key.",
+    );
+    expect(x.plan.join('\n')).not.toMatch(/then run client\.recover\(\)/);
+    // a send is what the state machine takes next from pending, no lookup
+    expect(applyEvent(r.rec, { type: 'attempt_started', attemptId: 'att-3' }, r.t + 10, A).state).toBe('in_flight');
+    expect(() => applyEvent(r.rec, { type: 'lookup_found', result: snapshot(200, 'lookup'), detail: 'found' }, r.t + 10, A)).toThrow();
+  });
+
+  it('pending with a cancel requested: the next call sends nothing', () => {
+    const r = absentThen409().on({ type: 'cancel' });
+    expect(r.rec.state).toBe('ambiguous');
+    r.on({ type: 'lookup_absent', detail: 'early', settled: false });
+    expect(r.rec).toMatchObject({ state: 'pending', cancelRequestedAt: expect.any(Number) });
+    const x = explain(r.rec, policy({ lookupRegistered: true, providerDedupes: true }));
+    expect(x.plan.at(-1)).toBe("Fix or verify the lookup for 'create-order'. client.recover() skips a pending record; the next call re-applies the cancel requested and sends nothing.");
+    // the call re-applies the cancel: back to reconciliation, never a send
+    expect(applyEvent(r.rec, { type: 'cancel' }, r.t + 10, A).state).toBe('ambiguous');
+  });
+
+  it('ambiguous: client.recover() or a call, both of which look it up first', () => {
+    const r = absentThen409().attempt('ambiguous', null, 'headers timeout').stop('AMBIGUOUS_OUTCOME', 'unknown');
+    expect(r.rec.state).toBe('ambiguous');
+    const x = explain(r.rec, policy({ lookupRegistered: true }));
+    expect(x.plan.at(-1)).toBe(
+      "Fix or verify the lookup for 'create-order', then run client.recover() (once the lease has expired) or call again: either looks it up before any send.",
+    );
+  });
+});
