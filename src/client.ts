@@ -7,7 +7,7 @@
 import { StoreError } from './errors.js';
 import type { OnceStats } from './events.js';
 import { Engine } from './engine/execute.js';
-import { waitWhileOwned } from './engine/wait.js';
+import { isOwned, waitWhileOwned } from './engine/wait.js';
 import type { Exclusive } from './engine/execute.js';
 import type { OnceRequestInit } from './engine/fetch-operation.js';
 import { onceFetch } from './engine/fetch-operation.js';
@@ -162,22 +162,25 @@ async function cancel(engine: Engine, id: string, waitMs: number): Promise<Cance
   const { store, now, owner, random } = engine.opts;
   const startedAt = now();
   const settled = (record: OperationRecord): CancelResult => ({ outcome: record.state === 'cancelled' ? 'cancelled' : 'delivered', state: record.state });
-  for (let i = 0; ; i++) {
-    const record = await store.get(id);
-    if (record === undefined) return { outcome: 'not_found', state: undefined };
-    if (isTerminal(record.state)) return settled(record);
-    // Recorded by compare-and-set: ordered against the owner's writes.
-    const next = applyEvent(record, { type: 'cancel' }, now(), owner);
-    const res = await store.compareAndSet(id, record.generation, next);
-    if (res.ok) {
-      if (isTerminal(next.state)) return settled(next);
-      break;
+  /** Records the cancel by compare-and-set (ordered against the owner's writes): the record it left, or undefined when gone. */
+  const apply = async (): Promise<OperationRecord | undefined> => {
+    for (let i = 0; ; i++) {
+      const record = await store.get(id);
+      if (record === undefined || isTerminal(record.state)) return record;
+      const next = applyEvent(record, { type: 'cancel' }, now(), owner);
+      if ((await store.compareAndSet(id, record.generation, next)).ok) return next;
+      if (i > 16) throw new StoreError(`${store.name}: record ${id} kept changing while cancelling`);
     }
-    if (i > 16) throw new StoreError(`${store.name}: record ${id} kept changing while cancelling`);
-  }
+  };
+  const first = await apply();
+  if (first === undefined) return { outcome: 'not_found', state: undefined };
+  if (isTerminal(first.state)) return settled(first);
   // An attempt may be out: its owner's outcome decides. Nobody working on it (the call stopped
   // ambiguous), or the wait ending, leaves it undecided for the next call or recover().
-  const last = await waitWhileOwned(store, id, { now, random, maxWaitMs: waitMs - (now() - startedAt) });
+  let last = await waitWhileOwned(store, id, { now, random, maxWaitMs: waitMs - (now() - startedAt) });
+  // The owner stopped with the record cleared for a send (a 503, attempts used up): nothing pending
+  // was delivered, so the cancel decides now, as the next call would.
+  if (last?.state === 'pending' && !isOwned(last, now())) last = await apply();
   if (last === undefined) return { outcome: 'not_found', state: undefined };
   return isTerminal(last.state) ? settled(last) : { outcome: 'undecided', state: last.state };
 }

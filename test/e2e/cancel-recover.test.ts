@@ -48,6 +48,26 @@ describe('cancellation', () => {
     expect(provider.effects).toBe(0);
   });
 
+  it('a cancel during an attempt the provider refuses (503), the call then out of attempts: cancelled, not undecided; later calls send nothing', async () => {
+    provider.fault({ kind: 'status_before_commit', status: 503 });
+    let onWire!: () => void;
+    const sent = new Promise<void>((r) => (onWire = r));
+    const slow = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      onWire();
+      await new Promise((r) => setTimeout(r, 150));
+      return globalThis.fetch(input, init);
+    }) as typeof globalThis.fetch;
+    const a = client({ fetch: slow, retry: { maxAttempts: 1 } });
+    const call = post(a, 'C-1b').catch((e: unknown) => e);
+    await sent;
+    const result = await client().cancel({ action: 'create-order', ref: 'C-1b' }, { waitMs: 2_000 });
+    expect(await call).toBeInstanceOf(RetriesExhaustedError);
+    expect(result).toEqual({ outcome: 'cancelled', state: 'cancelled' });
+    await expect(post(client(), 'C-1b')).rejects.toBeInstanceOf(OperationCancelledError);
+    expect(provider.requests).toHaveLength(1);
+    expect(provider.effects).toBe(0);
+  });
+
   it('once.signal aborted before the call: cancelled, nothing sent', async () => {
     const c = client();
     await expect(post(c, 'C-2', { signal: AbortSignal.abort() })).rejects.toBeInstanceOf(OperationCancelledError);
