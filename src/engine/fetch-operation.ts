@@ -117,7 +117,7 @@ export async function onceFetch(engine: Engine, input: RequestInfo | URL, init?:
   if (typeof FormData !== 'undefined' && req.body instanceof FormData && given !== null && given !== captured.impliedContentType) {
     // A FormData body carries its own Content-Type, with the boundary it was serialised under.
     throw new TypeError(
-      `client.fetch: a FormData body sets its own multipart Content-Type (with its boundary); remove the Content-Type header${input instanceof Request ? ' (the Request carries one from its own body)' : ''}`,
+      `client.fetch: a FormData body sets its own multipart Content-Type (with its boundary); remove the Content-Type header${input instanceof Request && !new Headers(init?.headers).has('content-type') ? ' (the Request carries one from its own body)' : ''}`,
     );
   }
   if (captured.impliedContentType !== undefined && !req.headers.has('content-type')) {

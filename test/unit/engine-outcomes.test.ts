@@ -413,6 +413,10 @@ describe('inputs refused before anything is recorded', () => {
     };
     const req = new Request(URL_ORDERS, { method: 'POST', body: f('1') });
     await expect(client.fetch(req, { body: f('2'), once: SCOPE })).rejects.toThrow(/remove the Content-Type header \(the Request carries one from its own body\)/);
+    // a Content-Type given in init is the caller's: no word about the Request
+    const bare = new Request(URL_ORDERS, { method: 'POST' });
+    const error = await client.fetch(bare, { body: f('2'), headers: { 'content-type': 'multipart/form-data' }, once: SCOPE }).catch((e: unknown) => e);
+    expect((error as Error).message).toMatch(/remove the Content-Type header$/);
     expect(calls).toHaveLength(0);
     expect(await client.get(SCOPE)).toBeUndefined();
   });
