@@ -23,6 +23,10 @@ export async function acquire(engine: Engine, spec: OperationSpec, deadline: Cal
   // `inFlightWaitMs` bounds the whole wait: with Web Locks it began before the lock was asked for.
   const waitStartedAt = waitFrom ?? now();
   for (;;) {
+    // A write of an earlier call of this id that gave up may still land (see `bounded`): until it is
+    // abandoned, its attempt would read as ours, opened, perhaps sent; wait for that first.
+    const abandoning = engine.abandoning.get(id);
+    if (abandoning !== undefined) await untilAborted(abandoning, deadline.signal);
     const claimedAt = now();
     const fresh = newRecord({
       scope: spec.scope,
@@ -46,7 +50,7 @@ export async function acquire(engine: Engine, spec: OperationSpec, deadline: Cal
       return owned;
     };
     // The durable write that gates every send: if it fails, nothing is sent.
-    const { created, record } = await bounded(engine, deadline.signal, () => store.claim(candidate), (late) => (late.created ? ours(late.record) : undefined));
+    const { created, record } = await bounded(engine, id, deadline.signal, () => store.claim(candidate), (late) => (late.created ? ours(late.record) : undefined));
     if (created) {
       engine.stats.operationsCreated++;
       engine.emit({ type: 'operation_created', scope: spec.scope, at: now() });
@@ -67,7 +71,7 @@ export async function acquire(engine: Engine, spec: OperationSpec, deadline: Cal
     }
     const next = applyEvent(record, { type: 'acquire', owner, leaseExpiresAt: now() + leaseMs }, now(), owner);
     const took = (): OwnedRecord => new OwnedRecord(next, store, owner, now);
-    const res = await bounded(engine, deadline.signal, () => store.compareAndSet(id, record.generation, next), (late) => (late.ok ? took() : undefined));
+    const res = await bounded(engine, id, deadline.signal, () => store.compareAndSet(id, record.generation, next), (late) => (late.ok ? took() : undefined));
     if (!res.ok) continue;
     if (lease !== null && lease.owner !== owner) {
       engine.stats.takeovers++;
@@ -83,16 +87,22 @@ export async function acquire(engine: Engine, spec: OperationSpec, deadline: Cal
  * A store write of this phase, under the call's deadline and the caller's signal. Nothing has been
  * sent, so giving up is safe: an abort rejects with its reason, as before any send (a blocked
  * IndexedDB holds a write until the store gives up). A write that lands after that is abandoned in
- * turn (best effort): its attempt closed as never sent, the lease released.
+ * turn (best effort): its attempt closed as never sent, the lease released. Until then the abandon
+ * is in `engine.abandoning`, which later calls of the record in this process wait for.
  */
-function bounded<T>(engine: Engine, signal: AbortSignal, write: () => Promise<T>, landed: (value: T) => OwnedRecord | undefined): Promise<T> {
+function bounded<T>(engine: Engine, id: string, signal: AbortSignal, write: () => Promise<T>, landed: (value: T) => OwnedRecord | undefined): Promise<T> {
   signal.throwIfAborted();
   const pending = write();
   return untilAborted(pending, signal).catch((error: unknown) => {
-    pending.then((value) => {
-      const owned = landed(value);
-      return owned && engine.abandon(owned, error);
-    }).catch(() => undefined);
+    if (signal.aborted) {
+      const done = pending.then((value) => {
+        const owned = landed(value);
+        return owned && engine.abandon(owned, error);
+      }).catch(() => undefined).finally(() => {
+        if (engine.abandoning.get(id) === done) engine.abandoning.delete(id);
+      });
+      engine.abandoning.set(id, done);
+    }
     throw error;
   });
 }

@@ -113,6 +113,8 @@ interface Running {
 export class Engine {
   readonly stats: OnceStats = emptyStats();
   private readonly inflight = new Map<string, Running>();
+  /** by record id: the abandon of a write given up on before the send, pending until it lands (see `bounded`) */
+  readonly abandoning = new Map<string, Promise<unknown>>();
 
   /**
    * @param exclusive optional: runs one record's execution exclusively across

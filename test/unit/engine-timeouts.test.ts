@@ -10,10 +10,12 @@ import { createClientWith } from '../../src/client.js';
 import { AmbiguousOutcomeError, DeadlineExceededError, OperationInFlightError, RetriesExhaustedError, createClient, memoryStore } from '../../src/index.js';
 import { webLocks, type LockManagerLike } from '../../src/web-locks.js';
 import type { OnceClientOptions, OnceStore } from '../../src/index.js';
+import type { OperationRecord } from '../../src/operation/record.js';
 
 const URL_ORDERS = 'https://api.example.test/orders';
 const SCOPE = { action: 'create-order', ref: 'T-1' };
 const never = <T>(): Promise<T> => new Promise<T>(() => undefined);
+const tick = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 function client(fetch: typeof globalThis.fetch, options: OnceClientOptions = {}) {
   return createClient({ store: memoryStore(), fetch, random: () => 0, ...options, retry: { budget: false, ...options.retry } });
@@ -150,19 +152,31 @@ describe('inFlightWaitMs with a cross-tab lock', () => {
 // IndexedDB) held the call forever.
 describe('a store that stops answering before the send', () => {
   type Op = 'claim' | 'cas' | 'get';
-  /** A memory store whose calls of the `held` kinds wait until `release()`. */
+  /**
+   * A memory store whose calls of the `held` kinds (and the compare-and-sets `holdCas` picks) wait
+   * until `release()`; `slowCas` delays the compare-and-sets it picks by the milliseconds it returns.
+   */
   function stalling() {
     const inner = memoryStore();
     let held = new Set<Op>();
+    let holdCas = (_next: OperationRecord): boolean => false;
+    let slowCas = (_next: OperationRecord): number => 0;
     let open = (): void => undefined;
     let gate = Promise.resolve();
+    let claims = 0;
     const pass = async (op: Op): Promise<void> => {
       if (held.has(op)) await gate;
     };
     const store: OnceStore = {
       name: 'stalling',
-      claim: async (r) => (await pass('claim'), inner.claim(r)),
-      compareAndSet: async (id, g, next) => (await pass('cas'), inner.compareAndSet(id, g, next)),
+      claim: async (r) => (claims++, await pass('claim'), inner.claim(r)),
+      compareAndSet: async (id, g, next) => {
+        if (holdCas(next)) await gate;
+        else await pass('cas');
+        const ms = slowCas(next);
+        if (ms > 0) await tick(ms);
+        return inner.compareAndSet(id, g, next);
+      },
       get: async (id) => (await pass('get'), inner.get(id)),
       list: (q) => inner.list(q),
       purge: (now) => inner.purge(now),
@@ -174,9 +188,17 @@ describe('a store that stops answering before the send', () => {
     };
     const release = (): void => {
       held = new Set();
+      holdCas = () => false;
       open();
     };
-    return { store, hold, release };
+    const pick = {
+      holdCas: (when: (next: OperationRecord) => boolean): void => {
+        holdCas = when;
+        gate = new Promise<void>((r) => (open = r));
+      },
+      slowCas: (ms: (next: OperationRecord) => number): void => void (slowCas = ms),
+    };
+    return { store, hold, release, ...pick, claims: () => claims };
   }
 
   async function eventually(check: () => Promise<boolean>): Promise<void> {
@@ -229,6 +251,74 @@ describe('a store that stops answering before the send', () => {
     expect(Date.now() - started).toBeLessThan(1_000);
     release();
     await owner.close();
+  });
+
+  // Regression: a claim that landed after its call gave up is abandoned in the background; a new call
+  // of the same client read it first (in_flight, attempt 1 open, the lease in our own name) and took
+  // it over as ambiguous: nothing sent, AmbiguousOutcomeError, the record stuck ambiguous.
+  describe('a claim that lands after its call gave up, and a new call of the same client', () => {
+    const AFTER_ABANDON = 'aborted before it was sent';
+    /** the abandon's close of the late claim's attempt is slower than the new call's takeover would be */
+    const slowClose = (): ((next: OperationRecord) => number) => {
+      let once = true;
+      return (next) => (once && next.attempts.at(-1)?.reason === AFTER_ABANDON ? ((once = false), 30) : 0);
+    };
+    const counting = () => {
+      const sent = { n: 0 };
+      const fetch = (async () => (sent.n++, new Response('{"id":"o-1"}', { status: 201 }))) as typeof globalThis.fetch;
+      return { sent, fetch };
+    };
+
+    it('a joined call whose first caller gave up waits for the abandon, then sends once', async () => {
+      const { sent, fetch } = counting();
+      const { store, hold, release, slowCas, claims } = stalling();
+      slowCas(slowClose());
+      const c = client(fetch, { store });
+      hold('claim');
+      const callerA = new AbortController();
+      const reason = new Error('A gave up');
+      const a = c.fetch(URL_ORDERS, { ...post, signal: callerA.signal, once: SCOPE }).catch((e: unknown) => e);
+      while (claims() < 1) await tick(5);
+      const joined = c.fetch(URL_ORDERS, { ...post, once: SCOPE }).then((r) => r.status, (e: unknown) => e);
+      await tick(10);
+      callerA.abort(reason);
+      expect(await a).toBe(reason);
+      await tick(10);
+      release();
+      expect(await joined).toBe(201);
+      expect(sent.n).toBe(1);
+      expect(await c.get(SCOPE)).toMatchObject({ state: 'succeeded', attempts: [{ class: 'not_sent', reason: AFTER_ABANDON }, { class: 'success' }] });
+    });
+
+    it('a retry right after the deadline waits for the abandon, then sends once', async () => {
+      const { sent, fetch } = counting();
+      const { store, hold, release, slowCas } = stalling();
+      slowCas(slowClose());
+      const c = client(fetch, { store, retry: { deadlineMs: 150 } });
+      hold('claim');
+      expect(await c.fetch(URL_ORDERS, { ...post, once: SCOPE }).catch((e: unknown) => e)).toBeInstanceOf(DeadlineExceededError);
+      const again = c.fetch(URL_ORDERS, { ...post, once: SCOPE }).then((r) => r.status, (e: unknown) => e);
+      await tick(20);
+      release();
+      expect(await again).toBe(201);
+      expect(sent.n).toBe(1);
+      expect(await c.get(SCOPE)).toMatchObject({ state: 'succeeded', attempts: [{ class: 'not_sent' }, { class: 'success' }] });
+    });
+
+    it('a new call waiting for such an abandon ends at its own deadline, nothing sent', async () => {
+      const { sent, fetch } = counting();
+      const { store, hold, release } = stalling();
+      const c = client(fetch, { store, retry: { deadlineMs: 100 } });
+      hold('claim');
+      expect(await c.fetch(URL_ORDERS, { ...post, once: SCOPE }).catch((e: unknown) => e)).toBeInstanceOf(DeadlineExceededError);
+      const started = Date.now();
+      expect(await c.fetch(URL_ORDERS, { ...post, once: SCOPE }).catch((e: unknown) => e)).toBeInstanceOf(DeadlineExceededError);
+      expect(Date.now() - started).toBeLessThan(1_000);
+      release();
+      await eventually(async () => (await c.get(SCOPE))?.lease === null);
+      expect((await c.fetch(URL_ORDERS, { ...post, once: SCOPE })).status).toBe(201);
+      expect(sent.n).toBe(1);
+    });
   });
 });
 
