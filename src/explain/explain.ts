@@ -64,8 +64,13 @@ function summaryOf(code: DiagnosisCode, r: OperationRecord, f: Facts): string {
   const n = last?.number ?? 0;
   switch (code) {
     case 'succeeded': {
-      // a superseded owner's late success: its attempt got its answer, late
-      const late = f.lateSuccess ? `${f.lateAttempt ? `attempt ${f.lateAttempt.number}` : 'an attempt'} got its answer late (${f.late?.status ?? '2xx'}, superseded owner ${f.late?.owner ?? '?'})` : '';
+      // a superseded owner's late success (its attempt got its answer, late), or its late ambiguous end beside a possible duplicate
+      const by = `${f.lateAttempt ? `attempt ${f.lateAttempt.number}` : 'an attempt'}`;
+      const late = f.lateSuccess
+        ? `${by} got its answer late (${f.late?.status ?? '2xx'}, superseded owner ${f.late?.owner ?? '?'})`
+        : f.duplicate === undefined
+          ? ''
+          : `${by} ended ambiguous late (superseded owner ${f.late?.owner ?? '?'})`;
       const dup = f.duplicate === undefined ? '' : `: possible duplicate with attempt ${f.duplicate.number}, unless the provider deduped them by key`;
       return r.result?.source === 'lookup'
         ? `A lookup found the effect (status ${r.result.status})${late === '' ? ` after attempt ${n} ended without an answer` : `; ${late}`}${dup}.`

@@ -45,9 +45,10 @@ export interface Facts {
   /** the attempt `late` answers: its owner's own one that never recorded an outcome (so it carried the record's key) */
   lateAttempt: AttemptRecord | undefined;
   /**
-   * after a late success, another attempt that may have acted too (the last; a 2xx of its own, say):
-   * two effects, unless the provider deduped them, which only `providerDedupes` with the late send
-   * among the attempts and every send landed before `resendCutoffAt` proves
+   * beside `late` (a late success, or a late ambiguous end nothing settled), another attempt that may
+   * have acted too (the last; a 2xx of its own, or an end no settled "absent" followed): two effects,
+   * unless the provider deduped them, which only `providerDedupes` with the late send among the
+   * attempts and every send landed before `resendCutoffAt` proves
    */
   duplicate: AttemptRecord | undefined;
   /** a settled "absent" came after the last attempt and nothing earlier stays unresolved: a lookup, not a same-key resend, cleared it */
@@ -172,8 +173,10 @@ const maybeActed = (record: OperationRecord): AttemptRecord[] => record.attempts
 /** Business effects the record alone proves, else `'unknown'`. */
 function effectsOf(record: OperationRecord, lookups: HandoffLookup[], contradictions: string[], late: EvidenceRecord | undefined, duplicate: AttemptRecord | undefined): 'unknown' | number {
   const maybe = maybeActed(record);
+  // Beside a superseded owner's late delivery nothing settled, another send that may have acted: one or two.
+  if (duplicate !== undefined) return 'unknown';
   // A superseded owner's late success: its attempt acted, whatever a lookup said; one, when no other attempt may have (or the provider deduped them).
-  if (late !== undefined && isSuccess(late)) return duplicate === undefined ? 1 : 'unknown';
+  if (late !== undefined && isSuccess(late)) return 1;
   if (contradictions.length > 0) return 'unknown';
   if (record.state === 'succeeded') return 1;
   // A late ambiguous end nothing settled: an "absent" before it proves nothing.
@@ -226,7 +229,8 @@ export function factsOf(record: OperationRecord, now: number, providerRetentionM
   if (inProgress409 !== undefined) concurrency.push(`attempt ${inProgress409.number} got 409: a request with this key was in progress at the provider`);
   timed.sort((a, b) => a.gen - b.gen);
   const lateAttempt = late && record.attempts.findLast((a) => a.owner === late.owner && a.finishedAt === null);
-  const others = late !== undefined && isSuccess(late) ? maybeActed(record).filter((a) => a !== lateAttempt) : [];
+  // the late send may have acted (a success says it did): so may any other a settled "absent" did not clear
+  const others = late === undefined ? [] : maybeActed(record).filter((a) => a !== lateAttempt && (a.class === 'success' || !settledAbsentAfter(record, a.generation)));
   // Every attempt carries the record's one key: a provider that dedupes acted once, if each send landed while it remembered the key.
   const deduped = providerDedupes && lateAttempt !== undefined && Math.max(late?.at ?? 0, ...others.map((a) => a.finishedAt ?? Infinity)) < resendCutoffAt;
   const duplicate = deduped ? undefined : others.at(-1);

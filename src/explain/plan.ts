@@ -34,10 +34,14 @@ export function redactKey(key: string): string {
   return `…${key.slice(-4)}`;
 }
 
-const atProvider = (c: Ctx, n: string): string => `At the provider: ${n} effect for ref '${c.ref}' (key ${c.key}).`;
+/** The effect count at the provider: `n`, or what a possible duplicate leaves open. */
+const atProvider = (c: Ctx, n: string): string => `At the provider: ${c.f.duplicate === undefined ? n : possible(c)} effect for ref '${c.ref}' (key ${c.key}).`;
 
-/** Effects an unsettled record may have: a superseded owner's late success says at least one. */
-const possible = (f: Facts): string => (f.lateSuccess ? (f.effects === 1 ? '1' : '1 or more') : '0 or 1');
+/** Effects the record may have: a success (late or its own) says at least one; a possible duplicate, up to two. */
+function possible(c: Ctx): string {
+  const one = c.f.lateSuccess || c.r.state === 'succeeded';
+  return c.f.duplicate === undefined ? (one ? '1' : '0 or 1') : one ? '1 or 2' : '0, 1 or 2';
+}
 
 /** `value` as one shell word: as is when plain, else single-quoted. */
 const sh = (value: string): string => (/^[\w.:/@%+=,-]+$/.test(value) ? value : `'${value.replace(/'/g, "'\\''")}'`);
@@ -54,7 +58,7 @@ const showCmd = (c: Ctx): string =>
 function unsettled(c: Ctx, lead: string[]): Decision {
   const late = c.f.lateSuccess;
   const verification = [
-    `${atProvider(c, possible(c.f))} Two would be a duplicate.`,
+    `${atProvider(c, possible(c))} Two would be a duplicate.`,
     `After reconciliation, ${showCmd(c)} shows succeeded (found) or ${late ? 'still ambiguous' : 'pending'} (absent) and a new lookup line.`,
   ];
   const cancelRequested = c.r.cancelRequestedAt !== null;
@@ -119,7 +123,7 @@ function decideCode(code: DiagnosisCode, c: Ctx): Decision {
               `Possible duplicate: check at the provider for two effects for ref '${c.ref}' (key ${c.key}), from attempts ${f.lateAttempt?.number ?? '?'} and ${f.duplicate.number}; undo the extra one by hand.`,
               `Do not resend: ${replay}`,
             ],
-            verification: [`${atProvider(c, possible(f))} Two would be a duplicate.`, shown],
+            verification: [`${atProvider(c, possible(c))} Two would be a duplicate.`, shown],
           };
     }
     case 'cancelled':
@@ -217,7 +221,7 @@ function decideCode(code: DiagnosisCode, c: Ctx): Decision {
     case 'unknown':
       return {
         plan: ['Do not resend.', `Inspect the record (${showCmd(c)}) and the provider's records, then decide by hand.`],
-        verification: [atProvider(c, possible(f))],
+        verification: [atProvider(c, possible(c))],
         escalation: `No rule of the evidence-to-decision map fits a ${r.state} record with this evidence.`,
       };
   }
@@ -254,7 +258,7 @@ export function decide(code: DiagnosisCode, r: OperationRecord, f: Facts, p: Exp
   }
   if (f.duplicate !== undefined) {
     reasons.push(
-      `Possible duplicate: check at the provider. Attempt ${f.lateAttempt?.number ?? '?'} got ${f.late?.status ?? 'a 2xx'} late and attempt ${f.duplicate.number} ${f.duplicate.class === 'success' ? `got ${f.duplicate.status ?? 'a 2xx'}` : 'may have acted'} too; nothing proves the provider deduped them by key.`,
+      `Possible duplicate: check at the provider. Attempt ${f.lateAttempt?.number ?? '?'} ${f.lateSuccess ? `got ${f.late?.status ?? 'a 2xx'}` : 'ended ambiguous'} late and attempt ${f.duplicate.number} ${f.duplicate.class === 'success' ? `got ${f.duplicate.status ?? 'a 2xx'}` : 'may have acted'} too; nothing proves the provider deduped them by key.`,
     );
   }
   if (f.staleLease) {

@@ -222,6 +222,45 @@ describe("explain after a superseded owner's late success beside the new owner's
   });
 });
 
+// Regression: the same race, but A's attempt times out before its held request commits: its late
+// outcome is ambiguous, not a success. The provider ignores keys: two effects. explain said
+// "exactly one effect", effects 1, high confidence, no escalation.
+describe("explain after a superseded owner's late ambiguous end beside the new owner's 201", () => {
+  it('escalates a possible duplicate, "1 or 2" effects; the engine replays and sends nothing more', async () => {
+    await provider.close();
+    provider = await startProvider({ ignoreKeys: true });
+    const ref = 'X-dup-ambiguous';
+    const scope = { action: 'create-order', ref };
+    provider.fault({ kind: 'delay_before_commit', delayMs: 500, match: { ref } });
+    const store = memoryStore();
+    const lookups = { 'create-order': lookupByRef(provider.url) };
+    const a = client({ store, owner: 'a', leaseMs: 200, lookups, retry: { maxAttempts: 1, attemptTimeoutMs: 300 } });
+    // A's call: its attempt times out (kept as a late ambiguous outcome), then it follows the record and replays B's result
+    const first = post(a, ref).catch((e: unknown) => e);
+    for (let i = 0; i < 100 && provider.requests.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    const b = client({ store, owner: 'b', now: () => Date.now() + 60_000, settleMs: 0, lookups });
+    expect((await post(b, ref)).status).toBe(201);
+    await first;
+    await new Promise((r) => setTimeout(r, 600)); // A's held request commits
+    const record = await b.get(scope);
+    expect(record).toMatchObject({ state: 'succeeded', result: { source: 'attempt', status: 201 } });
+    expect(record?.evidence).toContainEqual(expect.objectContaining({ kind: 'late_response', owner: 'a', detail: expect.stringMatching(/^late ambiguous outcome/) }));
+    expect(provider.effectsFor(ref)).toBe(2);
+
+    const x = await b.explain(scope);
+    expect(x).toMatchObject({ escalate: true, confidence: 'low', diagnosis: { code: 'succeeded' }, handoff: { effects: 'unknown' } });
+    expect(x?.diagnosis.summary).toMatch(/^Attempt 2 got 201; attempt 1 ended ambiguous late \(superseded owner a\): possible duplicate with attempt 2/);
+    expect(x?.escalation).toMatch(/^Possible duplicate: check at the provider\. Attempt 1 ended ambiguous late and attempt 2 got 201 too/);
+    expect(x?.verification[0]).toMatch(/^At the provider: 1 or 2 effect/);
+    expect(x?.plan.join('\n')).not.toMatch(/nothing to do/i);
+
+    // What the plan says the engine does: later calls replay, nothing is sent.
+    const again = await post(b, ref);
+    expect(again.headers.get('oncefetch-replayed')).toBe('true');
+    expect(provider.requests).toHaveLength(2);
+  });
+});
+
 // Regression: with a lookup registered and providerDedupes, the plan said "unknown → it stays
 // ambiguous"; a call resends with the same key (client.recover() does leave it ambiguous).
 describe('explain with a failing lookup and a provider that dedupes', () => {

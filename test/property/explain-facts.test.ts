@@ -14,7 +14,10 @@
  * - and, on those records, what explain says after a superseded owner's late success: never 0
  *   effects, never a plan that counts on an "absent" for a resend (the engine refuses it); and, on a
  *   record that succeeded through its own attempt, a possible duplicate escalated under a policy
- *   without `providerDedupes` (two sends acted: at a provider that ignores keys, two effects).
+ *   without `providerDedupes` (two sends acted: at a provider that ignores keys, two effects);
+ * - beside any superseded owner's late delivery nothing settled (a success or an ambiguous end),
+ *   another attempt that may have acted (a 2xx, or an end no settled "absent" followed) is a possible
+ *   duplicate: effects 'unknown', escalated, never "exactly one"; and with no such attempt, none.
  *
  * The events are those the engine writes, plus one it never writes but `applyEvent` takes: generic
  * `evidence` of kind `lookup` with a settled "absent" line, so that a settled "absent" can follow a
@@ -171,6 +174,13 @@ function policy(rec: OperationRecord, over: Partial<ExplainPolicy> = {}): Explai
   };
 }
 
+/** Whether attempt `a` may have acted, by record.ts: a 2xx, or an end it cannot tell that no settled "absent" followed. */
+function mayHaveActed(rec: OperationRecord, a: AttemptRecord): boolean {
+  if (a.class === 'success') return true;
+  if (a.finishedAt !== null && a.class !== 'ambiguous') return false;
+  return deliveryUnresolved({ attempts: [a], evidence: rec.evidence.filter((e) => e.kind === 'lookup') });
+}
+
 /** Plan lines that count on an "absent" (or on a lookup having found none) to send again. */
 const RESEND_ON_ABSENT = /the next call resends|lets the next call resend|a lookup found no effect/i;
 
@@ -193,7 +203,20 @@ const lateSuccessThenAbsent: { owner: 'A'; event: EventSpec }[] = (
 
 describe('facts.ts agrees with record.ts on records reached through applyEvent', () => {
   it('earlierUnresolved is deliveryUnresolved on the earlier attempts; late is lateDeliveryUnsettled; terminal is isTerminal; absent lookups are the settled ones', () => {
-    const seen = { unresolved: 0, resolved: 0, byLate: 0, byAttempt: 0, earlierSettled: 0, settledAbsent: 0, otherLookup: 0, lateSuccess: 0, lateAmbiguous: 0, lateSettled: 0 };
+    const seen = {
+      unresolved: 0,
+      resolved: 0,
+      byLate: 0,
+      byAttempt: 0,
+      earlierSettled: 0,
+      settledAbsent: 0,
+      otherLookup: 0,
+      lateSuccess: 0,
+      lateAmbiguous: 0,
+      lateSettled: 0,
+      duplicate: 0,
+      lateAlone: 0,
+    };
     fc.assert(
       fc.property(stepsArb, (steps) => {
         for (const rec of reached(steps)) {
@@ -214,6 +237,18 @@ describe('facts.ts agrees with record.ts on records reached through applyEvent',
             }
           } else if (f.late !== undefined) seen.lateAmbiguous++;
           else if (rec.evidence.some((e) => e.kind === 'late_response' && e.status === null)) seen.lateSettled++;
+          if (f.late !== undefined) {
+            // beside the late send, another that may have acted: two effects at a provider that ignores keys
+            const beside = rec.attempts.some((a) => a !== f.lateAttempt && mayHaveActed(rec, a));
+            expect(f.duplicate !== undefined, `duplicate of ${JSON.stringify({ attempts: rec.attempts, evidence: rec.evidence })}`).toBe(beside);
+            if (beside) {
+              seen.duplicate++;
+              const x = explain(rec, policy(rec));
+              expect(x).toMatchObject({ escalate: true, confidence: 'low', handoff: { effects: 'unknown' } });
+              expect(x.escalation).toMatch(/Possible duplicate: check at the provider\./);
+              expect(x.verification.join('\n')).not.toMatch(/exactly one|: no effect|at most one/);
+            } else seen.lateAlone++;
+          }
           const lookups = rec.evidence.filter((e) => e.kind === 'lookup');
           expect(f.lookups.map((l) => l.outcome === 'absent')).toEqual(lookups.map(settledAbsentOfRecordTs));
           if (expected) seen.unresolved++;
@@ -234,10 +269,15 @@ describe('facts.ts agrees with record.ts on records reached through applyEvent',
   });
 
   // Regression: a record that succeeded through its own attempt after a superseded owner's late
-  // success (or that got one after) was "Nothing to do", with no escalation. Random records, then
-  // the race: B sends, A's late 201 lands before or after B's own 201.
-  it("a late success beside the record's own 2xx: a possible duplicate, escalated with low confidence", () => {
-    const late: EventSpec = { type: 'evidence', kind: 'late_response', detail: 'late success outcome (status 201) from a superseded owner', status: 201, reopen: true };
+  // success (or that got one after) was "Nothing to do", with no escalation; and so it still was
+  // after a late ambiguous end (its own timeout fired, the provider committed all the same) that no
+  // settled "absent" followed. Random records, then the race: B sends, A's late 201 or late
+  // ambiguous end lands before or after B's own 201.
+  it.each([
+    ['success', 'late success outcome (status 201) from a superseded owner', 201],
+    ['ambiguous end', 'late ambiguous outcome (TimeoutError) from a superseded owner', null],
+  ] as const)("a late %s beside the record's own 2xx: a possible duplicate, escalated with low confidence", (_, detail, status) => {
+    const late: EventSpec = { type: 'evidence', kind: 'late_response', detail, status, reopen: true };
     let seen = 0;
     fc.assert(
       fc.property(stepsArb, fc.boolean(), (steps, lateFirst) => {
@@ -245,13 +285,14 @@ describe('facts.ts agrees with record.ts on records reached through applyEvent',
         const lateA = { owner: 'A' as const, event: late };
         const own = { owner: 'B' as const, event: finished('success', 201) };
         for (const rec of reached([...steps, send, ...(lateFirst ? [lateA, own] : [own, lateA])])) {
-          if (!(lateSuccess(rec) && rec.state === 'succeeded' && rec.result?.source === 'attempt')) continue;
+          if (!(lateDeliveryUnsettled(rec) && rec.state === 'succeeded' && rec.result?.source === 'attempt')) continue;
           seen++;
           const x = explain(rec, policy(rec));
           const evidence = JSON.stringify({ attempts: rec.attempts, evidence: rec.evidence });
           expect(x, `possible duplicate of ${evidence}`).toMatchObject({ escalate: true, confidence: 'low', handoff: { effects: 'unknown' } });
           expect(x.escalation).toMatch(/Possible duplicate: check at the provider\./);
           expect(x.plan.join('\n')).not.toMatch(/nothing to do/i);
+          expect(x.verification[0]).toMatch(/^At the provider: 1 or 2 effect/);
         }
       }),
       { numRuns: 300 },

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { explain } from '../../src/explain/explain.js';
 import { factsOf } from '../../src/explain/facts.js';
 import type { DiagnosisCode, ExplainPolicy, Explanation } from '../../src/explain/types.js';
-import { applyEvent, isTerminal, newRecord, recordId } from '../../src/operation/record.js';
+import { applyEvent, isTerminal, lateDeliveryUnsettled, newRecord, recordId } from '../../src/operation/record.js';
 import type { OperationRecord, OperationState, RecordEvent, RecordedClass, ResultSnapshot } from '../../src/operation/record.js';
 import { createClient, memoryStore } from '../../src/index.js';
 
@@ -555,7 +555,7 @@ describe("a superseded owner's late success beside another attempt that acted (p
       expect(x.escalation).toMatch(/^Possible duplicate: check at the provider\. Attempt 1 got 201 late and attempt 2 got 201 too; nothing proves the provider deduped them by key\.$/);
       expect(x.plan[0]).toMatch(/^Possible duplicate: check at the provider for two effects for ref 'A-17' \(key …4abc\), from attempts 1 and 2/);
       expect(x.plan.join('\n')).not.toMatch(/nothing to do/i);
-      expect(x.verification[0]).toMatch(/^At the provider: 1 or more effect .* Two would be a duplicate\./);
+      expect(x.verification[0]).toMatch(/^At the provider: 1 or 2 effect .* Two would be a duplicate\./);
     }
   });
 
@@ -662,5 +662,76 @@ describe('contradictory evidence: advice that acts', () => {
     expect(x.plan.at(-1)).toBe(
       "Fix or verify the lookup for 'create-order', then run client.recover() (once the lease has expired) or call again: either looks it up before any send.",
     );
+  });
+});
+
+// Regression: the possible duplicate looked only at a superseded owner's late success. Its attempt
+// ending ambiguous late (its own timeout fired, the provider committed all the same) beside the new
+// owner's 201 was "exactly one effect", effects 1, high confidence, no escalation, although
+// record.ts's lateDeliveryUnsettled holds (the "absent" came before the late end): at a provider that
+// ignores keys, two effects. (The engine's sequence: test/e2e/explain-truth.test.ts.)
+describe("a superseded owner's late ambiguous end beside another attempt that may have acted (possible duplicate)", () => {
+  const lateAmbiguous: RecordEvent = { type: 'evidence', kind: 'late_response', detail: 'late ambiguous outcome (TimeoutError) from a superseded owner', status: null, reopen: true };
+  /** A sends; B takes over, its lookup says absent, B sends again; A's attempt ends ambiguous late, before or after B's outcome. */
+  function raced(b: 'success' | 'ambiguous', lateFirst: boolean): Rec {
+    const r = new Rec().start();
+    r.t += LEASE_MS;
+    r.on({ type: 'acquire', owner: B, leaseExpiresAt: r.t + LEASE_MS }, B).on({ type: 'lookup_absent', detail: 'lookup reported no such operation', askedGeneration: r.rec.generation }, B);
+    r.start(B);
+    if (lateFirst) r.on(lateAmbiguous, A);
+    r.on({ type: 'attempt_finished', class: b, status: b === 'success' ? 201 : null, reason: b === 'success' ? 'status 201' : 'headers timeout', result: b === 'success' ? snapshot(201) : null }, B);
+    if (!lateFirst) r.on(lateAmbiguous, A);
+    return r;
+  }
+
+  it.each([true, false])('its own 201 (late end first: %s): escalated, low confidence, effects unknown, "1 or 2"', (lateFirst) => {
+    const r = raced('success', lateFirst);
+    expect(r.rec).toMatchObject({ state: 'succeeded', result: { source: 'attempt', status: 201 } });
+    expect(lateDeliveryUnsettled(r.rec)).toBe(true);
+    const x = explain(r.rec, policy({ now: r.t }));
+    expect(x).toMatchObject({ escalate: true, confidence: 'low', diagnosis: { code: 'succeeded' }, handoff: { effects: 'unknown' } });
+    expect(x.diagnosis.summary).toBe(
+      'Attempt 2 got 201; attempt 1 ended ambiguous late (superseded owner owner-a): possible duplicate with attempt 2, unless the provider deduped them by key; later calls replay it.',
+    );
+    expect(x.escalation).toBe('Possible duplicate: check at the provider. Attempt 1 ended ambiguous late and attempt 2 got 201 too; nothing proves the provider deduped them by key.');
+    expect(x.plan[0]).toMatch(/^Possible duplicate: check at the provider for two effects for ref 'A-17' \(key …4abc\), from attempts 1 and 2/);
+    expect(x.verification[0]).toMatch(/^At the provider: 1 or 2 effect .* Two would be a duplicate\./);
+    expect(x.verification.join('\n')).not.toMatch(/exactly one/);
+  });
+
+  it('a provider that dedupes by key, both sends before the cutoff: one effect, nothing to do', () => {
+    const x = explain(raced('success', false).rec, policy({ providerDedupes: true }));
+    expect(x).toMatchObject({ escalate: false, handoff: { effects: 1 } });
+    expect(x.verification[0]).toMatch(/^At the provider: exactly one effect/);
+  });
+
+  it('both ended ambiguous: "0, 1 or 2", escalated even with a lookup registered (a found cannot count them)', () => {
+    const r = raced('ambiguous', false);
+    expect(r.rec.state).toBe('ambiguous');
+    const x = explain(r.rec, policy({ lookupRegistered: true, now: r.t }));
+    expect(x.handoff.effects).toBe('unknown');
+    expect(x.escalate).toBe(true);
+    expect(x.escalation).toMatch(/^Possible duplicate: check at the provider\. Attempt 1 ended ambiguous late and attempt 2 may have acted too/);
+    expect(x.verification[0]).toMatch(/^At the provider: 0, 1 or 2 effect/);
+  });
+
+  it('not beside an attempt a settled "absent" cleared, nor once a settled "absent" came after the late end', () => {
+    // B's attempt 2 ended ambiguous and a settled "absent" cleared it; then A's late end: only A's send may have acted
+    const cleared = raced('ambiguous', false);
+    const r = new Rec().start();
+    r.t += LEASE_MS;
+    r.on({ type: 'acquire', owner: B, leaseExpiresAt: r.t + LEASE_MS }, B).on({ type: 'lookup_absent', detail: 'none' }, B);
+    r.start(B).on({ type: 'attempt_finished', class: 'ambiguous', status: null, reason: 'headers timeout', result: null }, B);
+    r.on({ type: 'lookup_absent', detail: 'none' }, B).on(lateAmbiguous, A);
+    expect(r.rec.state).toBe('ambiguous');
+    expect(explain(r.rec, policy()).escalation ?? '').not.toMatch(/Possible duplicate/);
+    // a settled "absent" after the late end settles it (lateDeliveryUnsettled false): B's 201 is the one effect
+    const settled = new Rec().start();
+    settled.t += LEASE_MS;
+    settled.on({ type: 'acquire', owner: B, leaseExpiresAt: settled.t + LEASE_MS }, B).on(lateAmbiguous, A).on({ type: 'lookup_absent', detail: 'none' }, B);
+    settled.start(B).on({ type: 'attempt_finished', class: 'success', status: 201, reason: 'status 201', result: snapshot(201) }, B);
+    expect(lateDeliveryUnsettled(settled.rec)).toBe(false);
+    expect(explain(settled.rec, policy())).toMatchObject({ escalate: false, handoff: { effects: 1 } });
+    expect(cleared.rec.attempts).toHaveLength(2);
   });
 });
