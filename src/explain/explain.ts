@@ -62,6 +62,11 @@ function codeOf(r: OperationRecord, f: Facts): DiagnosisCode {
 function summaryOf(code: DiagnosisCode, r: OperationRecord, f: Facts): string {
   const last = f.last;
   const n = last?.number ?? 0;
+  // a pending record with a cancel requested: the next call re-applies it before any send
+  const cancel =
+    r.state === 'pending' && r.cancelRequestedAt !== null
+      ? `A cancel was requested at ${iso(r.cancelRequestedAt)}: the next call ${f.deliveryUnresolved ? 'sends nothing and reconciles it, as an attempt may have reached the provider' : 'cancels it and sends nothing'}.`
+      : undefined;
   switch (code) {
     case 'succeeded': {
       // a superseded owner's late success (its attempt got its answer, late), or its late ambiguous end beside a possible duplicate
@@ -86,19 +91,19 @@ function summaryOf(code: DiagnosisCode, r: OperationRecord, f: Facts): string {
     case 'payload_changed':
       return `The provider reported the key reused with different content (${last?.reason ?? r.error?.message ?? ''}): a conflict, never a new key.`;
     case 'never_sent':
-      return 'Nothing reached the provider yet' + (r.attempts.length === 0 ? '.' : ` (${r.attempts.length} attempt(s), all not sent).`);
+      return 'Nothing reached the provider yet' + (r.attempts.length === 0 ? '.' : ` (${r.attempts.length} attempt(s), all not sent).`) + (cancel === undefined ? '' : ` ${cancel}`);
     case 'retryable_backoff':
-      return `The provider said "not processed, later" (${last?.reason ?? ''}); the operation is resumable with the same key.`;
+      return `The provider said "not processed, later" (${last?.reason ?? ''})${cancel === undefined ? '; the operation is resumable with the same key.' : `. ${cancel}`}`;
     case 'concurrent_duplicates':
       return r.state === 'pending'
-        ? `Attempt ${n} got 409 "in progress": an earlier request with this key was still being processed; one owner, one key.`
+        ? `Attempt ${n} got 409 "in progress": an earlier request with this key was still being processed; one owner, one key.${cancel === undefined ? '' : ` ${cancel}`}`
         : `Another owner (${r.lease?.owner ?? '?'}) holds the operation under a live lease until ${iso(r.lease?.expiresAt ?? r.updatedAt)}; other calls wait for it.`;
     case 'timeout_before_response':
       if (r.state === 'pending' && f.earlierUnresolved && last?.class !== 'ambiguous' && last?.finishedAt !== null) {
-        return `${f.lateSuccess ? 'A superseded owner got a success late' : 'An earlier attempt may have reached the provider'} and nothing settled it (it was only cleared for a same-key resend); attempt ${n} then got ${last?.reason ?? 'no outcome'}. Resend only with the same key, where the provider dedupes.`;
+        return `${f.lateSuccess ? 'A superseded owner got a success late' : 'An earlier attempt may have reached the provider'} and nothing settled it (it was only cleared for a same-key resend); attempt ${n} then got ${last?.reason ?? 'no outcome'}. ${cancel ?? 'Resend only with the same key, where the provider dedupes.'}`;
       }
       return r.state === 'pending'
-        ? `Attempt ${n} ended without an answer (${last?.reason ?? 'no outcome'}); ${f.clearedByLookup ? 'a lookup then found no effect' : 'it was cleared for a same-key resend (the provider dedupes by key)'}, so it may be resent with the same key.`
+        ? `Attempt ${n} ended without an answer (${last?.reason ?? 'no outcome'}); ${f.clearedByLookup ? 'a lookup then found no effect' : 'it was cleared for a same-key resend (the provider dedupes by key)'}${cancel === undefined ? ', so it may be resent with the same key.' : `. ${cancel}`}`
         : `Attempt ${n} may have reached the provider but no answer came (${last?.reason ?? 'no outcome'}); not resent.`;
     case 'stale_lease':
       if (f.late !== undefined && r.state !== 'in_flight') {

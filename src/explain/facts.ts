@@ -35,6 +35,11 @@ export interface Facts {
    */
   earlierUnresolved: boolean;
   /**
+   * the same on every attempt, the last one too (record.ts's `deliveryUnresolved`): what a cancel
+   * re-applied to a `pending` record decides on, `cancelled` when false, back to reconciliation when true
+   */
+  deliveryUnresolved: boolean;
+  /**
    * a superseded owner's late success or ambiguous end that nothing settled (record.ts's
    * `lateDeliveryUnsettled`): its first late success, else its last late ambiguous end with no
    * settled "absent" after it
@@ -157,14 +162,17 @@ function lateOf(record: OperationRecord): EvidenceRecord | undefined {
   return late !== undefined && !settledAbsentAfter(record, late.generation) ? late : undefined;
 }
 
+/** An attempt that may have reached the provider: unfinished, ambiguous, or 409 "in progress" (record.ts's `deliveryUnresolved`). */
+const risky = (a: AttemptRecord): boolean => a.finishedAt === null || !(a.class === 'not_sent' || (a.class === 'retryable' && a.status !== 409));
+
 /**
- * record.ts's `deliveryUnresolved` on the attempts before the last one, written out again for the
- * lazy chunk (held to it by test/property/explain-facts.test.ts).
+ * record.ts's `deliveryUnresolved` on `attempts` (the attempts before the last one, or all of them),
+ * written out again for the lazy chunk (held to it by test/property/explain-facts.test.ts).
  */
-function earlierUnresolved(record: OperationRecord, late: EvidenceRecord | undefined): boolean {
+function unresolvedOf(record: OperationRecord, attempts: AttemptRecord[], late: EvidenceRecord | undefined): boolean {
   if (late !== undefined) return true;
-  const risky = record.attempts.slice(0, -1).findLast((a) => a.finishedAt === null || !(a.class === 'not_sent' || (a.class === 'retryable' && a.status !== 409)));
-  return risky !== undefined && !settledAbsentAfter(record, risky.generation);
+  const last = attempts.findLast(risky);
+  return last !== undefined && !settledAbsentAfter(record, last.generation);
 }
 
 /** Attempts that may have acted: unfinished, or an outcome other than "not processed". */
@@ -235,7 +243,7 @@ export function factsOf(record: OperationRecord, now: number, providerRetentionM
   const deduped = providerDedupes && lateAttempt !== undefined && Math.max(late?.at ?? 0, ...others.map((a) => a.finishedAt ?? Infinity)) < resendCutoffAt;
   const duplicate = deduped ? undefined : others.at(-1);
   const last = record.attempts[record.attempts.length - 1];
-  const unresolved = earlierUnresolved(record, late);
+  const unresolved = unresolvedOf(record, record.attempts.slice(0, -1), late);
   return {
     last,
     lookups,
@@ -246,6 +254,7 @@ export function factsOf(record: OperationRecord, now: number, providerRetentionM
     liveLease,
     terminal: record.state === 'succeeded' || record.state === 'failed' || record.state === 'cancelled',
     earlierUnresolved: unresolved,
+    deliveryUnresolved: unresolvedOf(record, record.attempts, late),
     late,
     lateSuccess: late !== undefined && isSuccess(late),
     lateAttempt,

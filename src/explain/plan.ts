@@ -57,11 +57,13 @@ const showCmd = (c: Ctx): string =>
  */
 function unsettled(c: Ctx, lead: string[]): Decision {
   const late = c.f.lateSuccess;
+  const cancelRequested = c.r.cancelRequestedAt !== null;
+  // a pending record (one with a cancel requested): recover() skips it, the next call re-applies the cancel
+  const pending = c.r.state === 'pending';
   const verification = [
     `${atProvider(c, possible(c))} Two would be a duplicate.`,
-    `After reconciliation, ${showCmd(c)} shows succeeded (found) or ${late ? 'still ambiguous' : 'pending'} (absent) and a new lookup line.`,
+    `After reconciliation, ${showCmd(c)} shows succeeded (found) or ${late ? 'still ambiguous' : cancelRequested ? 'cancelled' : 'pending'} (absent) and a new lookup line.`,
   ];
-  const cancelRequested = c.r.cancelRequestedAt !== null;
   // what the engine does on "unknown" (a failed lookup): a call resends with the same key where the provider dedupes
   const resend = c.p.providerDedupes && !c.f.keyPastCutoff && !cancelRequested;
   if (c.p.lookupRegistered) {
@@ -71,7 +73,7 @@ function unsettled(c: Ctx, lead: string[]): Decision {
     return {
       plan: [
         ...lead,
-        `Look up first: run client.recover() (or call again with the same ref and payload); the lookup registered for '${c.action}' asks the provider whether it took effect.`,
+        `Look up first: ${pending ? 'call again with the same ref and payload (client.recover() skips a pending record)' : 'run client.recover() (or call again with the same ref and payload)'}; the lookup registered for '${c.action}' asks the provider whether it took effect.`,
         late
           ? `found → succeeded, later calls replay it; absent → nothing is sent, it stays ambiguous: check at the provider by hand; ${unknown}.`
           : cancelRequested
@@ -99,7 +101,7 @@ function unsettled(c: Ctx, lead: string[]): Decision {
     plan: [
       `Do not resend: ${why}; a resend could create a second effect.`,
       `Check at the provider whether an effect exists for ref '${c.ref}' (key ${c.key}): its API, dashboard or support.`,
-      `Then register a lookup for '${c.action}' (createClient({ lookups })) that reports what you found, and run client.recover(): found settles it as succeeded; ${late ? 'absent leaves it ambiguous' : 'absent lets the next call resend with the same key'}.`,
+      `Then register a lookup for '${c.action}' (createClient({ lookups })) that reports what you found, and ${pending ? 'call again' : 'run client.recover()'}: found settles it as succeeded; ${late ? 'absent leaves it ambiguous' : cancelRequested ? 'absent cancels it' : 'absent lets the next call resend with the same key'}.`,
     ],
     verification,
     escalation: `The outcome is unknown and nothing can settle it automatically: ${why}.`,
@@ -227,10 +229,31 @@ function decideCode(code: DiagnosisCode, c: Ctx): Decision {
   }
 }
 
+/**
+ * A pending record with a cancel requested, whatever else it shows: the next call re-applies the
+ * cancel before any send (execute.ts, `step`), which ends it cancelled where no attempt may have been
+ * delivered, else puts it back to reconciliation, which never resends after a cancel.
+ */
+function cancelling(c: Ctx): Decision {
+  const at = `a cancel was requested at ${iso(c.r.cancelRequestedAt ?? 0)}`;
+  if (c.f.deliveryUnresolved) {
+    return unsettled(c, [
+      `Nothing is resent: ${at}, but an attempt may have reached the provider; the next call with this ref re-applies the cancel, sends nothing and reconciles it (the record turns ambiguous).`,
+    ]);
+  }
+  return {
+    plan: [
+      `Nothing is sent: ${at}; the next call with this ref (or client.cancel(scope)) applies it and the operation ends cancelled.`,
+      'A new intent needs a new ref.',
+    ],
+    verification: [atProvider(c, 'no'), 'Later calls with this ref reject with OperationCancelledError and send nothing.'],
+  };
+}
+
 /** Plan, verification and escalation for a diagnosis, with contradictions and staleness folded in. */
 export function decide(code: DiagnosisCode, r: OperationRecord, f: Facts, p: ExplainPolicy): Decision {
   const c: Ctx = { r, f, p, ref: r.ref, action: r.action, key: redactKey(r.key) };
-  const d = decideCode(code, c);
+  const d = r.state === 'pending' && r.cancelRequestedAt !== null ? cancelling(c) : decideCode(code, c);
   const reasons: string[] = d.escalation === undefined ? [] : [d.escalation];
   let plan = d.plan;
   if (f.contradictions.length > 0) {

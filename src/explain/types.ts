@@ -23,6 +23,10 @@ import type { OperationState, RecordedClass, Scope } from '../operation/record.j
  * | `cancelled` | cancelled before anything was delivered | nothing: a new intent needs a new ref |
  * | `unknown` | nothing above fits | escalate |
  *
+ * A `pending` record with a cancel requested sends nothing more, whatever its code: the next call
+ * re-applies the cancel, which ends it `cancelled`, or, where an attempt may have reached the
+ * provider, puts it back to reconciliation; the plan says which.
+ *
  * @example
  * ```ts
  * const code: DiagnosisCode | undefined = (await client.explain(scope))?.diagnosis.code

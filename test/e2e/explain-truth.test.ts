@@ -345,3 +345,90 @@ describe('explain of a pending record with contradictory evidence', () => {
     expect(provider.effectsFor(ref)).toBe(1);
   });
 });
+
+// Regression: a pending record with a cancel requested. The cancel lands while an attempt is on the
+// wire (client.cancel with waitMs 0 records it and returns undecided); the attempt then gets a 503
+// and the call stops. explain planned "Call again …: the same key … is reused" (retryable_backoff);
+// the engine's next call re-applies the cancel before any send and sends nothing.
+describe('explain of a pending record with a cancel requested', () => {
+  /** A fetch that holds the `n`-th POST until the cancel is recorded, then forwards it to the provider. */
+  function heldFetch(n: number) {
+    let posts = 0;
+    let held!: () => void;
+    const reached = new Promise<void>((r) => (held = r));
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const fetch = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      if (init?.method === 'POST' && ++posts === n) {
+        held();
+        await gate;
+      }
+      return globalThis.fetch(input, init);
+    }) as typeof globalThis.fetch;
+    return { fetch, reached, release };
+  }
+
+  it('a 503: the plan says the next call cancels and sends nothing, and it does', async () => {
+    const ref = 'X-cancel-503';
+    const scope = { action: 'create-order', ref };
+    provider.fault({ kind: 'status_before_commit', status: 503, match: { ref } });
+    const held = heldFetch(1);
+    const c = client({ fetch: held.fetch, retry: { maxAttempts: 1 } });
+    const call = post(c, ref).catch((e: unknown) => e);
+    await held.reached;
+    expect(await c.cancel(scope, { waitMs: 0 })).toEqual({ outcome: 'undecided', state: 'in_flight' });
+    held.release();
+    expect(await call).toMatchObject({ code: 'RETRIES_EXHAUSTED' });
+    const record = await c.get(scope);
+    expect(record).toMatchObject({ state: 'pending', cancelRequestedAt: expect.any(Number) });
+    expect(record?.attempts.map((a) => a.status)).toEqual([503]);
+
+    const x = await c.explain(scope);
+    expect(x?.diagnosis.code).toBe('retryable_backoff');
+    expect(x?.diagnosis.summary).toMatch(/A cancel was requested at \S+: the next call cancels it and sends nothing\.$/);
+    expect(x?.plan[0]).toMatch(/^Nothing is sent: a cancel was requested at \S+; the next call with this ref \(or client\.cancel\(scope\)\) applies it and the operation ends cancelled\.$/);
+    expect(x?.plan.join('\n')).not.toMatch(/^Call again|is reused|to send it/m);
+    expect(x).toMatchObject({ escalate: false, handoff: { effects: 0 } });
+
+    // The engine agrees: the next call sends nothing and the record ends cancelled.
+    await expect(post(client({ store: c.store }), ref)).rejects.toMatchObject({ name: 'OperationCancelledError' });
+    expect((await c.get(scope))?.state).toBe('cancelled');
+    expect(provider.requests).toHaveLength(1);
+    expect(provider.effectsFor(ref)).toBe(0);
+  });
+
+  it('after an attempt only cleared for a same-key resend: no resend; the next call looks it up and the effect found wins', async () => {
+    const ref = 'X-cancel-dedupe';
+    const scope = { action: 'create-order', ref };
+    provider.faults([
+      { kind: 'drop_after_commit', match: { ref } },
+      { kind: 'status_before_commit', status: 503, match: { ref } },
+    ]);
+    const held = heldFetch(2);
+    // providerDedupes, no lookup: attempt 1 is dropped after its commit, cleared for a same-key resend; attempt 2 is held
+    const c = client({ fetch: held.fetch, providerDedupes: true, retry: { maxAttempts: 2 } });
+    const call = post(c, ref).catch((e: unknown) => e);
+    await held.reached;
+    expect((await c.cancel(scope, { waitMs: 0 })).outcome).toBe('undecided');
+    held.release();
+    expect(await call).toMatchObject({ code: 'RETRIES_EXHAUSTED' });
+    const record = await c.get(scope);
+    expect(record).toMatchObject({ state: 'pending', cancelRequestedAt: expect.any(Number) });
+    expect(record?.attempts.map((a) => a.class)).toEqual(['ambiguous', 'retryable']);
+    expect(provider.effectsFor(ref)).toBe(1);
+
+    const withLookup = client({ store: c.store, providerDedupes: true, lookups: { 'create-order': lookupByRef(provider.url) } });
+    const x = await withLookup.explain(scope);
+    expect(x?.diagnosis.code).toBe('timeout_before_response');
+    const plan = x?.plan.join('\n') ?? '';
+    expect(plan).not.toMatch(/^Call again|key …\w{4} is resent|the resend cannot act twice/m);
+    expect(plan).toMatch(/^Nothing is resent: a cancel was requested at \S+, but an attempt may have reached the provider; the next call with this ref re-applies the cancel, sends nothing and reconciles it/);
+    expect(plan).toMatch(/found → succeeded \(delivery won over the cancel requested\); absent → cancelled, nothing is sent/);
+
+    // The engine agrees: the next call sends nothing, looks it up, finds the order.
+    expect((await post(withLookup, ref)).status).toBe(200);
+    expect((await c.get(scope))?.state).toBe('succeeded');
+    expect(provider.requests).toHaveLength(2);
+    expect(provider.effectsFor(ref)).toBe(1);
+  });
+});

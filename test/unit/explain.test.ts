@@ -735,3 +735,59 @@ describe("a superseded owner's late ambiguous end beside another attempt that ma
     expect(cleared.rec.attempts).toHaveLength(2);
   });
 });
+
+// Regression: a pending record with a cancel requested (the cancel landed while an attempt was out,
+// which then got a 503 or never left, and the call stopped). The plans said "call again with the same
+// ref and payload to send it" (never_sent) or "Call again …: the same key is reused"
+// (retryable_backoff); the engine's next call re-applies the cancel before any send (execute.ts, step)
+// and sends nothing. (The engine's sequence: test/e2e/explain-truth.test.ts.)
+describe('a pending record with a cancel requested', () => {
+  /** an attempt out, a cancel requested meanwhile (it stays in flight), then `cls`; the call stops */
+  const cancelledWhileOut = (r: Rec, cls: 'retryable' | 'not_sent'): Rec =>
+    r
+      .start()
+      .on({ type: 'cancel' }, B)
+      .on({ type: 'attempt_finished', class: cls, status: cls === 'retryable' ? 503 : null, reason: cls === 'retryable' ? 'status 503' : 'aborted before it was sent', result: null })
+      .stop('RETRIES_EXHAUSTED', 'attempts');
+  const sends = /to send it|^Call again|key \S+ is resent|the next call (sends|resends)|a call resends/m;
+
+  it.each<['retryable' | 'not_sent', DiagnosisCode]>([
+    ['retryable', 'retryable_backoff'],
+    ['not_sent', 'never_sent'],
+  ])('%s: the next call cancels it and sends nothing, as the state machine does', (cls, code) => {
+    const r = cancelledWhileOut(new Rec(), cls);
+    expect(r.rec).toMatchObject({ state: 'pending', cancelRequestedAt: expect.any(Number) });
+    for (const over of [{}, { lookupRegistered: true }, { providerDedupes: true }]) {
+      const x = explain(r.rec, policy(over));
+      expect(x.diagnosis.code).toBe(code);
+      expect(x.diagnosis.summary).toMatch(/ A cancel was requested at \S+: the next call cancels it and sends nothing\.$/);
+      expect(x.plan[0]).toMatch(/^Nothing is sent: a cancel was requested at \S+; the next call with this ref \(or client\.cancel\(scope\)\) applies it and the operation ends cancelled\.$/);
+      expect(x.plan.join('\n')).not.toMatch(sends);
+      expect(x).toMatchObject({ escalate: false, handoff: { effects: 0 } });
+      expect(x.verification[0]).toMatch(/^At the provider: no effect/);
+    }
+    // the call re-applies the cancel: cancelled, no attempt
+    expect(applyEvent(r.rec, { type: 'cancel' }, r.t + 10, A)).toMatchObject({ state: 'cancelled', attempts: r.rec.attempts });
+  });
+
+  it('an earlier attempt only cleared for a same-key resend: the next call reconciles it, nothing is resent', () => {
+    const r = cancelledWhileOut(new Rec().attempt('ambiguous', null, 'headers timeout').on({ type: 'resend_after_ambiguous', detail: 'the provider dedupes' }), 'retryable');
+    expect(r.rec).toMatchObject({ state: 'pending', cancelRequestedAt: expect.any(Number) });
+    const withLookup = explain(r.rec, policy({ lookupRegistered: true, providerDedupes: true }));
+    expect(withLookup.diagnosis.summary).toMatch(/A cancel was requested at \S+: the next call sends nothing and reconciles it, as an attempt may have reached the provider\.$/);
+    expect(withLookup.plan).toEqual([
+      expect.stringMatching(/^Nothing is resent: a cancel was requested at \S+, but an attempt may have reached the provider; the next call with this ref re-applies the cancel, sends nothing and reconciles it/),
+      "Look up first: call again with the same ref and payload (client.recover() skips a pending record); the lookup registered for 'create-order' asks the provider whether it took effect.",
+      'found → succeeded (delivery won over the cancel requested); absent → cancelled, nothing is sent; unknown → it stays ambiguous: escalate then.',
+    ]);
+    expect(withLookup.verification[1]).toMatch(/shows succeeded \(found\) or cancelled \(absent\)/);
+    const noLookup = explain(r.rec, policy({ providerDedupes: true }));
+    expect(noLookup.plan.join('\n')).not.toMatch(sends);
+    expect(noLookup.plan.at(-1)).toMatch(/and call again: found settles it as succeeded; absent cancels it\.$/);
+    expect(noLookup.escalation).toMatch(/a cancel was requested/);
+    // the call re-applies the cancel: back to reconciliation; a settled "absent" then cancels, a same-key resend is never written
+    const reopened = applyEvent(r.rec, { type: 'cancel' }, r.t + 10, A);
+    expect(reopened.state).toBe('ambiguous');
+    expect(applyEvent(reopened, { type: 'lookup_absent', detail: 'none' }, r.t + 20, A).state).toBe('cancelled');
+  });
+});
