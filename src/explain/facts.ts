@@ -45,7 +45,11 @@ export interface Facts {
    * settled "absent" after it
    */
   late: EvidenceRecord | undefined;
-  /** `late` is a success (record.ts's `lateSuccess`): the effect happened; only a lookup that finds it settles the record */
+  /**
+   * `late` is a success (record.ts's `lateSuccess`): the effect happened, so no "absent" settles the
+   * record: a lookup that finds it does, or, with `providerDedupes`, a same-key resend
+   * (`resend_after_ambiguous`, then the send), whose 2xx is the provider's replay
+   */
   lateSuccess: boolean;
   /** the attempt `late` answers: its owner's own one that never recorded an outcome (so it carried the record's key) */
   lateAttempt: AttemptRecord | undefined;

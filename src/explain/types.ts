@@ -13,7 +13,7 @@ import type { OperationState, RecordedClass, Scope } from '../operation/record.j
  * | code | evidence | decision |
  * |---|---|---|
  * | `timeout_before_response` | an attempt may have reached the provider but no answer came (timeout, reset after send, 500/502/504, truncated body) | look up first |
- * | `stale_lease` | the owner stopped renewing its lease while an attempt was on the wire (crash), or its late answer came after the takeover and nothing settled it (after a late success, only a lookup that finds it) | take over, then look up first |
+ * | `stale_lease` | the owner stopped renewing its lease while an attempt was on the wire (crash), or its late answer came after the takeover and nothing settled it (after a late success no "absent" does: only a lookup that finds it, or, with `providerDedupes`, a same-key resend) | take over, then look up first |
  * | `concurrent_duplicates` | another owner holds the operation, or the provider said "in progress" (409) | one owner: wait for it, never a parallel send |
  * | `payload_changed` | the provider reported the key reused with other content | conflict: a new intent needs a new ref |
  * | `terminal_client_error` | the provider refused the request (4xx) | do not retry unchanged input |

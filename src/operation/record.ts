@@ -483,7 +483,12 @@ function lateSince(record: Pick<OperationRecord, 'evidence'>, asked: number | un
   return asked !== undefined && record.evidence.some((e) => e.generation > asked && isLateDelivery(e));
 }
 
-/** Whether a superseded owner's attempt got a success late: the effect happened; only a lookup that finds it settles the record. */
+/**
+ * Whether a superseded owner's attempt got a success late: the effect happened, so no "absent"
+ * settles the record (`lookup_absent` leaves it `ambiguous`): a lookup that finds it does, or, where
+ * the provider dedupes, a same-key resend (`resend_after_ambiguous`, then the send), whose 2xx is the
+ * provider's replay.
+ */
 export function lateSuccess(record: Pick<OperationRecord, 'evidence'>): boolean {
   return record.evidence.some((e) => e.kind === 'late_response' && e.detail.startsWith('late success outcome'));
 }
