@@ -50,7 +50,7 @@ export async function acquire(engine: Engine, spec: OperationSpec, deadline: Cal
       return owned;
     };
     // The durable write that gates every send: if it fails, nothing is sent.
-    const { created, record } = await bounded(engine, id, deadline.signal, () => store.claim(candidate), (late) => (late.created ? ours(late.record) : undefined));
+    const { created, record } = await bounded(engine, id, deadline.signal, () => store.claim(candidate), (late) => (late?.created === true ? ours(late.record) : undefined));
     if (created) {
       engine.stats.operationsCreated++;
       engine.emit({ type: 'operation_created', scope: spec.scope, at: now() });
@@ -71,7 +71,7 @@ export async function acquire(engine: Engine, spec: OperationSpec, deadline: Cal
     }
     const next = applyEvent(record, { type: 'acquire', owner, leaseExpiresAt: now() + leaseMs }, now(), owner);
     const took = (): OwnedRecord => new OwnedRecord(next, store, owner, now);
-    const res = await bounded(engine, id, deadline.signal, () => store.compareAndSet(id, record.generation, next), (late) => (late.ok ? took() : undefined));
+    const res = await bounded(engine, id, deadline.signal, () => store.compareAndSet(id, record.generation, next), (late) => (late?.ok === true ? took() : undefined));
     if (!res.ok) continue;
     if (lease !== null && lease.owner !== owner) {
       engine.stats.takeovers++;
@@ -84,21 +84,24 @@ export async function acquire(engine: Engine, spec: OperationSpec, deadline: Cal
 }
 
 /**
- * A store write of this phase, under the call's deadline and the caller's signal. Nothing has been
- * sent, so giving up is safe: an abort rejects with its reason, as before any send (a blocked
+ * A store write before a send (a claim, a takeover, the engine's `early` writes), under the call's
+ * deadline and the caller's signal. Nothing is on the wire and every earlier attempt's outcome is
+ * recorded, so giving up is safe: an abort rejects with its reason, as before any send (a blocked
  * IndexedDB holds a write until the store gives up). A write that lands after that is abandoned in
  * turn (best effort): its attempt closed as never sent, the lease released. Until then the abandon
  * is in `engine.abandoning`, which later calls of the record in this process wait for.
  */
-function bounded<T>(engine: Engine, id: string, signal: AbortSignal, write: () => Promise<T>, landed: (value: T) => OwnedRecord | undefined): Promise<T> {
+export function bounded<T>(engine: Engine, id: string, signal: AbortSignal, write: () => Promise<T>, landed: (value: T | undefined) => OwnedRecord | undefined): Promise<T> {
   signal.throwIfAborted();
   const pending = write();
   return untilAborted(pending, signal).catch((error: unknown) => {
     if (signal.aborted) {
-      const done = pending.then((value) => {
+      // (`landed` gets undefined when the write failed: an owned record is still released)
+      const abandon = (value?: T): Promise<unknown> | undefined => {
         const owned = landed(value);
         return owned && engine.abandon(owned, error);
-      }).catch(() => undefined).finally(() => {
+      };
+      const done = pending.then(abandon, () => abandon()).catch(() => undefined).finally(() => {
         if (engine.abandoning.get(id) === done) engine.abandoning.delete(id);
       });
       engine.abandoning.set(id, done);

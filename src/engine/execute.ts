@@ -21,13 +21,13 @@ import {
 import type { OnceEvent, OnceStats } from '../events.js';
 import { emptyStats } from '../events.js';
 import { isTerminal, lateSuccess, recordId } from '../operation/record.js';
-import type { OperationRecord, ResultSnapshot, Scope } from '../operation/record.js';
+import type { OperationRecord, RecordEvent, ResultSnapshot, Scope } from '../operation/record.js';
 import type { ResolvedOptions } from '../options.js';
 import { reconcile, settledAt } from '../reconcile/lookup.js';
 import type { ReconcileOutcome, SnapshotLookup } from '../reconcile/lookup.js';
 import { CallDeadline } from './deadline.js';
 import { LeaseLostError, OwnedRecord } from './owned.js';
-import { acquire } from './acquire.js';
+import { acquire, bounded } from './acquire.js';
 import type { Telemetry } from '../telemetry.js';
 
 /** What one attempt gets from the engine. */
@@ -263,8 +263,11 @@ export class Engine {
         }
       }
     } catch (error) {
-      // An abort rejects with signal.reason as given; our deliberate errors (OnceError) stand.
-      if (signal.aborted && (error === signal.reason || !isOnceError(error))) throw await this.abandon(owned, signal.reason);
+      // An abort rejects with signal.reason as given; our deliberate errors (OnceError) stand. A write
+      // given up on is abandoned once it lands (see `bounded`): its chain would hold this one.
+      if (signal.aborted && (error === signal.reason || !isOnceError(error))) {
+        throw this.abandoning.has(owned.rec.id) ? signal.reason : await this.abandon(owned, signal.reason);
+      }
       throw error;
     }
   }
@@ -337,13 +340,13 @@ export class Engine {
         // The claim opened attempt 1 (one durable write before the send, not two); a cancel that came
         // first closes it unsent — nothing left the process — and then cancels as before any send.
         if (spec.cancelSignal?.aborted === true || rec.cancelRequestedAt !== null) {
-          await this.closeUnsent(owned, 'cancelled before it was sent');
+          await this.closeUnsent(owned, 'cancelled before it was sent', deadline.signal);
           continue;
         }
         return this.sendOnce(owned, spec, deadline, n);
       }
       if (spec.cancelSignal?.aborted === true && rec.cancelRequestedAt === null) {
-        await owned.commit({ type: 'cancel' });
+        await this.early(owned, deadline.signal, { type: 'cancel' });
         continue;
       }
       if (rec.state === 'ambiguous') {
@@ -351,24 +354,38 @@ export class Engine {
         continue;
       }
       if (rec.cancelRequestedAt !== null) {
-        await owned.commit({ type: 'cancel' });
+        await this.early(owned, deadline.signal, { type: 'cancel' });
         continue;
       }
       return this.sendOnce(owned, spec, deadline, n);
     }
   }
 
-  /** Records the claim's open attempt as never sent (back to pending). */
-  private async closeUnsent(owned: OwnedRecord, reason: string): Promise<void> {
+  /** Records the open attempt as never sent (back to pending); under `signal` when given (see `early`). */
+  private closeUnsent(owned: OwnedRecord, reason: string, signal?: AbortSignal): Promise<unknown> {
     owned.unsentAttempt = false;
-    await owned.commit({ type: 'attempt_finished', class: 'not_sent', status: null, reason, result: null });
+    return this.early(owned, signal, { type: 'attempt_finished', class: 'not_sent', status: null, reason, result: null });
+  }
+
+  /**
+   * A write before the send, under the call's deadline and the caller's signal, as the claim's
+   * (`bounded`): given up on at an abort, abandoned when it lands. `opens`: it opens an attempt,
+   * which from then on is closed not_sent unless handed to the transport.
+   */
+  private early(owned: OwnedRecord, signal: AbortSignal | undefined, event: RecordEvent, opens = false): Promise<unknown> {
+    const write = (): Promise<unknown> => owned.commit(event).then(() => {
+      if (opens) owned.unsentAttempt = true;
+    });
+    return signal === undefined ? write() : bounded(this, owned.rec.id, signal, write, () => owned);
   }
 
   private async sendOnce(owned: OwnedRecord, spec: OperationSpec, deadline: CallDeadline, n: number): Promise<StepResult> {
     // The write that gates this send: already durable when the claim itself opened the attempt.
-    const started = owned.unsentAttempt ? owned.rec : await owned.commit({ type: 'attempt_started', attemptId: globalThis.crypto.randomUUID() });
+    if (!owned.unsentAttempt) await this.early(owned, deadline.signal, { type: 'attempt_started', attemptId: globalThis.crypto.randomUUID() }, true);
+    // Opened, not sent: after an abort it is closed not_sent (`abandon`), never sent with an aborted signal.
+    deadline.signal.throwIfAborted();
     owned.unsentAttempt = false;
-    const attempt = started.attempts.length;
+    const attempt = owned.rec.attempts.length;
     this.stats.attempts++;
     this.stats.attemptsPerOperation = this.stats.attempts / Math.max(1, this.stats.operationsExecuted);
     this.emit({ type: 'attempt_started', scope: spec.scope, at: this.opts.now(), attempt });
@@ -452,7 +469,7 @@ export class Engine {
       if (first.kind !== 'absent') return { ...first, settled: true, askedGeneration };
       // Settled against the record as it is now: a superseded owner's late response that landed
       // during the lookup moves the window (settledAt counts from it).
-      const current = (await this.opts.store.get(owned.rec.id)) ?? owned.rec;
+      const current = (await untilAborted(this.opts.store.get(owned.rec.id), deadline.signal)) ?? owned.rec;
       const settleAt = settledAt(current, this.opts.settleMs, this.opts.now());
       if (askedAt >= settleAt) return { ...first, settled: true, askedGeneration };
       // A provider that dedupes makes an early "absent" enough for a same-key resend, but not for a

@@ -253,6 +253,59 @@ describe('a store that stops answering before the send', () => {
     await owner.close();
   });
 
+  // Regression: the write that opens an attempt on a resumed record (attempt_started) was awaited
+  // without the deadline; when it landed, the transport was called with an aborted signal (recorded
+  // ambiguous although fetch never left) and a client.run effect ran after the deadline.
+  describe('the write that opens an attempt on a resumed record does not answer', () => {
+    const opening = (next: OperationRecord): boolean => next.state === 'in_flight';
+
+    it('client.fetch: DeadlineExceededError at deadlineMs, nothing sent; when it lands, the attempt is closed unsent', async () => {
+      const { store, holdCas, release } = stalling();
+      const busy = (async () => new Response('', { status: 503 })) as typeof globalThis.fetch;
+      await expect(client(busy, { store, retry: { maxAttempts: 1 } }).fetch(URL_ORDERS, { ...post, once: SCOPE })).rejects.toBeInstanceOf(RetriesExhaustedError);
+      let sends = 0;
+      // honours its signal as fetch does: an aborted signal sends nothing
+      const fetch = (async (_input: RequestInfo | URL, init?: RequestInit) => {
+        init?.signal?.throwIfAborted();
+        sends++;
+        return new Response('{"id":"o-1"}', { status: 201 });
+      }) as typeof globalThis.fetch;
+      const c = client(fetch, { store, retry: { deadlineMs: 200 } });
+      holdCas(opening);
+      const call = c.fetch(URL_ORDERS, { ...post, once: SCOPE }).catch((e: unknown) => e);
+      const early = await Promise.race([call, tick(1_000).then(() => 'still waiting after 1 s')]);
+      release();
+      await call;
+      expect(early).toBeInstanceOf(DeadlineExceededError);
+      await eventually(async () => (await c.get(SCOPE))?.lease === null);
+      expect(await c.get(SCOPE)).toMatchObject({ state: 'pending', attempts: [{ class: 'retryable' }, { class: 'not_sent', reason: 'aborted before it was sent' }] });
+      expect(sends).toBe(0);
+      expect((await c.fetch(URL_ORDERS, { ...post, once: SCOPE })).status).toBe(201);
+      expect(sends).toBe(1);
+    });
+
+    it("client.run: the caller's reason at once, the effect is never run with an aborted signal", async () => {
+      const { store, holdCas, release } = stalling();
+      const REF = { action: 'charge', ref: 'R-1' };
+      const c0 = client(never, { store, retry: { maxAttempts: 1 } });
+      await expect(c0.run(REF, async () => Promise.reject(Object.assign(new Error('busy'), { status: 503 })))).rejects.toBeInstanceOf(RetriesExhaustedError);
+      let runs = 0;
+      const c = client(never, { store });
+      holdCas(opening);
+      const caller = new AbortController();
+      const reason = new Error('caller gave up');
+      setTimeout(() => caller.abort(reason), 100);
+      const call = c.run({ ...REF, signal: caller.signal }, async () => (runs++, 'done')).catch((e: unknown) => e);
+      const early = await Promise.race([call, tick(1_000).then(() => 'still waiting after 1 s')]);
+      release();
+      await call;
+      expect(early).toBe(reason);
+      await eventually(async () => (await c.get(REF))?.lease === null);
+      expect(runs).toBe(0);
+      expect(await c.get(REF)).toMatchObject({ state: 'pending', attempts: [{ class: 'retryable' }, { class: 'not_sent' }] });
+    });
+  });
+
   // Regression: a claim that landed after its call gave up is abandoned in the background; a new call
   // of the same client read it first (in_flight, attempt 1 open, the lease in our own name) and took
   // it over as ambiguous: nothing sent, AmbiguousOutcomeError, the record stuck ambiguous.
