@@ -173,16 +173,19 @@ export class Engine {
       this.emit({ type: 'replay', scope: spec.scope, at: this.opts.now(), state: shared.record.state });
       return { ...shared, replayed: true };
     }
+    // from before the lock: the deadline bounds the wait for it too
+    const deadline = new CallDeadline(this.opts.retry.deadlineMs, this.opts.now(), spec.scope, spec.signal);
     const promise =
       this.exclusive === undefined
-        ? this.run(spec)
+        ? this.run(spec, deadline)
         : // one inFlightWaitMs for the lock and the lease together, counted from here
-          this.exclusive(id, () => this.run(spec, waitFrom), { signal: spec.signal, maxWaitMs: this.opts.inFlightWaitMs });
+          this.exclusive(id, () => this.run(spec, deadline, waitFrom), { signal: deadline.signal, maxWaitMs: this.opts.inFlightWaitMs });
     const running: Running = { fingerprint: spec.fingerprint, callerKey: spec.callerKey, signal: spec.signal, promise };
     this.inflight.set(id, running);
     try {
       return await promise;
     } finally {
+      deadline.dispose();
       if (this.inflight.get(id) === running) this.inflight.delete(id);
     }
   }
@@ -196,28 +199,23 @@ export class Engine {
     );
   }
 
-  private async run(spec: OperationSpec, waitFrom?: number): Promise<ExecuteResult> {
-    const deadline = new CallDeadline(this.opts.retry.deadlineMs, this.opts.now(), spec.scope, spec.signal);
-    try {
-      let passes = 0;
-      for (;;) {
-        // the lock's wait counts once: a later pass (after a lease loss) waits its own inFlightWaitMs
-        const got = await acquire(this, spec, deadline, passes++ === 0 ? waitFrom : undefined);
-        if (got.kind === 'replay') return this.finish(got.record, undefined, true);
-        try {
-          const done = await this.attempts(got.owned, spec, deadline);
-          return this.finish(done.record, done.live, false);
-        } catch (error) {
-          // Someone else now owns or finished the operation: start over and follow them.
-          if (error instanceof LeaseLostError) {
-            this.emit({ type: 'late_evidence', scope: spec.scope, at: this.opts.now(), detail: error.message });
-            continue;
-          }
-          throw error;
+  private async run(spec: OperationSpec, deadline: CallDeadline, waitFrom?: number): Promise<ExecuteResult> {
+    let passes = 0;
+    for (;;) {
+      // the lock's wait counts once: a later pass (after a lease loss) waits its own inFlightWaitMs
+      const got = await acquire(this, spec, deadline, passes++ === 0 ? waitFrom : undefined);
+      if (got.kind === 'replay') return this.finish(got.record, undefined, true);
+      try {
+        const done = await this.attempts(got.owned, spec, deadline);
+        return this.finish(done.record, done.live, false);
+      } catch (error) {
+        // Someone else now owns or finished the operation: start over and follow them.
+        if (error instanceof LeaseLostError) {
+          this.emit({ type: 'late_evidence', scope: spec.scope, at: this.opts.now(), detail: error.message });
+          continue;
         }
+        throw error;
       }
-    } finally {
-      deadline.dispose();
     }
   }
 

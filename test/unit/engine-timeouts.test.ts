@@ -113,8 +113,8 @@ describe('timers beyond the platform limit', () => {
 // Regression (adversarial run in Chromium): with Web Locks a waiting tab waited inFlightWaitMs for
 // the lock, then inFlightWaitMs again for the lease: twice the documented bound.
 describe('inFlightWaitMs with a cross-tab lock', () => {
-  it('bounds the lock wait and the lease wait together', async () => {
-    // one lock per name across both "tabs", held until released (the Web Locks contract)
+  /** Two "tabs" sharing one store and one lock per name, held until released (the Web Locks contract); tab A holds the scope's lock with a send that never ends. */
+  async function tabAHoldingTheLock(tabB: OnceClientOptions) {
     const held = new Map<string, Promise<void>>();
     const locks: LockManagerLike = {
       request: async (name, options, callback) => {
@@ -135,15 +135,28 @@ describe('inFlightWaitMs with a cross-tab lock', () => {
     const store = memoryStore();
     const platform = { store: () => store, fetch: () => never as typeof globalThis.fetch, exclusive: webLocks(locks) };
     const tabA = createClientWith({ store, fetch: () => never<Response>(), random: () => 0, retry: { attemptTimeoutMs: 60_000, budget: false } }, platform);
-    const tabB = createClientWith({ store, fetch: () => never<Response>(), inFlightWaitMs: 400, random: () => 0, retry: { budget: false } }, platform);
     void tabA.fetch(URL_ORDERS, { ...post, once: SCOPE }).catch(() => undefined);
-    while ((await tabA.get(SCOPE))?.state !== 'in_flight') await new Promise((r) => setTimeout(r, 5));
+    while ((await tabA.get(SCOPE))?.state !== 'in_flight') await tick(5);
+    return createClientWith({ store, fetch: () => never<Response>(), random: () => 0, ...tabB, retry: { budget: false, ...tabB.retry } }, platform);
+  }
+
+  it('bounds the lock wait and the lease wait together', async () => {
+    const tabB = await tabAHoldingTheLock({ inFlightWaitMs: 400 });
     const started = Date.now();
     const error = await tabB.fetch(URL_ORDERS, { ...post, once: SCOPE }).catch((e: unknown) => e);
     const waited = Date.now() - started;
     expect(error).toBeInstanceOf(OperationInFlightError);
     expect(waited).toBeGreaterThanOrEqual(390);
     expect(waited).toBeLessThan(720); // twice the bound would be 800
+  });
+
+  // Regression: the call's deadline began once the lock was held; deadlineMs 200 ended after inFlightWaitMs (1.5 s).
+  it('deadlineMs bounds the wait for the lock', async () => {
+    const tabB = await tabAHoldingTheLock({ inFlightWaitMs: 1_500, retry: { deadlineMs: 200 } });
+    const started = Date.now();
+    const error = await tabB.fetch(URL_ORDERS, { ...post, once: SCOPE }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(DeadlineExceededError);
+    expect(Date.now() - started).toBeLessThan(700);
   });
 });
 
