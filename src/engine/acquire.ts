@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { untilAborted } from '../backoff/sleep.js';
+import { sleep, untilAborted } from '../backoff/sleep.js';
 import { OperationInFlightError } from '../errors.js';
 import { applyEvent, isTerminal, newRecord, recordId } from '../operation/record.js';
 import type { OperationRecord } from '../operation/record.js';
@@ -24,9 +24,19 @@ export async function acquire(engine: Engine, spec: OperationSpec, deadline: Cal
   const waitStartedAt = waitFrom ?? now();
   for (;;) {
     // A write of an earlier call of this id that gave up may still land (see `bounded`): until it is
-    // abandoned, its attempt would read as ours, opened, perhaps sent; wait for that first.
+    // abandoned, its attempt would read as ours, opened, perhaps sent; wait for that first, until the
+    // lease it wrote would have expired (a store that never answers must not hold the id for good:
+    // compare-and-set keeps going on safe; the attempt then reads as possibly sent, reconciled first).
     const abandoning = engine.abandoning.get(id);
-    if (abandoning !== undefined) await untilAborted(abandoning, deadline.signal);
+    if (abandoning !== undefined) {
+      const cap = new AbortController();
+      try {
+        await untilAborted(Promise.race([abandoning.done, sleep(abandoning.until - now(), cap.signal)]), deadline.signal);
+      } finally {
+        cap.abort();
+      }
+      if (engine.abandoning.get(id) === abandoning) engine.abandoning.delete(id);
+    }
     const claimedAt = now();
     const fresh = newRecord({
       scope: spec.scope,
@@ -101,10 +111,11 @@ export function bounded<T>(engine: Engine, id: string, signal: AbortSignal, writ
         const owned = landed(value);
         return owned && engine.abandon(owned, error);
       };
-      const done = pending.then(abandon, () => abandon()).catch(() => undefined).finally(() => {
-        if (engine.abandoning.get(id) === done) engine.abandoning.delete(id);
+      const entry = { done: pending.then(abandon, () => abandon()).catch(() => undefined), until: engine.opts.now() + engine.opts.leaseMs };
+      void entry.done.finally(() => {
+        if (engine.abandoning.get(id) === entry) engine.abandoning.delete(id);
       });
-      engine.abandoning.set(id, done);
+      engine.abandoning.set(id, entry);
     }
     throw error;
   });

@@ -113,8 +113,8 @@ interface Running {
 export class Engine {
   readonly stats: OnceStats = emptyStats();
   private readonly inflight = new Map<string, Running>();
-  /** by record id: the abandon of a write given up on before the send, pending until it lands (see `bounded`) */
-  readonly abandoning = new Map<string, Promise<unknown>>();
+  /** by record id: the abandon of a write given up on before the send, pending until it lands (see `bounded`), and until when a call waits for it */
+  readonly abandoning = new Map<string, { done: Promise<unknown>; until: number }>();
 
   /**
    * @param exclusive optional: runs one record's execution exclusively across
@@ -382,11 +382,12 @@ export class Engine {
     if (!owned.unsentAttempt) await this.early(owned, deadline.signal, { type: 'attempt_started', attemptId: globalThis.crypto.randomUUID() }, true);
     // Opened, not sent: after an abort it is closed not_sent (`abandon`), never sent with an aborted signal.
     deadline.signal.throwIfAborted();
-    owned.unsentAttempt = false;
     const attempt = owned.rec.attempts.length;
     this.stats.attempts++;
     this.stats.attemptsPerOperation = this.stats.attempts / Math.max(1, this.stats.operationsExecuted);
     this.emit({ type: 'attempt_started', scope: spec.scope, at: this.opts.now(), attempt });
+    deadline.signal.throwIfAborted(); // a listener may have aborted the call
+    owned.unsentAttempt = false;
     const outcome = await this.sendWithLease(owned, spec, deadline, attempt);
     const c = outcome.classification;
     if (c.class === 'ambiguous') this.stats.ambiguous++;

@@ -386,6 +386,35 @@ describe('a store that stops answering before the send', () => {
       expect(sent.n).toBe(1);
     });
   });
+
+  it('a gating write that never answers holds the record for this client only until its lease would have expired', async () => {
+    const { store, holdCas } = stalling();
+    const busy = (async () => new Response('', { status: 503 })) as typeof globalThis.fetch;
+    await expect(client(busy, { store, retry: { maxAttempts: 1 } }).fetch(URL_ORDERS, { ...post, once: SCOPE })).rejects.toBeInstanceOf(RetriesExhaustedError);
+    let sends = 0;
+    const ok = (async () => (sends++, new Response('{"id":"o-1"}', { status: 201 }))) as typeof globalThis.fetch;
+    const c = client(ok, { store, leaseMs: 200, retry: { deadlineMs: 150 } });
+    let lost = false; // the first attempt_started write of the resumed record is lost: it never answers
+    holdCas((next) => next.state === 'in_flight' && !lost && (lost = true));
+    await expect(c.fetch(URL_ORDERS, { ...post, once: SCOPE })).rejects.toBeInstanceOf(DeadlineExceededError);
+    await tick(250); // that write's lease has expired
+    const res = await c.fetch(URL_ORDERS, { ...post, once: SCOPE });
+    expect(res.status).toBe(201);
+    expect(sends).toBe(1);
+  });
+
+  it("an onEvent listener that aborts the call at attempt_started: nothing is sent, the attempt is closed not_sent", async () => {
+    let sends = 0;
+    const abort = new AbortController();
+    const c = client((async () => (sends++, new Response('{}', { status: 201 }))) as typeof globalThis.fetch, {
+      onEvent: (e) => {
+        if (e.type === 'attempt_started') abort.abort(new Error('caller gave up'));
+      },
+    });
+    await expect(c.fetch(URL_ORDERS, { ...post, signal: abort.signal, once: SCOPE })).rejects.toThrow('caller gave up');
+    expect(sends).toBe(0);
+    expect(await c.get(SCOPE)).toMatchObject({ state: 'pending', lease: null, attempts: [{ class: 'not_sent' }] });
+  });
 });
 
 describe('clock skew between owners', () => {
