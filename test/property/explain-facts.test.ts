@@ -32,6 +32,7 @@ import { factsOf } from '../../src/explain/facts.js';
 import type { ExplainPolicy } from '../../src/explain/types.js';
 import { IllegalTransitionError, applyEvent, deliveryUnresolved, isTerminal, lateDeliveryUnsettled, lateSuccess, newRecord } from '../../src/operation/record.js';
 import type { AttemptRecord, EvidenceRecord, OperationRecord, RecordEvent, ResultSnapshot } from '../../src/operation/record.js';
+import { explainPolicy } from '../helpers/explain-policy.js';
 
 const T0 = 1_900_000_000_000;
 const DAY = 24 * 3600 * 1000;
@@ -164,17 +165,7 @@ function reached(steps: { owner: (typeof OWNERS)[number]; event: EventSpec }[]):
   return out;
 }
 
-function policy(rec: OperationRecord, over: Partial<ExplainPolicy> = {}): ExplainPolicy {
-  return {
-    retry: { maxAttempts: 5, baseDelayMs: 200, maxDelayMs: 10_000, attemptTimeoutMs: 30_000, deadlineMs: 120_000, maxRetryAfterMs: 60_000, jitter: 'full' },
-    retentionMs: DAY,
-    providerRetentionMs: DAY,
-    providerDedupes: false,
-    lookupRegistered: false,
-    now: rec.updatedAt,
-    ...over,
-  };
-}
+const policy = (rec: OperationRecord, over: Partial<ExplainPolicy> = {}): ExplainPolicy => explainPolicy(rec.updatedAt, over);
 
 /** Plan lines that send, or have a call send (a pending record with a cancel requested sends nothing more). */
 const SENDS = /to send it|^Call again|key \S+ is resent|the next call (sends|resends)|a call resends/m;

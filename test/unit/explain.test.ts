@@ -10,6 +10,7 @@ import type { DiagnosisCode, ExplainPolicy, Explanation } from '../../src/explai
 import { applyEvent, isTerminal, lateDeliveryUnsettled, newRecord, recordId } from '../../src/operation/record.js';
 import type { OperationRecord, OperationState, RecordEvent, RecordedClass, ResultSnapshot } from '../../src/operation/record.js';
 import { createClient, memoryStore } from '../../src/index.js';
+import { explainPolicy } from '../helpers/explain-policy.js';
 
 const T0 = 1_700_000_000_000;
 const DAY = 24 * 3600 * 1000;
@@ -56,17 +57,7 @@ class Rec {
   }
 }
 
-function policy(over: Partial<ExplainPolicy> = {}): ExplainPolicy {
-  return {
-    retry: { maxAttempts: 5, baseDelayMs: 200, maxDelayMs: 10_000, attemptTimeoutMs: 30_000, deadlineMs: 120_000, maxRetryAfterMs: 60_000, jitter: 'full' },
-    retentionMs: DAY,
-    providerRetentionMs: DAY,
-    providerDedupes: false,
-    lookupRegistered: false,
-    now: T0 + 1_000,
-    ...over,
-  };
-}
+const policy = (over: Partial<ExplainPolicy> = {}): ExplainPolicy => explainPolicy(T0 + 1_000, over);
 
 interface Row {
   name: string;
@@ -522,23 +513,28 @@ describe('succeeded through a lookup after a late success', () => {
   });
 });
 
+/**
+ * The race the README leaves open: A sends; B takes over, its lookup says absent, B sends again;
+ * A's `late` outcome (a success or an ambiguous end) lands before or after B's own outcome `b`.
+ */
+function race(late: RecordEvent, b: 'success' | 'ambiguous', lateFirst: boolean): Rec {
+  const r = new Rec().start();
+  r.t += LEASE_MS;
+  r.on({ type: 'acquire', owner: B, leaseExpiresAt: r.t + LEASE_MS }, B).on({ type: 'lookup_absent', detail: 'lookup reported no such operation', askedGeneration: r.rec.generation }, B);
+  r.start(B);
+  if (lateFirst) r.on(late, A);
+  r.on({ type: 'attempt_finished', class: b, status: b === 'success' ? 201 : null, reason: b === 'success' ? 'status 201' : 'headers timeout', result: b === 'success' ? snapshot(201) : null }, B);
+  if (!lateFirst) r.on(late, A);
+  return r;
+}
+
 // Regression: a superseded owner's late success beside another attempt that acted too (the race the
 // README leaves open: a new owner's resend already on the wire when the stalled send lands; the
 // engine's own sequence in test/e2e/explain-truth.test.ts). explain said effects 'unknown' but
 // "Nothing to do", with no escalation: at a provider that ignores keys that is two effects.
 describe("a superseded owner's late success beside another attempt that acted (possible duplicate)", () => {
   const late201: RecordEvent = { type: 'evidence', kind: 'late_response', detail: 'late success outcome (status 201) from a superseded owner', status: 201, reopen: true };
-  /** A sends; B takes over, its lookup says absent, B sends again; A's late 201 lands before or after B's own outcome. */
-  function raced(b: 'success' | 'ambiguous', lateFirst: boolean): Rec {
-    const r = new Rec().start();
-    r.t += LEASE_MS;
-    r.on({ type: 'acquire', owner: B, leaseExpiresAt: r.t + LEASE_MS }, B).on({ type: 'lookup_absent', detail: 'lookup reported no such operation', askedGeneration: r.rec.generation }, B);
-    r.start(B);
-    if (lateFirst) r.on(late201, A);
-    r.on({ type: 'attempt_finished', class: b, status: b === 'success' ? 201 : null, reason: b === 'success' ? 'status 201' : 'headers timeout', result: b === 'success' ? snapshot(201) : null }, B);
-    if (!lateFirst) r.on(late201, A);
-    return r;
-  }
+  const raced = (b: 'success' | 'ambiguous', lateFirst: boolean): Rec => race(late201, b, lateFirst);
 
   it.each([true, false])('its own 201 (late 201 first: %s): escalated, low confidence, effects unknown, no "nothing to do"', (lateFirst) => {
     const r = raced('success', lateFirst);
@@ -672,17 +668,7 @@ describe('contradictory evidence: advice that acts', () => {
 // ignores keys, two effects. (The engine's sequence: test/e2e/explain-truth.test.ts.)
 describe("a superseded owner's late ambiguous end beside another attempt that may have acted (possible duplicate)", () => {
   const lateAmbiguous: RecordEvent = { type: 'evidence', kind: 'late_response', detail: 'late ambiguous outcome (TimeoutError) from a superseded owner', status: null, reopen: true };
-  /** A sends; B takes over, its lookup says absent, B sends again; A's attempt ends ambiguous late, before or after B's outcome. */
-  function raced(b: 'success' | 'ambiguous', lateFirst: boolean): Rec {
-    const r = new Rec().start();
-    r.t += LEASE_MS;
-    r.on({ type: 'acquire', owner: B, leaseExpiresAt: r.t + LEASE_MS }, B).on({ type: 'lookup_absent', detail: 'lookup reported no such operation', askedGeneration: r.rec.generation }, B);
-    r.start(B);
-    if (lateFirst) r.on(lateAmbiguous, A);
-    r.on({ type: 'attempt_finished', class: b, status: b === 'success' ? 201 : null, reason: b === 'success' ? 'status 201' : 'headers timeout', result: b === 'success' ? snapshot(201) : null }, B);
-    if (!lateFirst) r.on(lateAmbiguous, A);
-    return r;
-  }
+  const raced = (b: 'success' | 'ambiguous', lateFirst: boolean): Rec => race(lateAmbiguous, b, lateFirst);
 
   it.each([true, false])('its own 201 (late end first: %s): escalated, low confidence, effects unknown, "1 or 2"', (lateFirst) => {
     const r = raced('success', lateFirst);
