@@ -291,11 +291,17 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
       }
     });
 
-  const rowsInStates = (states: readonly OperationState[] | undefined): Promise<unknown[]> =>
+  /** [key, row] pairs: a row is read as the record of the key it is filed under, as `get` reads it. */
+  const rowsInStates = (states: readonly OperationState[] | undefined): Promise<[IDBValidKey, unknown][]> =>
     useStore('readonly', (store) => {
-      if (states === undefined) return promisifyRequest(store.getAll());
+      // Both lists come in the same order (index key, then primary key), in one transaction.
+      const entries = (source: IDBObjectStore | IDBIndex, s?: OperationState): Promise<[IDBValidKey, unknown][]> =>
+        Promise.all([promisifyRequest(source.getAllKeys(s)), promisifyRequest(source.getAll(s))]).then(([keys, rows]) =>
+          keys.map((key, i) => [key, rows[i]]),
+        );
+      if (states === undefined) return entries(store);
       const index = store.index(STATE_INDEX);
-      return Promise.all(states.map((s) => promisifyRequest(index.getAll(s)))).then((lists) => lists.flat());
+      return Promise.all(states.map((s) => entries(index, s))).then((lists) => lists.flat());
     });
 
   return {
@@ -339,15 +345,15 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
       return guard('list', 'listing records', async () => {
         const q = resolveListQuery(query);
         const rows = await rowsInStates(q.states);
-        const matches: Row[] = [];
-        for (const row of rows) {
+        const matches: [string, Row][] = [];
+        for (const [key, row] of rows) {
           if (!isRow(row)) throw new StoreError(`${name}: a stored row is not an oncefetch row`);
           if (q.tenant !== undefined && row.tenant !== q.tenant) continue;
           if (q.leaseExpiredBefore !== undefined && row.leaseExpiresAt !== null && !(row.leaseExpiresAt < q.leaseExpiredBefore)) continue;
-          matches.push(row);
+          matches.push([String(key), row]);
         }
-        matches.sort((a, b) => a.updatedAt - b.updatedAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-        return matches.slice(0, q.limit).map((row) => read(row, row.id));
+        matches.sort(([a, x], [b, y]) => x.updatedAt - y.updatedAt || (a < b ? -1 : a > b ? 1 : 0));
+        return matches.slice(0, q.limit).map(([key, row]) => read(row, key));
       });
     },
 

@@ -179,6 +179,22 @@ describe('indexedDbStore', () => {
     await deleteIdb(dbName);
   });
 
+  // Regression (review): list() decoded a row by the id it carries, not the key it is filed under, so
+  // a copy of record A under B's key listed as A, twice; get(B) already rejected it.
+  it('a row filed under another record\'s key is a StoreError for list too, as for get', async () => {
+    const dbName = freshDbName();
+    const store = indexedDbStore({ dbName });
+    const a = sample();
+    const b = sample();
+    await store.claim(a);
+    const { id, generation, state, tenant, expiresAt, updatedAt } = a;
+    await putRawRow(dbName, 'records', b.id, { id, data: JSON.stringify(a), generation, state, tenant, leaseExpiresAt: a.lease?.expiresAt ?? null, expiresAt, updatedAt });
+    expect((await storeError(store.get(b.id))).message).toMatch(/another id/);
+    expect((await storeError(store.list())).message).toMatch(/another id/);
+    await store.close();
+    await deleteIdb(dbName);
+  });
+
   it('a database of the same name without our object store is a StoreError naming the store', async () => {
     const dbName = freshDbName();
     await new Promise<void>((resolve, reject) => {
