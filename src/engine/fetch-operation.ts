@@ -75,15 +75,20 @@ async function plain(input: RequestInfo | URL, init: OnceRequestInit | undefined
   const rest: Record<string, unknown> = {};
   if (input instanceof Request) {
     for (const name of PASSTHROUGH) if (name in input) rest[name] = (input as unknown as Record<string, unknown>)[name];
-    const headers = new Headers(input.headers);
-    if (init?.headers !== undefined) new Headers(init.headers).forEach((v, k) => headers.set(k, v));
+    const headers = copyHeaders(input.headers);
+    if (init?.headers !== undefined) copyHeaders(init.headers).forEach((v, k) => headers.set(k, v));
     const body = init?.body !== undefined ? init.body : input.body === null ? undefined : new Uint8Array(await input.clone().arrayBuffer());
     copyRest(init, rest);
     return { url: input.url, method: (init?.method ?? input.method).toUpperCase(), headers, body, signal: init?.signal ?? input.signal, rest };
   }
   copyRest(init, rest);
   const url = input instanceof URL ? input.href : String(input);
-  return { url, method: (init?.method ?? 'GET').toUpperCase(), headers: new Headers(init?.headers), body: init?.body, signal: init?.signal ?? undefined, rest };
+  return { url, method: (init?.method ?? 'GET').toUpperCase(), headers: copyHeaders(init?.headers), body: init?.body, signal: init?.signal ?? undefined, rest };
+}
+
+/** Headers copied entry by entry: a Headers class patched by a test tool (msw) copies another Headers only in part. */
+function copyHeaders(headers: HeadersInit | undefined): Headers {
+  return new Headers(headers instanceof Headers ? [...headers] : headers);
 }
 
 function copyRest(init: OnceRequestInit | undefined, rest: Record<string, unknown>): void {

@@ -97,4 +97,21 @@ describe('msw edge', () => {
     expect(seen.bodies).toEqual([body, body]);
     expect(seen.orders).toHaveLength(1);
   });
+
+  // Regression (review): msw replaces the global Headers with a class that, given another Headers,
+  // copies only what it recorded itself: a Request's Authorization never reached the provider.
+  it("client.wrap() with a Request sends the Request's own headers", async () => {
+    const headers: [string, string][][] = [];
+    server.use(
+      http.post(`${API}/echo`, ({ request }) => {
+        headers.push([...request.headers].filter(([name]) => name !== 'idempotency-key'));
+        return HttpResponse.json({ ok: true }, { status: 201 });
+      }),
+    );
+    const request = () => new Request(`${API}/echo`, { method: 'POST', headers: { authorization: 'Bearer t', 'x-trace': 't1' }, body: 'hello' });
+    expect((await fetch(request())).status).toBe(201);
+    expect((await makeClient().wrap()(request())).status).toBe(201);
+    expect(headers[1]).toEqual(headers[0]);
+    expect(headers[1]).toContainEqual(['authorization', 'Bearer t']);
+  });
 });
