@@ -28,7 +28,7 @@ export type {
   HandoffRetention,
   HandoffRetryPolicy,
 } from './explain/types.js';
-export type { ClaimResult, CompareAndSetResult, ListQuery, OnceStore } from './stores/contract.js';
+export type { ClaimResult, CompareAndSetResult, CorruptRow, ListQuery, OnceStore } from './stores/contract.js';
 export type {
   AttemptRecord,
   EvidenceRecord,

@@ -12,6 +12,7 @@ import type { Engine } from '../engine/execute.js';
 import { responseLookup } from '../engine/fetch-operation.js';
 import { applyEvent } from '../operation/record.js';
 import type { OperationRecord, Scope } from '../operation/record.js';
+import type { CorruptRow } from '../stores/contract.js';
 import { reconcile, settledAt } from './lookup.js';
 
 /**
@@ -34,8 +35,12 @@ export interface RecoveryReport {
   stillAmbiguous: Scope[];
   /** re-sent by recover itself; always empty, since request bodies are not stored */
   resent: Scope[];
-  /** operations that could not be examined, with the reason */
-  errors: { scope: Scope; message: string }[];
+  /**
+   * records that could not be examined, with the reason: `id` is the record's id; `scope` is
+   * undefined only for a row whose id names no scope (one not written by oncefetch). A row that
+   * is not a valid record is reported here (a `StoreError`'s message) and left as it is, never resent.
+   */
+  errors: { id: string; scope: Scope | undefined; message: string }[];
 }
 
 /**
@@ -68,6 +73,20 @@ function scopeOf(r: OperationRecord): Scope {
   return { tenant: r.tenant, action: r.action, ref: r.ref };
 }
 
+/** The scope a record id names (ids are `recordId(scope)`), or undefined for an id that names none. */
+function scopeOfId(id: string): Scope | undefined {
+  try {
+    const parts: unknown = JSON.parse(id);
+    if (Array.isArray(parts) && parts.length === 3 && parts.every((p) => typeof p === 'string')) {
+      const [tenant, action, ref] = parts as [string, string, string];
+      return { tenant, action, ref };
+    }
+  } catch {
+    // not JSON: not an id oncefetch wrote
+  }
+  return undefined;
+}
+
 /** Reconciles stale `in_flight`/`ambiguous` records. */
 export async function recover(engine: Engine, options: RecoverOptions = {}): Promise<RecoveryReport> {
   const { store, now, leaseMs, lookups } = engine.opts;
@@ -79,7 +98,9 @@ export async function recover(engine: Engine, options: RecoverOptions = {}): Pro
   // provider may hold an order this one's lookup calls absent.
   const tenant = options.tenant ?? engine.opts.tenant;
   if (typeof tenant !== 'string' || tenant === '') throw new TypeError('client.recover: option "tenant" must be a non-empty string');
-  const stale = await store.list({ states: ['in_flight', 'ambiguous'], leaseExpiredBefore: now(), tenant, limit: options.limit ?? 100 });
+  // A row that is not a valid record is reported, not settled: the others still are.
+  const onCorrupt = ({ id, error }: CorruptRow): void => void report.errors.push({ id, scope: scopeOfId(id), message: error.message });
+  const stale = await store.list({ states: ['in_flight', 'ambiguous'], leaseExpiredBefore: now(), tenant, limit: options.limit ?? 100, onCorrupt });
   const signal = options.signal ?? new AbortController().signal;
   for (const found of stale) {
     signal.throwIfAborted();
@@ -130,7 +151,7 @@ export async function recover(engine: Engine, options: RecoverOptions = {}): Pro
     } catch (error) {
       if (signal.aborted) throw signal.reason;
       const message = error instanceof LeaseLostError ? 'taken by another owner meanwhile' : error instanceof Error ? error.message : String(error);
-      report.errors.push({ scope, message });
+      report.errors.push({ id: found.id, scope, message });
     }
   }
   return report;

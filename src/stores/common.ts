@@ -100,6 +100,7 @@ export interface ResolvedListQuery {
   leaseExpiredBefore: number | undefined;
   tenant: string | undefined;
   limit: number;
+  onCorrupt: ListQuery['onCorrupt'];
 }
 
 const STATES: ReadonlySet<string> = new Set(['pending', 'in_flight', 'ambiguous', 'succeeded', 'failed', 'cancelled']);
@@ -121,7 +122,28 @@ export function resolveListQuery(query: ListQuery | undefined): ResolvedListQuer
   if (q.tenant !== undefined && typeof q.tenant !== 'string') throw new TypeError('list: tenant must be a string');
   const limit = q.limit ?? DEFAULT_LIST_LIMIT;
   if (!Number.isSafeInteger(limit) || limit < 0) throw new RangeError('list: limit must be a non-negative integer');
-  return { states, leaseExpiredBefore: q.leaseExpiredBefore, tenant: q.tenant, limit };
+  if (q.onCorrupt !== undefined && typeof q.onCorrupt !== 'function') throw new TypeError('list: onCorrupt must be a function');
+  return { states, leaseExpiredBefore: q.leaseExpiredBefore, tenant: q.tenant, limit, onCorrupt: q.onCorrupt };
+}
+
+/**
+ * Reads the rows a list selected, in order. A row that is not a valid record rejects the list,
+ * or, when the query has `onCorrupt`, is passed to it with its id and left out.
+ */
+export function readListed<Row>(rows: readonly Row[], q: ResolvedListQuery, idOf: (row: Row) => string, read: (row: Row) => OperationRecord): OperationRecord[] {
+  const records: OperationRecord[] = [];
+  for (const row of rows) {
+    let record: OperationRecord;
+    try {
+      record = read(row);
+    } catch (error) {
+      if (q.onCorrupt === undefined || !(error instanceof StoreError)) throw error;
+      q.onCorrupt({ id: idOf(row), error });
+      continue;
+    }
+    records.push(record);
+  }
+  return records;
 }
 
 /** Validates the `now` of `purge`. */

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import type { StoreError } from '../errors.js';
 import type { OperationRecord, OperationState } from '../operation/record.js';
 
 /**
@@ -41,6 +42,21 @@ export interface ClaimResult {
 export type CompareAndSetResult = { ok: true } | { ok: false; current: OperationRecord | undefined };
 
 /**
+ * A row {@link OnceStore.list} found but could not read as a record (see {@link ListQuery.onCorrupt}).
+ *
+ * @example
+ * ```ts
+ * await store.list({ onCorrupt: ({ id, error }) => console.warn(`unreadable record ${id}: ${error.message}`) })
+ * ```
+ */
+export interface CorruptRow {
+  /** the key the row is stored under */
+  id: string;
+  /** the error `get(id)` rejects with */
+  error: StoreError;
+}
+
+/**
  * Filter of {@link OnceStore.list}; omitted fields do not filter.
  *
  * @example
@@ -57,6 +73,13 @@ export interface ListQuery {
   tenant?: string | undefined;
   /** at most this many, oldest `updatedAt` first @default 100 */
   limit?: number | undefined;
+  /**
+   * Called with each row the filters select that cannot be read as a record (a `StoreError`,
+   * as `get` would reject with), which is then left out instead of rejecting the whole list.
+   * Such a row keeps its place in the order and counts toward `limit`. A store that does not
+   * know this option keeps rejecting. @default undefined (a corrupt row rejects the list)
+   */
+  onCorrupt?: ((row: CorruptRow) => void) | undefined;
 }
 
 /**
@@ -67,7 +90,8 @@ export interface ListQuery {
  * - `compareAndSet` replaces the record only when the stored `generation`
  *   equals `expectedGeneration`; `next.generation` is always greater.
  * - Everything read back is validated (`parseRecord`); a corrupt row rejects
- *   with `StoreError`, never resolves as absent.
+ *   with `StoreError`, never resolves as absent (`list` passes it to
+ *   `onCorrupt` instead, when the query gives one).
  * - A promise that resolves means the write is as durable as the store
  *   promises (SQLite: committed; PostgreSQL: committed).
  *

@@ -34,6 +34,7 @@ import {
   closedError,
   decodeRecord,
   encodeRecord,
+  readListed,
   resolveListQuery,
   type RecordColumns,
 } from './common.js';
@@ -345,15 +346,16 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
       return guard('list', 'listing records', async () => {
         const q = resolveListQuery(query);
         const rows = await rowsInStates(q.states);
-        const matches: [string, Row][] = [];
+        const matches: [string, unknown][] = [];
         for (const [key, row] of rows) {
-          if (!isRow(row)) throw new StoreError(`${name}: a stored row is not an oncefetch row`);
-          if (q.tenant !== undefined && row.tenant !== q.tenant) continue;
-          if (q.leaseExpiredBefore !== undefined && row.leaseExpiresAt !== null && !(row.leaseExpiresAt < q.leaseExpiredBefore)) continue;
+          // A row that is not ours cannot be filtered: it is listed first, and reading it rejects.
+          if (isRow(row) && q.tenant !== undefined && row.tenant !== q.tenant) continue;
+          if (isRow(row) && q.leaseExpiredBefore !== undefined && row.leaseExpiresAt !== null && !(row.leaseExpiresAt < q.leaseExpiredBefore)) continue;
           matches.push([String(key), row]);
         }
-        matches.sort(([a, x], [b, y]) => x.updatedAt - y.updatedAt || (a < b ? -1 : a > b ? 1 : 0));
-        return matches.slice(0, q.limit).map(([key, row]) => read(row, key));
+        const at = (row: unknown): number => (isRow(row) ? row.updatedAt : -Infinity);
+        matches.sort(([a, x], [b, y]) => at(x) - at(y) || (a < b ? -1 : a > b ? 1 : 0));
+        return readListed(matches.slice(0, q.limit), q, ([key]) => key, ([key, row]) => read(row, key));
       });
     },
 

@@ -17,6 +17,7 @@ import {
   closedError,
   decodeRecord,
   encodeRecord,
+  readListed,
   resolveListQuery,
   type RecordColumns,
 } from './common.js';
@@ -98,7 +99,7 @@ export function memoryStore(): OnceStore {
         matches.push(row);
       }
       matches.sort((a, b) => a.updatedAt - b.updatedAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-      return matches.slice(0, q.limit).map(read);
+      return readListed(matches.slice(0, q.limit), q, (row) => row.id, read);
     },
 
     async purge(now: number): Promise<number> {

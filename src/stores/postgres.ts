@@ -23,6 +23,7 @@ import {
   closedError,
   decodeRecord,
   encodeRecord,
+  readListed,
   resolveListQuery,
   type RecordColumns,
 } from './common.js';
@@ -341,11 +342,9 @@ export function postgresStore(options: PostgresStoreOptions): OnceStore {
       const text = `SELECT id, generation, state, tenant, expires_at, data FROM ${n.records}
                     ${where.length === 0 ? '' : `WHERE ${where.join(' AND ')}`}
                     ORDER BY updated_at ASC, id ASC LIMIT $${params.push(q.limit)}`;
-      return run('list', 'listing records', async (pool) => {
-        const { rows } = await pool.query(text, params);
-        // The tenant column cannot tell apart tenants that differ only in a lone surrogate: the record decides.
-        return (rows as RecordRow[]).map(read).filter((r) => q.tenant === undefined || r.tenant === q.tenant);
-      });
+      const { rows } = await run('list', 'listing records', (pool) => pool.query(text, params));
+      // The tenant column cannot tell apart tenants that differ only in a lone surrogate: the record decides.
+      return readListed(rows as RecordRow[], q, (row) => row.id, read).filter((r) => q.tenant === undefined || r.tenant === q.tenant);
     },
 
     async purge(now: number): Promise<number> {

@@ -28,6 +28,7 @@ import {
   closedError,
   decodeRecord,
   encodeRecord,
+  readListed,
   resolveListQuery,
   type RecordColumns,
   type ResolvedListQuery,
@@ -259,14 +260,14 @@ export function sqliteStore(options: SqliteStoreOptions): OnceStore {
       if (closed) throw closedError(name, 'list');
       const q = resolveListQuery(query);
       if (q.states !== undefined && q.states.length === 0) return [];
-      return guard('list', 'listing records', () => {
+      const rows = guard('list', 'listing records', () => {
         const params: unknown[] = [...(q.states ?? [])];
         if (q.leaseExpiredBefore !== undefined) params.push(q.leaseExpiredBefore);
         if (q.tenant !== undefined) params.push(q.tenant);
         params.push(q.limit);
-        const rows = listStatement(db, statements.list, q).all(...params) as RecordRow[];
-        return rows.map(read);
+        return listStatement(db, statements.list, q).all(...params) as RecordRow[];
       });
+      return readListed(rows, q, (row) => row.id, read);
     },
 
     async purge(now: number): Promise<number> {

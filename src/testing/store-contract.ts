@@ -21,7 +21,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isOnceError } from '../errors.js';
-import type { OnceStore } from '../stores/contract.js';
+import type { CorruptRow, OnceStore } from '../stores/contract.js';
 import { DEFAULT_LIST_LIMIT } from '../stores/contract.js';
 import {
   applyEvent,
@@ -410,6 +410,30 @@ export function describeStoreContract(name: string, factory: StoreContractFactor
         const next = applyEvent(r, { type: 'release' }, 1_000, OWNER);
         await storeError(store.compareAndSet(r.id, r.generation - 1, next));
         expect(await store.get(bystander.id)).toEqual(bystander);
+      });
+
+      it(`list with onCorrupt: a row holding ${label} is reported by id with its StoreError, the others listed`, async () => {
+        const r = record({ ref: 'victim' });
+        const bystander = record({ ref: 'bystander', now: 500 });
+        const younger = record({ ref: 'younger', now: 2_000 });
+        for (const x of [bystander, r, younger]) await store.claim(x);
+        await subject.corrupt(r.id, raw(r));
+
+        const reported: CorruptRow[] = [];
+        const onCorrupt = (row: CorruptRow): void => void reported.push(row);
+        expect(await store.list({ onCorrupt })).toEqual([bystander, younger]);
+        expect(reported.map((row) => row.id)).toEqual([r.id]);
+        expect(isOnceError(reported[0]?.error) && reported[0]?.error.code === 'STORE_ERROR').toBe(true);
+        // the corrupt row keeps its place in the order and counts toward the limit
+        reported.length = 0;
+        expect(await store.list({ states: ['pending'], limit: 2, onCorrupt })).toEqual([bystander]);
+        expect(reported.map((row) => row.id)).toEqual([r.id]);
+        reported.length = 0;
+        expect(await store.list({ limit: 1, onCorrupt })).toEqual([bystander]);
+        expect(reported).toEqual([]);
+        // without onCorrupt the list still rejects as a whole; get still rejects
+        await storeError(store.list());
+        await storeError(store.get(r.id));
       });
     }
 

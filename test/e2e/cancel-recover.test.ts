@@ -5,7 +5,8 @@
  */
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { AmbiguousOutcomeError, OperationCancelledError, RetriesExhaustedError } from '../../src/index.js';
+import Database from 'better-sqlite3';
+import { AmbiguousOutcomeError, OperationCancelledError, RetriesExhaustedError, StoreError } from '../../src/index.js';
 import type { OnceClient, OnceClientOptions } from '../../src/index.js';
 import { startProvider } from '../../src/testing/provider.js';
 import type { Provider } from '../../src/testing/provider.js';
@@ -199,6 +200,31 @@ describe('recover()', () => {
     const report = await client().recover();
     expect(report.stillAmbiguous).toHaveLength(1);
     expect(provider.requests).toHaveLength(1);
+  });
+});
+
+// Regression (review): one row that is not a valid record made store.list reject, so recover()
+// rejected as a whole and no other stale record was ever settled, at every startup.
+describe('recover() and a corrupt row', () => {
+  it('reports the corrupt row in errors, by id and scope, never resends it, and settles the others', async () => {
+    provider.fault({ kind: 'delay_after_commit', delayMs: 400 });
+    const a = client({ retry: { attemptTimeoutMs: 100 } });
+    await expect(post(a, 'K-1')).rejects.toBeInstanceOf(AmbiguousOutcomeError);
+    provider.fault({ kind: 'error_after_commit' });
+    await expect(post(a, 'K-2')).rejects.toBeInstanceOf(AmbiguousOutcomeError);
+    const broken = await a.get({ action: 'create-order', ref: 'K-1' });
+    const raw = new Database(join(tmp.dir, 'once.db'));
+    raw.prepare('UPDATE oncefetch_records SET data = ? WHERE id = ?').run('{"truncated', broken?.id);
+    raw.close();
+
+    const b = client({ lookups: { 'create-order': lookupByRef(provider.url) } });
+    const report = await b.recover();
+    expect(report.resolved).toEqual([{ tenant: 'default', action: 'create-order', ref: 'K-2' }]);
+    expect(report.errors).toEqual([{ id: broken?.id, scope: { tenant: 'default', action: 'create-order', ref: 'K-1' }, message: expect.stringMatching(/not valid JSON/) }]);
+    // still there, still unreadable: a call with its ref fails with a StoreError and sends nothing
+    await expect(post(b, 'K-1')).rejects.toBeInstanceOf(StoreError);
+    expect((await b.recover()).errors).toHaveLength(1);
+    expect(provider.requests).toHaveLength(2);
   });
 });
 
