@@ -75,11 +75,13 @@ async function plain(input: RequestInfo | URL, init: OnceRequestInit | undefined
   const rest: Record<string, unknown> = {};
   if (input instanceof Request) {
     for (const name of PASSTHROUGH) if (name in input) rest[name] = (input as unknown as Record<string, unknown>)[name];
-    const headers = copyHeaders(input.headers);
-    if (init?.headers !== undefined) copyHeaders(init.headers).forEach((v, k) => headers.set(k, v));
-    const body = init?.body !== undefined ? init.body : input.body === null ? undefined : new Uint8Array(await input.clone().arrayBuffer());
+    // As `new Request(input, init)`: init's headers replace the Request's; a null body or signal in
+    // init keeps the Request's body but drops its signal.
+    const headers = copyHeaders(init?.headers ?? input.headers);
+    const body = init?.body ?? (input.body === null ? undefined : new Uint8Array(await input.clone().arrayBuffer()));
     copyRest(init, rest);
-    return { url: input.url, method: (init?.method ?? input.method).toUpperCase(), headers, body, signal: init?.signal ?? input.signal, rest };
+    const signal = init?.signal === undefined ? input.signal : (init.signal ?? undefined);
+    return { url: input.url, method: (init?.method ?? input.method).toUpperCase(), headers, body, signal, rest };
   }
   copyRest(init, rest);
   const url = input instanceof URL ? input.href : String(input);

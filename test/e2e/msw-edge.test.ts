@@ -114,4 +114,25 @@ describe('msw edge', () => {
     expect(headers[1]).toEqual(headers[0]);
     expect(headers[1]).toContainEqual(['authorization', 'Bearer t']);
   });
+
+  // Regression (review): with a Request input, init.headers were merged into the Request's (fetch
+  // replaces them: a dropped Authorization was still sent) and init.body: null sent an empty body
+  // (fetch keeps the Request's body: the effect was made with another payload).
+  it('client.wrap() with a Request and an init that overrides parts of it sends what fetch sends', async () => {
+    const echoed: { headers: [string, string][]; body: string }[] = [];
+    server.use(
+      http.post(`${API}/echo`, async ({ request }) => {
+        echoed.push({ headers: [...request.headers].filter(([name]) => name !== 'idempotency-key'), body: await request.text() });
+        return HttpResponse.json({ ok: true }, { status: 201 });
+      }),
+    );
+    const request = () => new Request(`${API}/echo`, { method: 'POST', headers: { authorization: 'Bearer old', 'x-trace': 't1' }, body: 'hello' });
+    const wrapped = makeClient().wrap();
+    for (const init of [{ headers: { authorization: 'Bearer new' } }, { body: null }, { headers: new Headers(), body: 'other' }] as RequestInit[]) {
+      expect((await fetch(request(), init)).status).toBe(201);
+      expect((await wrapped(request(), init)).status).toBe(201);
+      const [plain, once] = echoed.splice(0);
+      expect(once).toEqual(plain);
+    }
+  });
 });
