@@ -128,9 +128,11 @@ export function requestFetch(): typeof globalThis.fetch {
 
   const send = async (input: RequestInfo | URL, init: RequestInit = {}): Promise<Response> => {
     if (input instanceof Request) {
-      // undici's own fetch does not know the global Request class: take it apart, as fetch would.
-      const body = input.body === null ? null : new Uint8Array(await input.arrayBuffer());
-      return send(input.url, { method: input.method, headers: input.headers, body, signal: input.signal, redirect: input.redirect, ...init });
+      // undici's own fetch does not know the global Request class: take it apart, as fetch would
+      // (an init member given as undefined is absent; a null body keeps the Request's).
+      const body = init.body ?? (input.body === null ? null : new Uint8Array(await input.arrayBuffer()));
+      const { method = input.method, headers = input.headers, redirect = input.redirect } = init;
+      return send(input.url, { ...init, method, headers, body, redirect, signal: init.signal === undefined ? input.signal : init.signal });
     }
     const plain = plainBody(init.body);
     const redirect = init.redirect ?? 'follow';

@@ -252,4 +252,24 @@ describe('requestFetch (the default Node transport)', () => {
     const viaStream = await fetch(`${base}/echo`, { method: 'POST', body: stream, duplex: 'half' } as RequestInit);
     expect(await viaStream.json()).toEqual({ method: 'POST', body: 'streamed', key: null });
   });
+
+  // Regression (review): init was spread over the Request's parts, so an init member given as
+  // undefined (or a null body) erased them: a PUT went out as a GET with no body and no headers.
+  it('a Request input with init members undefined or null is sent as fetch sends it (also through wrap())', async () => {
+    const request = () => new Request(`${base}/echo`, { method: 'PUT', headers: { authorization: 'Bearer t', 'x-trace': 't1' }, body: 'payload' });
+    const sent = () => {
+      const { method, body, headers } = seen.at(-1)!;
+      return { method, body, authorization: headers['authorization'], trace: headers['x-trace'], type: headers['content-type'] };
+    };
+    const once = createClient({ store: memoryStore() });
+    for (const init of [{ method: undefined, headers: undefined, body: undefined, signal: undefined }, { body: null }, { headers: { 'x-trace': 't2' } }] as RequestInit[]) {
+      await (await globalThis.fetch(request(), init)).arrayBuffer();
+      const expected = sent();
+      await (await fetch(request(), init)).arrayBuffer();
+      expect(sent()).toEqual(expected);
+      await (await once.wrap()(request(), init)).arrayBuffer();
+      expect(sent()).toEqual(expected);
+    }
+    await once.close();
+  });
 });
