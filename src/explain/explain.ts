@@ -9,7 +9,7 @@
 import type { OperationRecord } from '../operation/record.js';
 import type { ResolvedOptions } from '../options.js';
 import type { Facts } from './facts.js';
-import { factsOf, iso } from './facts.js';
+import { factsOf, iso, listOf } from './facts.js';
 import { decide, redactKey } from './plan.js';
 import type { Confidence, Diagnosis, DiagnosisCode, ExplainPolicy, Explanation, Handoff } from './types.js';
 
@@ -73,10 +73,11 @@ function summaryOf(code: DiagnosisCode, r: OperationRecord, f: Facts): string {
       const by = `${f.lateAttempt ? `attempt ${f.lateAttempt.number}` : 'an attempt'}`;
       const late = f.lateSuccess
         ? `${by} got its answer late (${f.late?.status ?? '2xx'}, superseded owner ${f.late?.owner ?? '?'})`
-        : f.duplicate === undefined
+        : f.sends < 2
           ? ''
           : `${by} ended ambiguous late (superseded owner ${f.late?.owner ?? '?'})`;
-      const dup = f.duplicate === undefined ? '' : `: possible duplicate with attempt ${f.duplicate.number}, unless the provider deduped them by key`;
+      const beside = f.sent.filter((a) => a !== f.lateAttempt).map((a) => a.number);
+      const dup = f.sends < 2 ? '' : `: possible duplicate with attempt${beside.length > 1 ? 's' : ''} ${listOf(beside)}, unless the provider deduped them by key`;
       return r.result?.source === 'lookup'
         ? `A lookup found the effect (status ${r.result.status})${late === '' ? ` after attempt ${n} ended without an answer` : `; ${late}`}${dup}.`
         : `Attempt ${r.attempts.findLast((a) => a.class === 'success')?.number ?? n} got ${r.result?.status ?? 'a 2xx'}${late === '' ? '' : `; ${late}`}${dup}; later calls replay it.`;
@@ -123,7 +124,7 @@ function confidenceOf(r: OperationRecord, f: Facts): Confidence {
   const levels: Confidence[] = ['low', 'medium', 'high'];
   // A record that proves nothing was sent needs no outside observation.
   let level = !f.anySent && r.state !== 'in_flight' ? 2 : Math.min(2, f.observations);
-  if (f.contradictions.length > 0 || f.duplicate !== undefined) level = 0;
+  if (f.contradictions.length > 0 || f.sends > 1) level = 0;
   if (f.staleLease || (f.keyPastCutoff && f.effects === 'unknown' && !f.terminal)) level = Math.max(0, level - 1);
   return levels[level] ?? 'low';
 }

@@ -55,11 +55,19 @@ export interface Facts {
   lateAttempt: AttemptRecord | undefined;
   /**
    * beside `late` (a late success, or a late ambiguous end nothing settled), another attempt that may
-   * have acted too (the last; a 2xx of its own, or an end no settled "absent" followed): two effects,
-   * unless the provider deduped them, which only `providerDedupes` with the late send among the
-   * attempts and every send landed before `resendCutoffAt` proves
+   * have acted too (the last of `sent` but the late one's): two effects or more, unless the provider
+   * deduped them, which only `providerDedupes` with every late send among the attempts and every send
+   * landed before `resendCutoffAt` proves
    */
   duplicate: AttemptRecord | undefined;
+  /**
+   * beside `late`, the sends that may have acted, by number: each superseded owner's late delivery
+   * nothing settled (its owner's open attempt), and each attempt with a 2xx or an end no settled
+   * "absent" followed
+   */
+  sent: AttemptRecord[];
+  /** how many sends may have acted beside `late` (a late delivery with no open attempt counts too); 1 when the provider deduped them, 0 with no `late` */
+  sends: number;
   /** a settled "absent" came after the last attempt and nothing earlier stays unresolved: a lookup, not a same-key resend, cleared it */
   clearedByLookup: boolean;
   /** the key is past `0.9 · providerRetentionMs` */
@@ -82,6 +90,9 @@ export const RESEND_CUTOFF_SHARE = 0.9;
 
 const NO_EFFECT: ReadonlySet<string> = new Set(['not_sent', 'retryable', 'terminal', 'conflict']);
 const REPLAY_HEADERS: ReadonlySet<string> = new Set(['idempotent-replayed', 'idempotency-replayed']);
+
+/** `1, 2 and 3` (or `or`): a list for messages. */
+export const listOf = (items: (string | number)[], last = 'and'): string => `${items.slice(0, -1).join(', ')}${items.length > 1 ? ` ${last} ` : ''}${items.at(-1) ?? '?'}`;
 
 /** ISO-8601 of an epoch ms, for messages. */
 export function iso(ms: number): string {
@@ -183,10 +194,10 @@ function unresolvedOf(record: OperationRecord, attempts: AttemptRecord[], late: 
 const maybeActed = (record: OperationRecord): AttemptRecord[] => record.attempts.filter((a) => a.finishedAt === null || a.class === null || !NO_EFFECT.has(a.class));
 
 /** Business effects the record alone proves, else `'unknown'`. */
-function effectsOf(record: OperationRecord, lookups: HandoffLookup[], contradictions: string[], late: EvidenceRecord | undefined, duplicate: AttemptRecord | undefined): 'unknown' | number {
+function effectsOf(record: OperationRecord, lookups: HandoffLookup[], contradictions: string[], late: EvidenceRecord | undefined, sends: number): 'unknown' | number {
   const maybe = maybeActed(record);
-  // Beside a superseded owner's late delivery nothing settled, another send that may have acted: one or two.
-  if (duplicate !== undefined) return 'unknown';
+  // Beside a superseded owner's late delivery nothing settled, another send that may have acted: one or more.
+  if (sends > 1) return 'unknown';
   // A superseded owner's late success: its attempt acted, whatever a lookup said; one, when no other attempt may have (or the provider deduped them).
   if (late !== undefined && isSuccess(late)) return 1;
   if (contradictions.length > 0) return 'unknown';
@@ -240,12 +251,24 @@ export function factsOf(record: OperationRecord, now: number, providerRetentionM
   const inProgress409 = record.attempts.find((a) => a.class === 'retryable' && a.status === 409);
   if (inProgress409 !== undefined) concurrency.push(`attempt ${inProgress409.number} got 409: a request with this key was in progress at the provider`);
   timed.sort((a, b) => a.gen - b.gen);
-  const lateAttempt = late && record.attempts.findLast((a) => a.owner === late.owner && a.finishedAt === null);
-  // the late send may have acted (a success says it did): so may any other a settled "absent" did not clear
-  const others = late === undefined ? [] : maybeActed(record).filter((a) => a !== lateAttempt && (a.class === 'success' || !settledAbsentAfter(record, a.generation)));
+  const openOf = (e: EvidenceRecord): AttemptRecord | undefined => record.attempts.findLast((a) => a.owner === e.owner && a.finishedAt === null);
+  const lateAttempt = late && openOf(late);
+  // Each late delivery nothing settled may have acted (a success says it did), by its owner's open attempt, when it landed;
+  // so may any other attempt a settled "absent" did not clear.
+  const landed = new Map<AttemptRecord | string, number>();
+  if (late !== undefined) {
+    for (const e of record.evidence) {
+      if (!isLate(e) || (!isSuccess(e) && settledAbsentAfter(record, e.generation))) continue;
+      const by = openOf(e) ?? e.owner;
+      landed.set(by, Math.max(landed.get(by) ?? 0, e.at));
+    }
+    for (const a of maybeActed(record)) if (!landed.has(a) && (a.class === 'success' || !settledAbsentAfter(record, a.generation))) landed.set(a, a.finishedAt ?? Infinity);
+  }
+  const sent = record.attempts.filter((a) => landed.has(a));
   // Every attempt carries the record's one key: a provider that dedupes acted once, if each send landed while it remembered the key.
-  const deduped = providerDedupes && lateAttempt !== undefined && Math.max(late?.at ?? 0, ...others.map((a) => a.finishedAt ?? Infinity)) < resendCutoffAt;
-  const duplicate = deduped ? undefined : others.at(-1);
+  const deduped = providerDedupes && late !== undefined && landed.size === sent.length && Math.max(...landed.values()) < resendCutoffAt;
+  const duplicate = deduped ? undefined : sent.findLast((a) => a !== lateAttempt);
+  const sends = deduped ? 1 : landed.size;
   const last = record.attempts[record.attempts.length - 1];
   const unresolved = unresolvedOf(record, record.attempts.slice(0, -1), late);
   return {
@@ -263,6 +286,8 @@ export function factsOf(record: OperationRecord, now: number, providerRetentionM
     lateSuccess: late !== undefined && isSuccess(late),
     lateAttempt,
     duplicate,
+    sent,
+    sends,
     clearedByLookup: last !== undefined && !unresolved && settledAbsentAfter(record, last.generation),
     keyPastCutoff: now >= resendCutoffAt,
     keyAgeMs,
@@ -271,6 +296,6 @@ export function factsOf(record: OperationRecord, now: number, providerRetentionM
     inProgress409,
     concurrency,
     providerReplayed,
-    effects: effectsOf(record, lookups, contradictions, late, duplicate),
+    effects: effectsOf(record, lookups, contradictions, late, sends),
   };
 }

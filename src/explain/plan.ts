@@ -9,7 +9,7 @@
  */
 import type { OperationRecord } from '../operation/record.js';
 import type { Facts } from './facts.js';
-import { iso } from './facts.js';
+import { iso, listOf } from './facts.js';
 import type { DiagnosisCode, ExplainPolicy } from './types.js';
 
 /** What to do about one diagnosis. */
@@ -35,12 +35,12 @@ export function redactKey(key: string): string {
 }
 
 /** The effect count at the provider: `n`, or what a possible duplicate leaves open. */
-const atProvider = (c: Ctx, n: string): string => `At the provider: ${c.f.duplicate === undefined ? n : possible(c)} effect for ref '${c.ref}' (key ${c.key}).`;
+const atProvider = (c: Ctx, n: string): string => `At the provider: ${c.f.sends > 1 ? possible(c) : n} effect for ref '${c.ref}' (key ${c.key}).`;
 
-/** Effects the record may have: a success (late or its own) says at least one; a possible duplicate, up to two. */
+/** Effects the record may have: a success (late or its own) says at least one; a possible duplicate, up to one per send that may have acted. */
 function possible(c: Ctx): string {
-  const one = c.f.lateSuccess || c.r.state === 'succeeded';
-  return c.f.duplicate === undefined ? (one ? '1' : '0 or 1') : one ? '1 or 2' : '0, 1 or 2';
+  const low = c.f.lateSuccess || c.r.state === 'succeeded' ? 1 : 0;
+  return listOf(Array.from({ length: Math.max(1, c.f.sends) - low + 1 }, (_, i) => low + i), 'or');
 }
 
 /** `value` as one shell word: as is when plain, else single-quoted. */
@@ -115,14 +115,14 @@ function decideCode(code: DiagnosisCode, c: Ctx): Decision {
     case 'succeeded': {
       const replay = `calls with this scope and payload replay the stored result (status ${r.result?.status ?? '?'}) without touching the network.`;
       const shown = `${showCmd(c)}: state succeeded, result from ${r.result?.source ?? '?'}.`;
-      return f.duplicate === undefined
+      return f.sends < 2
         ? {
             plan: [`Nothing to do: ${replay}`, 'A new intent needs a new ref; this ref with another payload is a conflict.'],
             verification: [atProvider(c, 'exactly one'), shown],
           }
         : {
             plan: [
-              `Possible duplicate: check at the provider for two effects for ref '${c.ref}' (key ${c.key}), from attempts ${f.lateAttempt?.number ?? '?'} and ${f.duplicate.number}; undo the extra one by hand.`,
+              `Possible duplicate: check at the provider for ${f.sends > 2 ? `up to ${f.sends}` : 'two'} effects for ref '${c.ref}' (key ${c.key}), from attempts ${listOf(f.sent.map((a) => a.number))}; undo any extra one by hand.`,
               `Do not resend: ${replay}`,
             ],
             verification: [`${atProvider(c, possible(c))} Two would be a duplicate.`, shown],
@@ -279,9 +279,10 @@ export function decide(code: DiagnosisCode, r: OperationRecord, f: Facts, p: Exp
           ];
     }
   }
-  if (f.duplicate !== undefined) {
+  if (f.sends > 1) {
+    const dup = f.duplicate;
     reasons.push(
-      `Possible duplicate: check at the provider. Attempt ${f.lateAttempt?.number ?? '?'} ${f.lateSuccess ? `got ${f.late?.status ?? 'a 2xx'}` : 'ended ambiguous'} late and attempt ${f.duplicate.number} ${f.duplicate.class === 'success' ? `got ${f.duplicate.status ?? 'a 2xx'}` : 'may have acted'} too; nothing proves the provider deduped them by key.`,
+      `Possible duplicate: check at the provider. Attempt ${f.lateAttempt?.number ?? '?'} ${f.lateSuccess ? `got ${f.late?.status ?? 'a 2xx'}` : 'ended ambiguous'} late and attempt ${dup?.number ?? '?'} ${dup?.class === 'success' ? `got ${dup.status ?? 'a 2xx'}` : 'may have acted'} too${f.sends > 2 ? `; ${f.sends} sends may have acted (attempts ${listOf(f.sent.map((a) => a.number))})` : ''}; nothing proves the provider deduped them by key.`,
     );
   }
   if (f.staleLease) {

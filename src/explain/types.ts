@@ -209,7 +209,7 @@ export interface Handoff {
   result: { status: number; source: 'attempt' | 'lookup' } | null;
   retryPolicy: HandoffRetryPolicy;
   retention: HandoffRetention;
-  /** business effects at the provider, when the record alone proves the count (a superseded owner's late success proves one); else `'unknown'` */
+  /** business effects at the provider, when the record alone proves the count (a superseded owner's late success proves one); else `'unknown'` (a possible duplicate: `verification` gives the range, up to one per send that may have acted) */
   effects: 'unknown' | number;
 }
 

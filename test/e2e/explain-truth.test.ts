@@ -432,3 +432,72 @@ describe('explain of a pending record with a cancel requested', () => {
     expect(provider.effectsFor(ref)).toBe(1);
   });
 });
+
+// Regression: two superseded owners. A's request is held before its commit; B (its clock a minute
+// ahead) takes over, its lookup says absent, B sends and its request is held too; C (two minutes
+// ahead) takes over, its lookup says absent, C sends. Then A's and B's held requests commit and their
+// 201s arrive late. The provider ignores keys: every commit is an effect. explain counted at most two
+// sends: "1 or 2" beside C's 201 (three effects), and "1 effect", effects 1, beside C's 503 (two).
+describe('explain after the late successes of two superseded owners', () => {
+  async function threeOwners(ref: string, c503: boolean) {
+    await provider.close();
+    provider = await startProvider({ ignoreKeys: true });
+    provider.faults([
+      { kind: 'delay_before_commit', delayMs: 900, match: { ref } },
+      { kind: 'delay_before_commit', delayMs: 500, match: { ref } },
+      ...(c503 ? [{ kind: 'status_before_commit' as const, status: 503, match: { ref } }] : []),
+    ]);
+    const store = memoryStore();
+    const lookups = { 'create-order': lookupByRef(provider.url) };
+    const sent = async (n: number) => {
+      for (let i = 0; i < 100 && provider.requests.length < n; i++) await new Promise((r) => setTimeout(r, 10));
+    };
+    const a = client({ store, owner: 'a', leaseMs: 200, lookups });
+    const first = post(a, ref).catch((e: unknown) => e);
+    await sent(1);
+    const b = client({ store, owner: 'b', leaseMs: 200, now: () => Date.now() + 60_000, settleMs: 0, lookups });
+    const second = post(b, ref).catch((e: unknown) => e);
+    await sent(2);
+    const c = client({ store, owner: 'c', now: () => Date.now() + 120_000, settleMs: 0, lookups, retry: { maxAttempts: 1 } });
+    const third = await post(c, ref).catch((e: unknown) => e);
+    await Promise.all([first, second]);
+    const record = await c.get({ action: 'create-order', ref });
+    expect(record?.attempts.map((x) => x.owner)).toEqual(['a', 'b', 'c']);
+    expect(record?.evidence.filter((e) => e.kind === 'late_response' && e.status === 201).map((e) => e.owner).sort()).toEqual(['a', 'b']);
+    return { c, third, record };
+  }
+
+  it("beside C's 201: up to three effects, and there are three; the engine replays and sends nothing more", async () => {
+    const ref = 'X-three';
+    const { c, third, record } = await threeOwners(ref, false);
+    expect(third).toBeInstanceOf(Response);
+    expect(record).toMatchObject({ state: 'succeeded', result: { source: 'attempt', status: 201 } });
+    expect(provider.effectsFor(ref)).toBe(3);
+
+    const x = await c.explain({ action: 'create-order', ref });
+    expect(x).toMatchObject({ escalate: true, confidence: 'low', diagnosis: { code: 'succeeded' }, handoff: { effects: 'unknown' } });
+    expect(x?.verification[0]).toMatch(/^At the provider: 1, 2 or 3 effect .* Two would be a duplicate\./);
+    expect(x?.plan[0]).toMatch(/^Possible duplicate: check at the provider for up to 3 effects for ref 'X-three' .* from attempts 1, 2 and 3/);
+    expect(x?.escalation).toMatch(/3 sends may have acted \(attempts 1, 2 and 3\)/);
+
+    const again = await post(c, ref);
+    expect(again.headers.get('oncefetch-replayed')).toBe('true');
+    expect(provider.requests).toHaveLength(3);
+  });
+
+  it("beside C's 503: not one effect but one or two, and there are two; escalated as a possible duplicate", async () => {
+    const ref = 'X-two-late';
+    const { c, third, record } = await threeOwners(ref, true);
+    expect(third).toMatchObject({ code: 'RETRIES_EXHAUSTED' });
+    // the late 201s reopened it; A's and B's calls, following the record, looked it up and found the order
+    expect(record).toMatchObject({ state: 'succeeded', result: { source: 'lookup' } });
+    expect(provider.requests).toHaveLength(3);
+    expect(provider.effectsFor(ref)).toBe(2);
+
+    const x = await c.explain({ action: 'create-order', ref });
+    expect(x).toMatchObject({ escalate: true, confidence: 'low', diagnosis: { code: 'succeeded' }, handoff: { effects: 'unknown' } });
+    // B's late 201 (held the shorter) is the first one written
+    expect(x?.escalation).toMatch(/Possible duplicate: check at the provider\. Attempt 2 got 201 late and attempt 1 may have acted too/);
+    expect(x?.verification[0]).toMatch(/^At the provider: 1 or 2 effect/);
+  });
+});

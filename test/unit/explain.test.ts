@@ -777,3 +777,63 @@ describe('a pending record with a cancel requested', () => {
     expect(applyEvent(reopened, { type: 'lookup_absent', detail: 'none' }, r.t + 20, A).state).toBe('cancelled');
   });
 });
+
+// Regression: the possible duplicate counted at most two sends. Two superseded owners (A, then B)
+// each got a late 201 (or ended ambiguous late) after the next owner's lookup said absent, beside C's
+// own 201: at a provider that ignores keys, three effects; explain said "1 or 2". And with C's own
+// attempt refused (503), B's late 201 was not counted at all (its attempt had been cleared by C's
+// "absent" before the late answer came): "At the provider: 1 effect", effects 1, where two happened.
+// (The engine's sequence: test/e2e/explain-truth.test.ts.)
+describe('late deliveries of two superseded owners (three sends may have acted)', () => {
+  const lateOf = (what: 'success' | 'ambiguous'): RecordEvent =>
+    what === 'success'
+      ? { type: 'evidence', kind: 'late_response', detail: 'late success outcome (status 201) from a superseded owner', status: 201, reopen: true }
+      : { type: 'evidence', kind: 'late_response', detail: 'late ambiguous outcome (TimeoutError) from a superseded owner', status: null, reopen: true };
+  /** A sends; B takes over (absent) and sends; C takes over (absent) and gets `c`; then A's and B's late outcomes. */
+  function threeOwners(a: 'success' | 'ambiguous', b: 'success' | 'ambiguous', c: 'success' | 'retryable'): Rec {
+    const C = 'owner-c';
+    const r = new Rec().start();
+    r.t += LEASE_MS;
+    r.on({ type: 'acquire', owner: B, leaseExpiresAt: r.t + LEASE_MS }, B).on({ type: 'lookup_absent', detail: 'none', askedGeneration: r.rec.generation }, B).start(B);
+    r.t += LEASE_MS;
+    r.on({ type: 'acquire', owner: C, leaseExpiresAt: r.t + LEASE_MS }, C).on({ type: 'lookup_absent', detail: 'none', askedGeneration: r.rec.generation }, C).start(C);
+    r.on(
+      c === 'success'
+        ? { type: 'attempt_finished', class: 'success', status: 201, reason: 'status 201', result: snapshot(201) }
+        : { type: 'attempt_finished', class: 'retryable', status: 503, reason: 'status 503', result: null },
+      C,
+    );
+    if (c === 'retryable') r.stop('RETRIES_EXHAUSTED', 'attempts');
+    return r.on(lateOf(a), A).on(lateOf(b), B);
+  }
+
+  it.each<['success' | 'ambiguous', 'success' | 'ambiguous']>([
+    ['success', 'success'],
+    ['ambiguous', 'ambiguous'],
+    ['success', 'ambiguous'],
+  ])("late %s and late %s beside C's 201: up to three effects, all three attempts named", (a, b) => {
+    const r = threeOwners(a, b, 'success');
+    expect(r.rec.state).toBe('succeeded');
+    const x = explain(r.rec, policy({ now: r.t }));
+    expect(x).toMatchObject({ escalate: true, confidence: 'low', diagnosis: { code: 'succeeded' }, handoff: { effects: 'unknown' } });
+    expect(x.verification[0]).toMatch(/^At the provider: 1, 2 or 3 effect for ref 'A-17' \(key …4abc\)\. Two would be a duplicate\./);
+    expect(x.plan[0]).toMatch(/^Possible duplicate: check at the provider for up to 3 effects for ref 'A-17' \(key …4abc\), from attempts 1, 2 and 3; undo any extra one by hand\./);
+    expect(x.escalation).toMatch(/3 sends may have acted \(attempts 1, 2 and 3\)/);
+    // beside the late one explain names (the first late success, else the last late ambiguous end), the other two
+    expect(x.diagnosis.summary).toContain(`possible duplicate with attempts ${a === 'success' ? '2 and 3' : '1 and 3'}, unless`);
+    // a provider that dedupes, every send landed while it remembered the key: one
+    expect(explain(r.rec, policy({ providerDedupes: true, now: r.t }))).toMatchObject({ escalate: false, handoff: { effects: 1 } });
+  });
+
+  it("two late 201s beside C's 503: not one effect but one or two, escalated as a possible duplicate", () => {
+    const r = threeOwners('success', 'success', 'retryable');
+    expect(r.rec.state).toBe('ambiguous');
+    for (const over of [{}, { lookupRegistered: true }]) {
+      const x = explain(r.rec, policy({ ...over, now: r.t + 2 * LEASE_MS }));
+      expect(x.handoff.effects).toBe('unknown');
+      expect(x.confidence).toBe('low');
+      expect(x.escalation).toMatch(/Possible duplicate: check at the provider\. Attempt 1 got 201 late and attempt 2 .* too/);
+      expect(x.verification[0]).toMatch(/^At the provider: 1 or 2 effect/);
+    }
+  });
+});
