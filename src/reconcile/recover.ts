@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { sleep, untilAborted } from '../backoff/sleep.js';
 import { LeaseLostError, OwnedRecord } from '../engine/owned.js';
 import type { Engine } from '../engine/execute.js';
 import { responseLookup } from '../engine/fetch-operation.js';
@@ -87,6 +88,28 @@ function scopeOfId(id: string): Scope | undefined {
   return undefined;
 }
 
+/**
+ * A write that a call of this client gave up on before its send may still land, and is then undone
+ * (`engine.abandoning`: its attempt closed as never sent, its lease released). Taken over first, that
+ * attempt would read as possibly sent and leave the record ambiguous: wait for the undo as a call
+ * does (at most until the lease it wrote would have expired), then read the record again.
+ * Undefined when it is no longer stale.
+ */
+async function afterAbandon(engine: Engine, found: OperationRecord, signal: AbortSignal): Promise<OperationRecord | undefined> {
+  const abandoning = engine.abandoning.get(found.id);
+  if (abandoning === undefined) return found;
+  const { store, now } = engine.opts;
+  const cap = new AbortController();
+  try {
+    await untilAborted(Promise.race([abandoning.done, sleep(abandoning.until - now(), cap.signal)]), signal);
+  } finally {
+    cap.abort();
+  }
+  const again = await store.get(found.id);
+  const stale = again !== undefined && (again.state === 'in_flight' || again.state === 'ambiguous') && (again.lease === null || again.lease.expiresAt < now());
+  return stale ? again : undefined;
+}
+
 /** Reconciles stale `in_flight`/`ambiguous` records. */
 export async function recover(engine: Engine, options: RecoverOptions = {}): Promise<RecoveryReport> {
   const { store, now, leaseMs, lookups } = engine.opts;
@@ -102,13 +125,15 @@ export async function recover(engine: Engine, options: RecoverOptions = {}): Pro
   const onCorrupt = ({ id, error }: CorruptRow): void => void report.errors.push({ id, scope: scopeOfId(id), message: error.message });
   const stale = await store.list({ states: ['in_flight', 'ambiguous'], leaseExpiredBefore: now(), tenant, limit: options.limit ?? 100, onCorrupt });
   const signal = options.signal ?? new AbortController().signal;
-  for (const found of stale) {
+  for (const listed of stale) {
     signal.throwIfAborted();
     // A store's tenant column may not tell tenants apart that differ only in text UTF-8 cannot
     // carry (a lone surrogate): the record decides.
-    if (found.tenant !== tenant) continue;
-    const scope = scopeOf(found);
+    if (listed.tenant !== tenant) continue;
+    const scope = scopeOf(listed);
     try {
+      const found = await afterAbandon(engine, listed, signal);
+      if (found === undefined) continue; // no longer stale
       // Take the lease (in_flight becomes ambiguous: the old owner may have sent).
       const taken = applyEvent(found, { type: 'acquire', owner, leaseExpiresAt: now() + leaseMs }, now(), owner);
       const cas = await store.compareAndSet(found.id, found.generation, taken);
@@ -151,7 +176,7 @@ export async function recover(engine: Engine, options: RecoverOptions = {}): Pro
     } catch (error) {
       if (signal.aborted) throw signal.reason;
       const message = error instanceof LeaseLostError ? 'taken by another owner meanwhile' : error instanceof Error ? error.message : String(error);
-      report.errors.push({ id: found.id, scope, message });
+      report.errors.push({ id: listed.id, scope, message });
     }
   }
   return report;

@@ -8,8 +8,8 @@
  */
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { AmbiguousOutcomeError, createClient, memoryStore } from '../../src/index.js';
-import type { LookupContext, OnceClient, OnceEvent } from '../../src/index.js';
+import { AmbiguousOutcomeError, DeadlineExceededError, createClient, memoryStore } from '../../src/index.js';
+import type { LookupContext, OnceClient, OnceEvent, OnceStore } from '../../src/index.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
 import { startProvider, type Provider } from '../../src/testing/provider.js';
 import { lookupByRef, orderInit, tempDir } from '../helpers/setup.js';
@@ -92,6 +92,68 @@ describe.each(['memory', 'sqlite'] as const)('recover() and a call on one ref, i
       expect(provider.requests).toHaveLength(2);
     } finally {
       clearTimeout(timer);
+      await client.close();
+    }
+  });
+});
+
+// Regression (review): a call whose claim was given up on at its deadline leaves that claim to be
+// undone when it lands (`engine.abandoning`: its attempt closed as never sent, the lease released).
+// recover() in the same client did not wait for that, as a call does: it took the landed record
+// over first (its lease had expired meanwhile), read the opened attempt as possibly sent, and left
+// the record ambiguous, nothing having been sent.
+describe('recover() and a claim of this client being undone', () => {
+  it('waits for the undo: the record ends pending with its attempt not_sent, not ambiguous', async () => {
+    let clock = 1_000_000;
+    const inner = memoryStore();
+    let releaseClaim!: () => void;
+    const claimHeld = new Promise<void>((r) => (releaseClaim = r));
+    let holdNextWrite = false;
+    const store: OnceStore = {
+      ...inner,
+      name: 'gated',
+      claim: async (record) => {
+        clock += 900; // the claim's write takes 900 ms of the 1 s lease it carries, then is held
+        await claimHeld;
+        return inner.claim(record);
+      },
+      // the first write after the late claim (the undo's) is slow: 20 ms
+      compareAndSet: async (id, generation, next) => {
+        if (holdNextWrite) {
+          holdNextWrite = false;
+          await new Promise((r) => setTimeout(r, 20));
+        }
+        return inner.compareAndSet(id, generation, next);
+      },
+      get: (id) => inner.get(id),
+      list: (q) => inner.list(q),
+      purge: (now) => inner.purge(now),
+      close: () => inner.close(),
+    };
+    let sent = 0;
+    const client = createClient({
+      store,
+      now: () => clock,
+      leaseMs: 1_000,
+      retry: { deadlineMs: 20, budget: false },
+      fetch: (async () => {
+        sent++;
+        return new Response('{}', { status: 201 });
+      }) as typeof fetch,
+    });
+    const scope = { action: 'create-order', ref: 'AB-1' };
+    try {
+      await expect(client.fetch('https://api.example.test/orders', { ...orderInit('AB-1'), once: scope })).rejects.toBeInstanceOf(DeadlineExceededError);
+      clock += 150; // the lease the held claim carries has expired (not the undo's wait for it: 1 s from the give-up)
+      holdNextWrite = true;
+      releaseClaim();
+      await new Promise((r) => setImmediate(r)); // the claim lands; its undo's first write is on its way
+      const report = await client.recover();
+      expect(report).toEqual({ resolved: [], absent: [], stillAmbiguous: [], resent: [], errors: [] });
+      const record = await client.get(scope);
+      expect(record).toMatchObject({ state: 'pending', lease: null, attempts: [{ class: 'not_sent' }] });
+      expect(sent).toBe(0);
+    } finally {
       await client.close();
     }
   });
