@@ -50,7 +50,7 @@ function normaliseMethod(method: string): string {
 /**
  * The body as bytes undici can send as is, with the content type fetch would
  * imply; `undefined` when the body needs fetch's own handling (a stream, a
- * Blob, FormData).
+ * Blob; FormData is serialised before).
  */
 function plainBody(body: BodyInit | null | undefined): { body: FetchBody; type: string | undefined } | undefined {
   if (body === null || body === undefined) return { body: null, type: undefined };
@@ -102,8 +102,9 @@ function failedBody(error: unknown, signal: AbortSignal | null | undefined): Rea
 /**
  * A `fetch` over `undici.request`. Requests with a string, bytes or
  * `URLSearchParams` body (what oncefetch sends) take the dispatcher directly;
- * a `Request` input is taken apart (its body read) and sent the same way;
- * anything else (a stream, Blob or FormData body, `redirect: 'error'`) goes
+ * a `Request` input is taken apart (its body read) and sent the same way, and
+ * a `FormData` body serialised as fetch would;
+ * anything else (a stream or Blob body, `redirect: 'error'`) goes
  * to undici's `fetch` on the same agent.
  *
  * Like fetch: redirects are followed (20 at most), errors reject as
@@ -133,6 +134,13 @@ export function requestFetch(): typeof globalThis.fetch {
       const body = init.body ?? (input.body === null ? null : new Uint8Array(await input.arrayBuffer()));
       const { method = input.method, headers = input.headers, redirect = input.redirect } = init;
       return send(input.url, { ...init, method, headers, body, redirect, signal: init.signal === undefined ? input.signal : init.signal });
+    }
+    if (init.body instanceof FormData) {
+      // Nor the global FormData class (it would send "[object FormData]"): serialise it, as fetch would.
+      const form = new Response(init.body);
+      const headers = new Headers(init.headers);
+      if (!headers.has('content-type')) headers.set('content-type', form.headers.get('content-type') ?? '');
+      return send(input, { ...init, headers, body: new Uint8Array(await form.arrayBuffer()) });
     }
     const plain = plainBody(init.body);
     const redirect = init.redirect ?? 'follow';

@@ -272,4 +272,22 @@ describe('requestFetch (the default Node transport)', () => {
     }
     await once.close();
   });
+
+  // Regression (review): a FormData body went to undici's own fetch, which does not know the global
+  // FormData class and sent the text "[object FormData]" as text/plain.
+  it('sends a FormData body as multipart, as fetch does (also through the client for a method that is not once-only)', async () => {
+    const form = new FormData();
+    form.append('sku', 'A-17');
+    form.append('file', new Blob(['xyz'], { type: 'text/plain' }), 'f.txt');
+    const once = createClient({ store: memoryStore() });
+    for (const send of [fetch, once.fetch]) {
+      await (await send(`${base}/echo`, { method: 'PUT', body: form })).arrayBuffer();
+      const { headers, body } = seen.at(-1)!;
+      const boundary = /^multipart\/form-data; boundary=(.+)$/.exec(headers['content-type'] ?? '')?.[1];
+      expect(boundary).toBeDefined();
+      expect(body).toContain(`--${boundary}\r\nContent-Disposition: form-data; name="sku"\r\n\r\nA-17\r\n`);
+      expect(body).toContain('filename="f.txt"\r\nContent-Type: text/plain\r\n\r\nxyz\r\n');
+    }
+    await once.close();
+  });
 });
