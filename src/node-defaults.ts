@@ -124,8 +124,14 @@ function failedBody(error: unknown, signal: AbortSignal | null | undefined): Rea
  */
 export function requestFetch(): typeof globalThis.fetch {
   const dispatcher = sharedAgent();
-  const fallback = (input: RequestInfo | URL, init?: RequestInit): Promise<Response> =>
-    undiciFetch(input as Parameters<typeof undiciFetch>[0], { dispatcher, ...(init as Parameters<typeof undiciFetch>[1]) }) as unknown as Promise<Response>;
+  const fallback = async (input: RequestInfo | URL, init?: RequestInit): Promise<Response> => {
+    const res = await undiciFetch(input as Parameters<typeof undiciFetch>[0], { dispatcher, ...(init as Parameters<typeof undiciFetch>[1]) });
+    // undici's Response class is not the global one (`instanceof Response` fails): hand back a global one.
+    const response = new Response(res.body as ReadableStream<Uint8Array> | null, { status: res.status, statusText: res.statusText, headers: [...res.headers] });
+    Object.defineProperty(response, 'url', { value: res.url });
+    if (res.redirected) Object.defineProperty(response, 'redirected', { value: true });
+    return response;
+  };
 
   const send = async (input: RequestInfo | URL, init: RequestInit = {}): Promise<Response> => {
     if (input instanceof Request) {

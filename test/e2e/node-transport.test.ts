@@ -151,6 +151,31 @@ describe('requestFetch (the default Node transport)', () => {
     await client.close();
   });
 
+  // Regression (review): what went through undici's own fetch came back as undici's Response class,
+  // not the global one, so `res instanceof Response` was false (and a lookup returning it was refused).
+  it("answers with the global Response class also when undici's fetch sends the request", async () => {
+    const stream = new ReadableStream<Uint8Array>({
+      start(c) {
+        c.enqueue(new TextEncoder().encode('s'));
+        c.close();
+      },
+    });
+    // (a stream body cannot follow a 307: fetch cannot send it twice)
+    const cases: [string, RequestInit][] = [
+      ['/redirect-307', { method: 'POST', body: new Blob(['b']) }],
+      ['/echo', { method: 'POST', body: stream, duplex: 'half' } as RequestInit],
+      ['/redirect-307', { method: 'POST', body: '{}', headers: { 'accept-encoding': 'gzip' } }],
+    ];
+    for (const [path, init] of cases) {
+      const res = await fetch(`${base}${path}`, init);
+      expect(res).toBeInstanceOf(Response);
+      const redirected = path === '/redirect-307';
+      expect([res.status, res.url, res.redirected]).toEqual([201, redirected ? `${base}/echo?from=307` : `${base}/echo`, redirected]);
+      expect(res.headers.getSetCookie()).toEqual(['s=1', 't=2']);
+      expect((await res.json()) as unknown).toMatchObject({ method: 'POST' });
+    }
+  });
+
   it('refuses a URL with credentials, as fetch does', async () => {
     await expect(fetch(base.replace('http://', 'http://user:pw@') + '/echo', { method: 'POST', body: 'x' })).rejects.toThrow(/includes credentials/);
   });
