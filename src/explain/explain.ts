@@ -125,7 +125,7 @@ function confidenceOf(r: OperationRecord, f: Facts): Confidence {
   // A record that proves nothing was sent needs no outside observation.
   let level = !f.anySent && r.state !== 'in_flight' ? 2 : Math.min(2, f.observations);
   if (f.contradictions.length > 0 || f.sends > 1) level = 0;
-  if (f.staleLease || (f.keyPastCutoff && f.effects === 'unknown' && !f.terminal)) level = Math.max(0, level - 1);
+  if (f.staleLease || (f.keyPastCutoff && f.effects === 'unknown' && !f.terminal && r.cancelRequestedAt === null)) level = Math.max(0, level - 1);
   return levels[level] ?? 'low';
 }
 

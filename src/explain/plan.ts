@@ -290,7 +290,8 @@ export function decide(code: DiagnosisCode, r: OperationRecord, f: Facts, p: Exp
       `The record is stale: the lease of ${r.lease?.owner ?? 'its owner'} ended while attempt ${f.last?.number ?? '?'} was on the wire, so its state does not say whether the request reached the provider.`,
     );
   }
-  if (f.keyPastCutoff && f.effects === 'unknown' && !f.terminal && d.escalation === undefined) {
+  // After a cancel nothing is ever resent (the engine only reconciles): the key's age changes nothing.
+  if (f.keyPastCutoff && f.effects === 'unknown' && !f.terminal && r.cancelRequestedAt === null && d.escalation === undefined) {
     reasons.push(`The key is stale: past ${iso(f.resendCutoffAt)} the provider may no longer recognise it, so a resend might act twice.`);
     plan = plan.filter((step) => !step.startsWith('Call again'));
     plan.unshift(`Do not resend with key ${c.key}: check at the provider whether an effect exists for ref '${c.ref}' first.`);

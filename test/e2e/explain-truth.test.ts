@@ -501,3 +501,51 @@ describe('explain after the late successes of two superseded owners', () => {
     expect(x?.verification[0]).toMatch(/^At the provider: 1 or 2 effect/);
   });
 });
+
+// Regression: the same pending record with a cancel requested, explained once the key is past 90 %
+// of the provider's retention. explain escalated "The key is stale: … a resend might act twice" and
+// planned "Do not resend with key …" first; after a cancel the engine never resends: the next call
+// re-applies the cancel and its lookup settles the record, whatever the key's age.
+describe('explain of a pending record with a cancel requested and a stale key', () => {
+  it('does not escalate the key: the next call sends nothing and its lookup settles it', async () => {
+    const ref = 'X-cancel-stale';
+    const scope = { action: 'create-order', ref };
+    provider.faults([
+      { kind: 'drop_after_commit', match: { ref } },
+      { kind: 'status_before_commit', status: 503, match: { ref } },
+    ]);
+    let posts = 0;
+    let reached!: () => void;
+    const held = new Promise<void>((r) => (reached = r));
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const fetch = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      if (init?.method === 'POST' && ++posts === 2) {
+        reached();
+        await gate;
+      }
+      return globalThis.fetch(input, init);
+    }) as typeof globalThis.fetch;
+    const c = client({ fetch, providerDedupes: true, retry: { maxAttempts: 2 } });
+    const call = post(c, ref).catch((e: unknown) => e);
+    await held;
+    expect((await c.cancel(scope, { waitMs: 0 })).outcome).toBe('undecided');
+    release();
+    expect(await call).toMatchObject({ code: 'RETRIES_EXHAUSTED' });
+    expect(await c.get(scope)).toMatchObject({ state: 'pending', cancelRequestedAt: expect.any(Number) });
+
+    // a client that sees the key as stale (a minute on, past 90 % of a one-second retention)
+    const later = client({ store: c.store, now: () => Date.now() + 60_000, providerRetentionMs: 1_000, lookups: { 'create-order': lookupByRef(provider.url) } });
+    const x = await later.explain(scope);
+    expect(x?.handoff.retention.keyStale).toBe(true);
+    expect(x?.escalate).toBe(false);
+    expect(x?.plan.join('\n')).not.toMatch(/Do not resend with key/);
+    expect(x?.plan.join('\n')).toMatch(/found → succeeded \(delivery won over the cancel requested\); absent → cancelled, nothing is sent/);
+
+    // The engine agrees: the next call sends nothing, looks it up, finds the order.
+    expect((await post(later, ref)).status).toBe(200);
+    expect((await c.get(scope))?.state).toBe('succeeded');
+    expect(provider.requests).toHaveLength(2);
+    expect(provider.effectsFor(ref)).toBe(1);
+  });
+});

@@ -19,7 +19,8 @@
  *   another attempt that may have acted (a 2xx, or an end no settled "absent" followed) is a possible
  *   duplicate: effects 'unknown', escalated, never "exactly one"; and with no such attempt, none;
  * - on a `pending` record with a cancel requested, the plan never sends: the next call re-applies the
- *   cancel, which `applyEvent` turns into `cancelled` exactly when `Facts.deliveryUnresolved` is false.
+ *   cancel, which `applyEvent` turns into `cancelled` exactly when `Facts.deliveryUnresolved` is false;
+ *   and on any live record with a cancel requested a stale key is no reason to escalate (nothing is resent).
  *
  * The events are those the engine writes, plus one it never writes but `applyEvent` takes: generic
  * `evidence` of kind `lookup` with a settled "absent" line, so that a settled "absent" can follow a
@@ -231,6 +232,7 @@ describe('facts.ts agrees with record.ts on records reached through applyEvent',
       lateAlone: 0,
       cancelDecides: 0,
       cancelReconciles: 0,
+      cancelStaleKey: 0,
     };
     fc.assert(
       fc.property(stepsArb, (steps) => {
@@ -280,6 +282,13 @@ describe('facts.ts agrees with record.ts on records reached through applyEvent',
               expect(x.plan.join('\n'), `plan of a pending record with a cancel requested: ${JSON.stringify({ attempts: rec.attempts, evidence: rec.evidence })}`).not.toMatch(SENDS);
               if (!f.deliveryUnresolved && f.contradictions.length === 0) expect(x.plan[0]).toMatch(/^Nothing is sent: a cancel was requested at .* the operation ends cancelled\.$/);
             }
+          }
+          if (!isTerminal(rec.state) && rec.cancelRequestedAt !== null) {
+            // after a cancel nothing is resent, so a key the provider may have forgotten changes nothing
+            const x = explain(rec, policy(rec, { providerRetentionMs: 1, lookupRegistered: true }));
+            expect(x.escalation ?? '', `escalation of ${rec.state} ${JSON.stringify({ attempts: rec.attempts, evidence: rec.evidence })}`).not.toMatch(/The key is stale/);
+            expect(x.plan.join('\n')).not.toMatch(/Do not resend with key/);
+            seen.cancelStaleKey++;
           }
           const lookups = rec.evidence.filter((e) => e.kind === 'lookup');
           expect(f.lookups.map((l) => l.outcome === 'absent')).toEqual(lookups.map(settledAbsentOfRecordTs));

@@ -837,3 +837,45 @@ describe('late deliveries of two superseded owners (three sends may have acted)'
     }
   });
 });
+
+// Regression: a pending record with a cancel requested, an attempt possibly delivered, a lookup
+// registered, and the key past 90 % of the provider's retention. explain escalated "The key is stale:
+// … a resend might act twice" and put "Do not resend with key …" first, with confidence lowered; but
+// after a cancel the engine never resends (execute.ts: the next call re-applies the cancel and
+// reconciles; "unknown" leaves it ambiguous, an "absent" cancels it), so the key's age changes nothing
+// and the lookup settles it. (The engine: test/e2e/explain-truth.test.ts.)
+describe('a stale key on a record with a cancel requested', () => {
+  const stale = { providerRetentionMs: 60_000, now: T0 + 120_000 };
+  const rec = (): Rec =>
+    new Rec()
+      .attempt('ambiguous', null, 'headers timeout')
+      .on({ type: 'resend_after_ambiguous', detail: 'the provider dedupes' })
+      .start()
+      .on({ type: 'cancel' }, B)
+      .on({ type: 'attempt_finished', class: 'retryable', status: 503, reason: 'status 503', result: null })
+      .stop('RETRIES_EXHAUSTED', 'attempts');
+
+  it.each<[string, (r: Rec) => Rec]>([['pending', (r) => r]])('%s, a lookup registered: no stale-key escalation, the lookup settles it, nothing is resent', (_, then) => {
+    const r = then(rec());
+    for (const over of [{ lookupRegistered: true }, { lookupRegistered: true, providerDedupes: true }]) {
+      const x = explain(r.rec, policy({ ...stale, ...over }));
+      expect(x.handoff.retention.keyStale).toBe(true);
+      expect(x.escalate).toBe(false);
+      expect(x.escalation).toBeUndefined();
+      expect(x.confidence).toBe('medium'); // the 503: one observation, not lowered for a key nothing will resend
+      expect(x.plan.join('\n')).not.toMatch(/Do not resend with key/);
+      expect(x.plan.join('\n')).toMatch(/absent → cancelled, nothing is sent; unknown → it stays ambiguous: escalate then\./);
+    }
+    // what the plan says the lookup's answers do
+    const reopened = r.rec.state === 'pending' ? applyEvent(r.rec, { type: 'cancel' }, r.t + 10, A) : r.rec;
+    expect(reopened.state).toBe('ambiguous');
+    expect(applyEvent(reopened, { type: 'lookup_absent', detail: 'none' }, r.t + 20, A).state).toBe('cancelled');
+  });
+
+  it('without a cancel the stale key still escalates (a lookup saying absent lets the next call resend)', () => {
+    const r = new Rec().attempt('ambiguous', null, 'headers timeout').stop('AMBIGUOUS_OUTCOME', 'unknown');
+    const x = explain(r.rec, policy({ ...stale, lookupRegistered: true }));
+    expect(x.escalation).toMatch(/^The key is stale/);
+    expect(x.plan[0]).toMatch(/^Do not resend with key/);
+  });
+});
