@@ -51,7 +51,8 @@ function codeOf(r: OperationRecord, f: Facts): DiagnosisCode {
       if ((last !== undefined && last.finishedAt === null) || f.late !== undefined) return 'stale_lease';
       return last?.class === 'ambiguous' ? 'timeout_before_response' : 'unknown';
     case 'pending':
-      if (r.attempts.every((a) => a.class === 'not_sent')) return 'never_sent';
+      // no attempt left, and no superseded owner's late outcome says one reached the provider
+      if (!f.anySent) return 'never_sent';
       if (last?.class === 'retryable' && last.status === 409) return 'concurrent_duplicates';
       // an earlier attempt that may have acted, only cleared for a same-key resend, still decides
       if (last?.class === 'ambiguous' || last?.finishedAt === null || f.earlierUnresolved) return 'timeout_before_response';

@@ -74,7 +74,7 @@ export interface Facts {
   keyPastCutoff: boolean;
   keyAgeMs: number;
   resendCutoffAt: number;
-  /** an attempt may have reached the provider (anything but `not_sent`) */
+  /** an attempt may have reached the provider (anything but `not_sent`), or a superseded owner's late outcome says one did */
   anySent: boolean;
   /** some attempt got 409 "in progress" */
   inProgress409: AttemptRecord | undefined;
@@ -292,7 +292,7 @@ export function factsOf(record: OperationRecord, now: number, providerRetentionM
     keyPastCutoff: now >= resendCutoffAt,
     keyAgeMs,
     resendCutoffAt,
-    anySent: record.attempts.some((a) => a.class !== 'not_sent'),
+    anySent: record.attempts.some((a) => a.class !== 'not_sent') || record.evidence.some((e) => e.kind === 'late_response' && !e.detail.startsWith('late not_sent')),
     inProgress409,
     concurrency,
     providerReplayed,

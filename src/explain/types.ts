@@ -18,7 +18,7 @@ import type { OperationState, RecordedClass, Scope } from '../operation/record.j
  * | `payload_changed` | the provider reported the key reused with other content | conflict: a new intent needs a new ref |
  * | `terminal_client_error` | the provider refused the request (4xx) | do not retry unchanged input |
  * | `retryable_backoff` | the provider said "not processed, later" (429, 503, …) or the request never left | call again, same key |
- * | `never_sent` | nothing reached the provider | send it, or cancel it |
+ * | `never_sent` | nothing reached the provider (every attempt `not_sent`, and no superseded owner's late outcome says one was answered) | send it, or cancel it |
  * | `succeeded` | a 2xx or a lookup found it | nothing: later calls replay (beside a superseded owner's late success or late ambiguous end nothing settled, unless the provider deduped them: check for a duplicate) |
  * | `cancelled` | cancelled before anything was delivered | nothing: a new intent needs a new ref |
  * | `unknown` | nothing above fits | escalate |

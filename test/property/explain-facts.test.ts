@@ -233,6 +233,8 @@ describe('facts.ts agrees with record.ts on records reached through applyEvent',
       cancelDecides: 0,
       cancelReconciles: 0,
       cancelStaleKey: 0,
+      neverSent: 0,
+      notSentButAnswered: 0,
     };
     fc.assert(
       fc.property(stepsArb, (steps) => {
@@ -282,6 +284,17 @@ describe('facts.ts agrees with record.ts on records reached through applyEvent',
               expect(x.plan.join('\n'), `plan of a pending record with a cancel requested: ${JSON.stringify({ attempts: rec.attempts, evidence: rec.evidence })}`).not.toMatch(SENDS);
               if (!f.deliveryUnresolved && f.contradictions.length === 0) expect(x.plan[0]).toMatch(/^Nothing is sent: a cancel was requested at .* the operation ends cancelled\.$/);
             }
+          }
+          if (rec.state === 'pending') {
+            // never_sent only when the record proves it: no attempt that may have left, and no superseded
+            // owner's late outcome saying the provider answered one
+            const x = explain(rec, policy(rec));
+            const answered = rec.evidence.some((e) => e.kind === 'late_response' && !e.detail.startsWith('late not_sent'));
+            if (x.diagnosis.code === 'never_sent') {
+              seen.neverSent++;
+              expect(answered || deliveryUnresolved(rec) || rec.attempts.some((a) => a.class !== 'not_sent'), `never_sent of ${JSON.stringify({ attempts: rec.attempts, evidence: rec.evidence })}`).toBe(false);
+              expect(f.effects).toBe(0);
+            } else if (answered && rec.attempts.every((a) => a.class === 'not_sent')) seen.notSentButAnswered++;
           }
           if (!isTerminal(rec.state) && rec.cancelRequestedAt !== null) {
             // after a cancel nothing is resent, so a key the provider may have forgotten changes nothing

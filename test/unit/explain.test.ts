@@ -879,3 +879,49 @@ describe('a stale key on a record with a cancel requested', () => {
     expect(x.plan[0]).toMatch(/^Do not resend with key/);
   });
 });
+
+// Regression: every attempt in the record never left, but a superseded owner's late outcome says the
+// provider answered (a late 201: the effect happened), and a same-key resend cleared the record
+// (pending). explain said never_sent, "Nothing reached the provider … call again … to send it", "no
+// effect", high confidence, beside handoff.effects 1; under a policy without providerDedupes that
+// call is a second effect. The engine never writes this record with distinct owners (a superseded
+// owner's attempt stays open in the record), but applyEvent takes it (test/property/explain-facts.test.ts
+// reaches it), so explain must read it right.
+describe('attempts all not_sent, with a late delivery', () => {
+  const late201: RecordEvent = { type: 'evidence', kind: 'late_response', detail: 'late success outcome (status 201) from a superseded owner', status: 201, reopen: true };
+  const lateRec = (): Rec => new Rec().attempt('not_sent', null, 'ECONNREFUSED').on(late201, B);
+
+  it('pending after a same-key resend: not never_sent; a call again only where the provider dedupes', () => {
+    const r = lateRec().on({ type: 'resend_after_ambiguous', detail: 'the provider dedupes' });
+    expect(r.rec.state).toBe('pending');
+    const x = explain(r.rec, policy());
+    expect(x.diagnosis.code).toBe('timeout_before_response');
+    expect(x.diagnosis.summary).toMatch(/^A superseded owner got a success late/);
+    expect(x.handoff.effects).toBe(1);
+    expect(x.confidence).toBe('medium'); // the late 201: one observation
+    expect(x.escalate).toBe(true);
+    expect(x.plan.join('\n')).not.toMatch(/Nothing reached the provider|to send it/);
+    expect(x.verification.join('\n')).not.toMatch(/no effect/);
+    expect(explain(r.rec, policy({ providerDedupes: true })).plan[0]).toMatch(/^Call again with the same ref and payload: the provider dedupes by key/);
+  });
+
+  it('ambiguous: stale_lease, not high confidence on "nothing was sent"', () => {
+    const r = lateRec();
+    expect(r.rec.state).toBe('ambiguous');
+    const x = explain(r.rec, policy({ lookupRegistered: true, now: T0 + LEASE_MS + 1_000 }));
+    expect(x.diagnosis.code).toBe('stale_lease');
+    expect(x.confidence).toBe('medium');
+    expect(x.handoff.effects).toBe(1);
+  });
+
+  it('a late 503 (the provider answered "not processed"): no effect, but not "nothing reached the provider"', () => {
+    const r = new Rec()
+      .attempt('not_sent', null, 'ECONNREFUSED')
+      .on({ type: 'evidence', kind: 'late_response', detail: 'late retryable outcome (status 503) from a superseded owner', status: 503 }, B);
+    expect(r.rec.state).toBe('pending');
+    const x = explain(r.rec, policy());
+    expect(x.diagnosis.code).not.toBe('never_sent');
+    expect(x.handoff.effects).toBe(0);
+    expect(x.diagnosis.summary).not.toMatch(/Nothing reached the provider/);
+  });
+});
