@@ -67,21 +67,23 @@ interface PlainRequest {
   method: string;
   headers: Headers;
   body: BodyInit | null | undefined;
+  /** the Request whose own body is the body, read only by a once-only call */
+  bodyOf?: Request | undefined;
   signal: AbortSignal | undefined;
   rest: Record<string, unknown>;
 }
 
-async function plain(input: RequestInfo | URL, init: OnceRequestInit | undefined): Promise<PlainRequest> {
+function plain(input: RequestInfo | URL, init: OnceRequestInit | undefined): PlainRequest {
   const rest: Record<string, unknown> = {};
   if (input instanceof Request) {
     for (const name of PASSTHROUGH) if (name in input) rest[name] = (input as unknown as Record<string, unknown>)[name];
     // As `new Request(input, init)`: init's headers replace the Request's; a null body or signal in
     // init keeps the Request's body but drops its signal.
     const headers = copyHeaders(init?.headers ?? input.headers);
-    const body = init?.body ?? (input.body === null ? undefined : new Uint8Array(await input.clone().arrayBuffer()));
+    const bodyOf = init?.body == null && input.body !== null ? input : undefined;
     copyRest(init, rest);
     const signal = init?.signal === undefined ? input.signal : (init.signal ?? undefined);
-    return { url: input.url, method: (init?.method ?? input.method).toUpperCase(), headers, body, signal, rest };
+    return { url: input.url, method: (init?.method ?? input.method).toUpperCase(), headers, body: init?.body ?? undefined, bodyOf, signal, rest };
   }
   copyRest(init, rest);
   const url = input instanceof URL ? input.href : String(input);
@@ -107,7 +109,7 @@ function storedUrl(url: string): string {
 /** `client.fetch`: once-only when asked or by method, plain fetch otherwise. */
 export async function onceFetch(engine: Engine, input: RequestInfo | URL, init?: OnceRequestInit): Promise<Response> {
   const opts = engine.opts;
-  const req = await plain(input, init);
+  const req = plain(input, init);
   const callerKey = req.headers.get(opts.keyHeader) ?? undefined;
   const once = init?.once;
   const isOnce = once === false ? false : once !== undefined || callerKey !== undefined || opts.onceMethods.has(req.method);
@@ -115,6 +117,8 @@ export async function onceFetch(engine: Engine, input: RequestInfo | URL, init?:
     const { once: _ignored, ...passthrough } = init ?? {};
     return opts.fetch(input, passthrough);
   }
+  // Read (from a copy, under the cap) only now: a passed-through upload is not buffered first.
+  if (req.bodyOf !== undefined) req.body = req.bodyOf.clone().body;
   const onceOptions: OnceOptions = checkOnce(once);
   const normalised = normaliseUrl(req.url); // an invalid URL, or one with credentials, is a TypeError here
   const u = new URL(normalised);

@@ -580,6 +580,31 @@ describe('inputs', () => {
       expect(calls).toHaveLength(1);
     });
   });
+
+  // Regression (review): a Request's body was read whole (from a copy) before the call knew it was
+  // not once-only, so a passed-through upload (a PUT) was buffered in memory first, and a stream
+  // that ends only as it is sent held the call forever.
+  it('a Request that is passed through (not once-only) is handed over without its body being read first', async () => {
+    let pulled = 0;
+    const upload = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        pulled++;
+        controller.enqueue(new Uint8Array(64 * 1024));
+        if (pulled === 64) controller.close();
+      },
+    });
+    let handed: RequestInfo | URL | undefined;
+    const fetch = (async (input: RequestInfo | URL) => {
+      handed = input;
+      return new Response(null, { status: 204 });
+    }) as typeof globalThis.fetch;
+    const { client } = makeClient(fetch);
+    const request = new Request(URL_ORDERS, { method: 'PUT', body: upload, duplex: 'half' } as RequestInit);
+    expect((await client.fetch(request)).status).toBe(204);
+    expect(handed).toBe(request);
+    expect(pulled).toBeLessThanOrEqual(2);
+    expect(await client.store.list()).toHaveLength(0);
+  });
 });
 
 // Regression (adversarial run): stopping for a reason other than maxAttempts (a Retry-After over
