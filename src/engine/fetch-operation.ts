@@ -209,7 +209,11 @@ export function responseLookup(lookup: LookupFn, opts: ResolvedOptions): Snapsho
   return async (ctx) => {
     const res = await lookup(ctx);
     if (res === null) return null;
-    if (!(res instanceof Response)) throw new TypeError('lookup must resolve to a Response (found) or null (absent)');
+    // Another fetch's Response class (undici's, a polyfill's) fails `instanceof`: its shape is enough.
+    const like = res as Partial<Response> | undefined;
+    if (!(res instanceof Response || (typeof like?.status === 'number' && typeof like.arrayBuffer === 'function' && typeof like.headers?.forEach === 'function'))) {
+      throw new TypeError('lookup must resolve to a Response (found) or null (absent)');
+    }
     const body = new Uint8Array(await res.arrayBuffer());
     return responseSnapshot(res, body, 'lookup', opts.sensitiveHeaders, opts.maxStoredBodyBytes);
   };

@@ -3,6 +3,7 @@
  * with an injected fetch. Effects are counted as calls of that fetch; delays
  * are zero (random 0) so the paths, not the waits, are under test.
  */
+import { Response as UndiciResponse } from 'undici';
 import { describe, expect, it } from 'vitest';
 import {
   AmbiguousOutcomeError,
@@ -150,6 +151,25 @@ describe('ambiguous outcomes and lookups', () => {
     const record = await client.get(SCOPE);
     expect(record?.state).toBe('succeeded');
     expect(record?.result?.source).toBe('lookup');
+  });
+
+  // Regression (review): a lookup written with the undici package's fetch (for its dispatcher or
+  // proxy) answers undici's Response class, which `instanceof Response` refused: the order the
+  // lookup found was ignored and the call reported ambiguous.
+  it("a lookup answering another fetch implementation's Response (undici's): found, nothing sent again", async () => {
+    const { fetch, calls } = scriptedFetch([json(500, { error: 'oops' }), created('o-wrong')]);
+    const lookup: LookupFn = async () =>
+      new UndiciResponse(JSON.stringify({ id: 'o-found' }), { status: 200, headers: { 'content-type': 'application/json' } }) as unknown as Response;
+    const { client } = makeClient(fetch);
+    const res = await client.fetch(URL_ORDERS, orderInit({ ...SCOPE, lookup }));
+    expect(calls).toHaveLength(1);
+    expect([res.status, res.headers.get('content-type')]).toEqual([200, 'application/json']);
+    expect(await res.json()).toEqual({ id: 'o-found' });
+    expect((await client.get(SCOPE))?.result?.source).toBe('lookup');
+    // anything else is still refused
+    const other = makeClient(scriptedFetch([json(500, { error: 'oops' })]).fetch).client;
+    const notResponse = (async () => ({ status: 200 })) as unknown as LookupFn;
+    await expect(other.fetch(URL_ORDERS, orderInit({ ...SCOPE, lookup: notResponse }))).rejects.toBeInstanceOf(AmbiguousOutcomeError);
   });
 
   it('a lookup that throws, when the provider does not dedupe: AmbiguousOutcomeError, record stays ambiguous with the failure as evidence', async () => {
