@@ -49,7 +49,8 @@ function codeOf(r: OperationRecord, f: Facts): DiagnosisCode {
       if (f.liveLease) return 'concurrent_duplicates';
       // an attempt whose owner stopped, or a superseded owner's late answer nothing settled
       if ((last !== undefined && last.finishedAt === null) || f.late !== undefined) return 'stale_lease';
-      return last?.class === 'ambiguous' ? 'timeout_before_response' : 'unknown';
+      // (a cancel re-applied on a pending record reopens it whatever its last attempt got)
+      return last?.class === 'ambiguous' || f.deliveryUnresolved ? 'timeout_before_response' : 'unknown';
     case 'pending':
       // no attempt left, and no superseded owner's late outcome says one reached the provider
       if (!f.anySent) return 'never_sent';
@@ -101,8 +102,8 @@ function summaryOf(code: DiagnosisCode, r: OperationRecord, f: Facts): string {
         ? `Attempt ${n} got 409 "in progress": an earlier request with this key was still being processed; one owner, one key.${cancel === undefined ? '' : ` ${cancel}`}`
         : `Another owner (${r.lease?.owner ?? '?'}) holds the operation under a live lease until ${iso(r.lease?.expiresAt ?? r.updatedAt)}; other calls wait for it.`;
     case 'timeout_before_response':
-      if (r.state === 'pending' && f.earlierUnresolved && last?.class !== 'ambiguous' && last?.finishedAt !== null) {
-        return `${f.lateSuccess ? 'A superseded owner got a success late' : 'An earlier attempt may have reached the provider'} and nothing settled it (it was only cleared for a same-key resend); attempt ${n} then got ${last?.reason ?? 'no outcome'}. ${cancel ?? 'Resend only with the same key, where the provider dedupes.'}`;
+      if (f.earlierUnresolved && last?.class !== 'ambiguous' && last?.finishedAt !== null) {
+        return `${f.lateSuccess ? 'A superseded owner got a success late' : 'An earlier attempt may have reached the provider'} and nothing settled it (it was only cleared for a same-key resend); attempt ${n} then got ${last?.reason ?? 'no outcome'}. ${cancel ?? (r.state === 'pending' ? 'Resend only with the same key, where the provider dedupes.' : 'Not resent: it is looked up first.')}`;
       }
       return r.state === 'pending'
         ? `Attempt ${n} ended without an answer (${last?.reason ?? 'no outcome'}); ${f.clearedByLookup ? 'a lookup then found no effect' : 'it was cleared for a same-key resend (the provider dedupes by key)'}${cancel === undefined ? ', so it may be resent with the same key.' : `. ${cancel}`}`

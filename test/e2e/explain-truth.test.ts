@@ -506,9 +506,11 @@ describe('explain after the late successes of two superseded owners', () => {
 // of the provider's retention. explain escalated "The key is stale: … a resend might act twice" and
 // planned "Do not resend with key …" first; after a cancel the engine never resends: the next call
 // re-applies the cancel and its lookup settles the record, whatever the key's age.
-describe('explain of a pending record with a cancel requested and a stale key', () => {
-  it('does not escalate the key: the next call sends nothing and its lookup settles it', async () => {
-    const ref = 'X-cancel-stale';
+// And once client.cancel() re-applied the cancel (the record turns ambiguous, its last attempt a 503),
+// explain said unknown, "No rule fits … decide by hand", escalated; client.recover() looks it up.
+describe('explain of a record with a cancel requested, after an attempt only cleared for a same-key resend', () => {
+  /** Attempt 1 dropped after its commit (cleared for a same-key resend: providerDedupes, no lookup); a cancel while attempt 2 is held; then a 503. */
+  async function cancelledAfterResend(ref: string) {
     const scope = { action: 'create-order', ref };
     provider.faults([
       { kind: 'drop_after_commit', match: { ref } },
@@ -533,7 +535,13 @@ describe('explain of a pending record with a cancel requested and a stale key', 
     release();
     expect(await call).toMatchObject({ code: 'RETRIES_EXHAUSTED' });
     expect(await c.get(scope)).toMatchObject({ state: 'pending', cancelRequestedAt: expect.any(Number) });
+    expect(provider.effectsFor(ref)).toBe(1);
+    return { c, scope };
+  }
 
+  it('a stale key: no escalation; the next call sends nothing and its lookup settles it', async () => {
+    const ref = 'X-cancel-stale';
+    const { c, scope } = await cancelledAfterResend(ref);
     // a client that sees the key as stale (a minute on, past 90 % of a one-second retention)
     const later = client({ store: c.store, now: () => Date.now() + 60_000, providerRetentionMs: 1_000, lookups: { 'create-order': lookupByRef(provider.url) } });
     const x = await later.explain(scope);
@@ -544,6 +552,24 @@ describe('explain of a pending record with a cancel requested and a stale key', 
 
     // The engine agrees: the next call sends nothing, looks it up, finds the order.
     expect((await post(later, ref)).status).toBe(200);
+    expect((await c.get(scope))?.state).toBe('succeeded');
+    expect(provider.requests).toHaveLength(2);
+    expect(provider.effectsFor(ref)).toBe(1);
+  });
+
+  it('the cancel re-applied (ambiguous, last attempt a 503): not "no rule fits"; recover() looks it up, sends nothing', async () => {
+    const ref = 'X-cancel-again';
+    const { c, scope } = await cancelledAfterResend(ref);
+    expect(await c.cancel(scope)).toEqual({ outcome: 'undecided', state: 'ambiguous' });
+    const r = client({ store: c.store, lookups: { 'create-order': lookupByRef(provider.url) } });
+    const x = await r.explain(scope);
+    expect(x?.diagnosis.code).toBe('timeout_before_response');
+    expect(x?.escalate).toBe(false);
+    expect(x?.plan[0]).toMatch(/^Look up first: run client\.recover\(\)/);
+    expect(x?.plan[1]).toBe('found → succeeded (delivery won over the cancel requested); absent → cancelled, nothing is sent; unknown → it stays ambiguous: escalate then.');
+
+    // The engine agrees: recover() looks it up and finds the order; nothing is sent.
+    expect(await r.recover()).toMatchObject({ resolved: [{ ref }], absent: [], stillAmbiguous: [] });
     expect((await c.get(scope))?.state).toBe('succeeded');
     expect(provider.requests).toHaveLength(2);
     expect(provider.effectsFor(ref)).toBe(1);

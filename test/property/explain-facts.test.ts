@@ -20,7 +20,10 @@
  *   duplicate: effects 'unknown', escalated, never "exactly one"; and with no such attempt, none;
  * - on a `pending` record with a cancel requested, the plan never sends: the next call re-applies the
  *   cancel, which `applyEvent` turns into `cancelled` exactly when `Facts.deliveryUnresolved` is false;
- *   and on any live record with a cancel requested a stale key is no reason to escalate (nothing is resent).
+ *   and on any live record with a cancel requested a stale key is no reason to escalate (nothing is resent);
+ * - an `ambiguous` record with a possibly delivered attempt is never `unknown` ("no rule fits"): the
+ *   engine reconciles it, and the plan says how;
+ * - `never_sent` only where no attempt may have left and no superseded owner's late outcome was answered.
  *
  * The events are those the engine writes, plus one it never writes but `applyEvent` takes: generic
  * `evidence` of kind `lookup` with a settled "absent" line, so that a settled "absent" can follow a
@@ -234,6 +237,7 @@ describe('facts.ts agrees with record.ts on records reached through applyEvent',
       cancelReconciles: 0,
       cancelStaleKey: 0,
       neverSent: 0,
+      ambiguousUnresolved: 0,
       notSentButAnswered: 0,
     };
     fc.assert(
@@ -284,6 +288,11 @@ describe('facts.ts agrees with record.ts on records reached through applyEvent',
               expect(x.plan.join('\n'), `plan of a pending record with a cancel requested: ${JSON.stringify({ attempts: rec.attempts, evidence: rec.evidence })}`).not.toMatch(SENDS);
               if (!f.deliveryUnresolved && f.contradictions.length === 0) expect(x.plan[0]).toMatch(/^Nothing is sent: a cancel was requested at .* the operation ends cancelled\.$/);
             }
+          }
+          if (rec.state === 'ambiguous' && f.deliveryUnresolved) {
+            // an attempt (or a late delivery) the engine reconciles before anything else: a rule fits it
+            expect(explain(rec, policy(rec)).diagnosis.code, `code of ${JSON.stringify({ attempts: rec.attempts, evidence: rec.evidence })}`).not.toBe('unknown');
+            seen.ambiguousUnresolved++;
           }
           if (rec.state === 'pending') {
             // never_sent only when the record proves it: no attempt that may have left, and no superseded

@@ -925,3 +925,41 @@ describe('attempts all not_sent, with a late delivery', () => {
     expect(x.diagnosis.summary).not.toMatch(/Nothing reached the provider/);
   });
 });
+
+// Regression: client.cancel() (or the next call) re-applied the cancel on a pending record whose
+// earlier attempt was only cleared for a same-key resend: the record turns ambiguous with a 503 as its
+// last attempt. explain said unknown, "No rule fits … decide by hand", escalated, where client.recover()
+// or the next call looks it up (found → succeeded, absent → cancelled) and sends nothing. (The engine:
+// test/e2e/explain-truth.test.ts.)
+describe('ambiguous after a cancel re-applied on a record only cleared for a same-key resend', () => {
+  const rec = (): Rec =>
+    new Rec()
+      .attempt('ambiguous', null, 'headers timeout')
+      .on({ type: 'resend_after_ambiguous', detail: 'the provider dedupes' })
+      .start()
+      .on({ type: 'cancel' }, B)
+      .on({ type: 'attempt_finished', class: 'retryable', status: 503, reason: 'status 503', result: null })
+      .stop('RETRIES_EXHAUSTED', 'attempts')
+      .on({ type: 'cancel' }, B);
+
+  it('is an unsettled outcome the lookup settles, not "no rule fits"', () => {
+    const r = rec();
+    expect(r.rec).toMatchObject({ state: 'ambiguous', lease: null });
+    for (const over of [{ lookupRegistered: true }, { lookupRegistered: true, providerDedupes: true }]) {
+      const x = explain(r.rec, policy(over));
+      expect(x.diagnosis.code).toBe('timeout_before_response');
+      expect(x.diagnosis.summary).toMatch(/^An earlier attempt may have reached the provider .*; attempt 2 then got status 503\. Not resent/);
+      expect(x.escalate).toBe(false);
+      expect(x.plan).toEqual([
+        "Look up first: run client.recover() (or call again with the same ref and payload); the lookup registered for 'create-order' asks the provider whether it took effect.",
+        'found → succeeded (delivery won over the cancel requested); absent → cancelled, nothing is sent; unknown → it stays ambiguous: escalate then.',
+      ]);
+      // a stale key changes nothing after a cancel
+      expect(explain(r.rec, policy({ ...over, providerRetentionMs: 60_000, now: T0 + 120_000 })).escalate).toBe(false);
+    }
+    // without a lookup: escalated for that reason, not "no rule fits"
+    expect(explain(r.rec, policy()).escalation).toMatch(/^The outcome is unknown and nothing can settle it automatically: a cancel was requested/);
+    expect(applyEvent(r.rec, { type: 'lookup_absent', detail: 'none' }, r.t + 10, A).state).toBe('cancelled');
+    expect(applyEvent(r.rec, { type: 'lookup_found', result: snapshot(200, 'lookup'), detail: 'found' }, r.t + 10, A).state).toBe('succeeded');
+  });
+});
