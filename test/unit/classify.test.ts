@@ -167,6 +167,11 @@ describe('classifyError', () => {
     ['ERR_INVALID_URL', new TypeError('Failed to parse URL', { cause: coded('ERR_INVALID_URL') }), 'awaiting_response', 'not_sent', 'ERR_INVALID_URL'],
     ['ETIMEDOUT at connect', fetchFailed(coded('ETIMEDOUT', { syscall: 'connect' })), 'awaiting_response', 'not_sent', 'ETIMEDOUT'],
     ['TLS certificate failure', fetchFailed(coded('CERT_HAS_EXPIRED')), 'awaiting_response', 'not_sent', 'CERT_HAS_EXPIRED'],
+    // Regression (review): an incomplete chain (a proxy's CA not trusted, a missing intermediate) was
+    // ambiguous, so the ref stayed stuck although the handshake failed before any request byte.
+    ['TLS chain: issuer unknown locally', fetchFailed(coded('UNABLE_TO_GET_ISSUER_CERT_LOCALLY')), 'awaiting_response', 'not_sent', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY'],
+    ['TLS chain: issuer unknown', fetchFailed(coded('UNABLE_TO_GET_ISSUER_CERT')), 'awaiting_response', 'not_sent', 'UNABLE_TO_GET_ISSUER_CERT'],
+    ['TLS certificate not yet valid', fetchFailed(coded('CERT_NOT_YET_VALID')), 'awaiting_response', 'not_sent', 'CERT_NOT_YET_VALID'],
     [
       'AggregateError of connect failures (Happy Eyeballs)',
       fetchFailed(new AggregateError([coded('ECONNREFUSED'), coded('ETIMEDOUT', { syscall: 'connect' })])),
