@@ -197,6 +197,8 @@ function handoffOf(r: OperationRecord, f: Facts, p: ExplainPolicy): Handoff {
  * ```
  */
 export function explain(record: OperationRecord, policy: ExplainPolicy): Explanation {
+  // recover() and calls reconcile a client.run() operation (no request) with its own spec.lookup only, never a registered one
+  if (record.request === null) policy = { ...policy, lookupRegistered: false };
   const f = factsOf(record, policy.now, policy.providerRetentionMs, policy.providerDedupes);
   const code = codeOf(record, f);
   const diagnosis: Diagnosis = {

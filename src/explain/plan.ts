@@ -96,12 +96,12 @@ function unsettled(c: Ctx, lead: string[]): Decision {
     ? `a cancel was requested at ${iso(c.r.cancelRequestedAt ?? 0)}, which withdrew the authority to send, and no lookup is registered for '${c.action}'`
     : c.p.providerDedupes
       ? `the key is past ${iso(c.f.resendCutoffAt)} (90 % of the provider's retention), so the provider may no longer recognise it`
-      : `no lookup is registered for '${c.action}' and the provider does not dedupe by key`;
+      : `${c.r.request === null ? 'client.run() reconciles only with its own lookup' : `no lookup is registered for '${c.action}'`} and the provider does not dedupe by key`;
   return {
     plan: [
       `Do not resend: ${why}; a resend could create a second effect.`,
       `Check at the provider whether an effect exists for ref '${c.ref}' (key ${c.key}): its API, dashboard or support.`,
-      `Then register a lookup for '${c.action}' (createClient({ lookups })) that reports what you found, and ${pending ? 'call again' : 'run client.recover()'}: found settles it as succeeded; ${late ? 'absent leaves it ambiguous' : cancelRequested ? 'absent cancels it' : 'absent lets the next call resend with the same key'}.`,
+      `Then ${c.r.request === null ? 'call client.run() again with a lookup (spec.lookup)' : `register a lookup for '${c.action}' (createClient({ lookups }))`} that reports what you found${c.r.request === null ? '' : `, and ${pending ? 'call again' : 'run client.recover()'}`}: found settles it as succeeded; ${late ? 'absent leaves it ambiguous' : cancelRequested ? 'absent cancels it' : 'absent lets the next call resend with the same key'}.`,
     ],
     verification,
     escalation: `The outcome is unknown and nothing can settle it automatically: ${why}.`,

@@ -258,7 +258,7 @@ export interface ExplainPolicy {
   retentionMs: number;
   providerRetentionMs: number;
   providerDedupes: boolean;
-  /** whether a lookup is registered for the record's action (a per-call lookup is not visible here) */
+  /** whether a lookup is registered for the record's action (a per-call lookup is not visible here); not counted for a `client.run()` operation, which only its own `spec.lookup` reconciles */
   lookupRegistered: boolean;
   /** epoch ms */
   now: number;

@@ -575,3 +575,38 @@ describe('explain of a record with a cancel requested, after an attempt only cle
     expect(provider.effectsFor(ref)).toBe(1);
   });
 });
+
+// Regression: a client.run() operation left ambiguous (its effect timed out after acting), explained
+// by a client with a lookup registered under the same action. explain planned "Look up first: run
+// client.recover()", no escalation; recover() leaves a client.run() operation ambiguous and a run()
+// without its own lookup stops ambiguous again: nothing settles it but a person or a run() lookup.
+describe('explain of a client.run() operation beside a registered lookup', () => {
+  it('escalates and plans client.run()\'s own lookup; recover() and a plain run() indeed settle nothing', async () => {
+    const ref = 'X-run';
+    const scope = { action: 'charge', ref };
+    let effects = 0;
+    const effect = async ({ signal }: { signal: AbortSignal }) => {
+      effects++;
+      // acts, then hangs past the attempt timeout: the outcome is ambiguous
+      await new Promise((_, reject) => signal.addEventListener('abort', () => reject(signal.reason as Error)));
+      return 'never';
+    };
+    const c = client({ lookups: { charge: lookupByRef(provider.url) }, retry: { maxAttempts: 1, attemptTimeoutMs: 50 } });
+    await expect(c.run({ action: 'charge', ref, payload: { amount: 500 } }, effect)).rejects.toMatchObject({ code: 'AMBIGUOUS_OUTCOME' });
+    expect(await c.get(scope)).toMatchObject({ state: 'ambiguous', request: null });
+
+    const x = await c.explain(scope);
+    expect(x?.escalate).toBe(true);
+    expect(x?.plan.join('\n')).not.toMatch(/Look up first|the lookup registered/);
+    expect(x?.plan.at(-1)).toMatch(/^Then call client\.run\(\) again with a lookup \(spec\.lookup\)/);
+
+    // The engine agrees: recover() leaves it ambiguous; a run() without its own lookup sends nothing and stops ambiguous.
+    expect(await c.recover()).toMatchObject({ resolved: [], absent: [], stillAmbiguous: [{ ref }] });
+    await expect(c.run({ action: 'charge', ref, payload: { amount: 500 } }, effect)).rejects.toMatchObject({ code: 'AMBIGUOUS_OUTCOME' });
+    expect((await c.get(scope))?.state).toBe('ambiguous');
+    expect(effects).toBe(1);
+    // its own lookup settles it
+    expect(await c.run({ action: 'charge', ref, payload: { amount: 500 }, lookup: async () => ({ value: 'ch_1' }) }, effect)).toBe('ch_1');
+    expect(effects).toBe(1);
+  });
+});

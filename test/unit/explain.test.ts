@@ -963,3 +963,27 @@ describe('ambiguous after a cancel re-applied on a record only cleared for a sam
     expect(applyEvent(r.rec, { type: 'lookup_found', result: snapshot(200, 'lookup'), detail: 'found' }, r.t + 10, A).state).toBe('succeeded');
   });
 });
+
+// Regression: a client.run() operation (request null) left ambiguous, explained by a client with a
+// lookup registered under its action name. explain planned "Look up first: run client.recover() …;
+// the lookup registered for … asks the provider", no escalation; but neither recover() nor a call
+// uses registered lookups for a client.run() operation (recover.ts: it leaves it ambiguous; a run()
+// reconciles only with its own spec.lookup): nothing settles it, and a person must. (The engine:
+// test/e2e/explain-truth.test.ts.)
+describe('a client.run() operation and the lookups registered on the client', () => {
+  const runRec = (): OperationRecord => {
+    const r = new Rec();
+    r.rec = { ...r.rec, request: null };
+    return r.attempt('ambiguous', null, 'attempt timeout').stop('AMBIGUOUS_OUTCOME', 'unknown').rec;
+  };
+
+  it('counts no registered lookup: escalated, and the plan names client.run()\'s own lookup', () => {
+    const x = explain(runRec(), policy({ lookupRegistered: true }));
+    expect(x.handoff.retryPolicy.lookupRegistered).toBe(false);
+    expect(x.escalate).toBe(true);
+    expect(x.plan.join('\n')).not.toMatch(/Look up first|the lookup registered/);
+    expect(x.plan.at(-1)).toMatch(/^Then call client\.run\(\) again with a lookup \(spec\.lookup\) that reports what you found: found settles it as succeeded/);
+    // a client.fetch() operation: the registered lookup does settle it
+    expect(explain(new Rec().attempt('ambiguous', null, 'attempt timeout').stop('AMBIGUOUS_OUTCOME', 'unknown').rec, policy({ lookupRegistered: true })).escalate).toBe(false);
+  });
+});
