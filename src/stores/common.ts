@@ -8,7 +8,7 @@
  */
 import { StoreError } from '../errors.js';
 import { findLoneSurrogate } from '../operation/canonical-json.js';
-import { parseRecord, recordId, type OperationRecord, type OperationState } from '../operation/record.js';
+import { isTerminal, parseRecord, recordId, type OperationRecord, type OperationState } from '../operation/record.js';
 import { DEFAULT_LIST_LIMIT, type ListQuery } from './contract.js';
 
 /** The columns a store indexes besides the record text. */
@@ -91,6 +91,19 @@ export function decodeRecord(
     );
   }
   return record;
+}
+
+/**
+ * Whether purge may delete this row: it reads as a terminal record that expired before `now`
+ * (so a row that is not a valid record, evidence nobody can read, is never deleted).
+ */
+export function purgeable<Row>(row: Row, read: (row: Row) => OperationRecord, now: number): boolean {
+  try {
+    const record = read(row);
+    return isTerminal(record.state) && record.expiresAt < now;
+  } catch {
+    return false;
+  }
 }
 
 /** A {@link ListQuery} with defaults applied. */

@@ -34,6 +34,7 @@ import {
   closedError,
   decodeRecord,
   encodeRecord,
+  purgeable,
   readListed,
   resolveListQuery,
   type RecordColumns,
@@ -89,15 +90,6 @@ const STATE_INDEX = 'state';
  * gets no event while a connection holds that up; past this, calls fail with a StoreError.
  */
 const OPEN_WAIT_MS = 5_000;
-
-/** The state a row's record says it is in, or undefined when the data is not a record. */
-function recordState(data: unknown): unknown {
-  try {
-    return (JSON.parse(String(data)) as { state?: unknown } | null)?.state;
-  } catch {
-    return undefined;
-  }
-}
 
 const isRow = (value: unknown): value is Row =>
   typeof value === 'object' &&
@@ -370,9 +362,9 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
             index.openCursor(state).onsuccess = function () {
               const cursor = this.result;
               if (cursor === null) return;
-              const row: unknown = cursor.value;
-              // Only a row whose record agrees that it is terminal: a hand-edited column never deletes a live record.
-              if (isRow(row) && row.expiresAt < now && recordState(row.data) === row.state) {
+              // Only a row that reads as the expired terminal record its columns say: a hand-edited
+              // column never deletes a live record, and nothing deletes a row it cannot read.
+              if (purgeable(cursor.value, (row) => read(row, String(cursor.primaryKey)), now)) {
                 cursor.delete();
                 count++;
               }

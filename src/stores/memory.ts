@@ -17,6 +17,7 @@ import {
   closedError,
   decodeRecord,
   encodeRecord,
+  purgeable,
   readListed,
   resolveListQuery,
   type RecordColumns,
@@ -47,7 +48,7 @@ export function memoryStore(): OnceStore {
     if (closed) throw closedError(name, method);
   };
   const read = (row: Row): OperationRecord =>
-    decodeRecord(row.data, row.id, row.generation, `${name} record ${row.id}`);
+    decodeRecord(row.data, row.id, row.generation, `${name} record ${row.id}`, { state: row.state, tenant: row.tenant, expiresAt: row.expiresAt });
 
   const store: OnceStore = {
     name,
@@ -107,7 +108,9 @@ export function memoryStore(): OnceStore {
       checkPurgeNow(now);
       let count = 0;
       for (const row of [...rows.values()]) {
-        if (isTerminal(row.state) && row.expiresAt < now) {
+        if (!isTerminal(row.state) || !(row.expiresAt < now)) continue;
+        // Only a row that reads as the expired terminal record its columns say: never evidence it cannot read.
+        if (purgeable(row, read, now)) {
           rows.delete(row.id);
           count++;
         }

@@ -213,10 +213,17 @@ function statements(n: Names) {
              SET generation = $1, state = $2, tenant = $3, lease_expires_at = $4, expires_at = $5, updated_at = $6, data = $7
              WHERE id = $8 AND generation = $9`,
     // The state list repeats the purge index's predicate so the planner uses it. SKIP LOCKED lets
-    // several purging processes split the work instead of queueing on each other's rows.
+    // several purging processes split the work instead of queueing on each other's rows. A row is
+    // deleted only when its text is one JSON object naming the state, id and expiry its columns
+    // hold, as JSON.stringify or jsonb writes them, so a row that is not that record (truncated,
+    // another operation's, expiring later) stays, as evidence. (PostgreSQL before 16 cannot test
+    // JSON validity without failing the whole statement; a terminal record has no lease, so the
+    // only "expiresAt" in its text is its own.)
     purgeBatch: `DELETE FROM ${t} WHERE id IN (
                    SELECT id FROM ${t} WHERE state IN (${TERMINAL_SQL}) AND expires_at < $1
                    AND data ~ ('"state"[[:space:]]*:[[:space:]]*"' || state || '"')
+                   AND data LIKE '{%}' AND strpos(data, to_json(id)::text) > 0
+                   AND (strpos(data, '"expiresAt":' || expires_at || ',') > 0 OR strpos(data, '"expiresAt": ' || expires_at || ',') > 0)
                    LIMIT $2 FOR UPDATE SKIP LOCKED)`,
   };
 }

@@ -124,11 +124,15 @@ function prepare(db: Database): Statements {
        SET generation = ?, state = ?, tenant = ?, lease_expires_at = ?, expires_at = ?, updated_at = ?, data = ?
        WHERE id = ? AND generation = ?`,
     ),
-    // DELETE … LIMIT needs a compile-time option; a bounded subquery does not.
+    // DELETE … LIMIT needs a compile-time option; a bounded subquery does not. A row is deleted only
+    // when its text is JSON naming the id, generation, state and expiry its columns hold: never a
+    // row that cannot be read as the record it claims to be.
     purgeBatch: db.prepare(
       `DELETE FROM oncefetch_records WHERE id IN (
          SELECT id FROM oncefetch_records WHERE state IN (${TERMINAL_SQL}) AND expires_at < ?
-           AND CASE WHEN json_valid(data) THEN json_extract(data, '$.state') END = state LIMIT ${PURGE_BATCH})`,
+           AND CASE WHEN json_valid(data) THEN json_extract(data, '$.state') = state AND json_extract(data, '$.id') = id
+             AND json_extract(data, '$.generation') = generation AND json_extract(data, '$.expiresAt') = expires_at END
+           LIMIT ${PURGE_BATCH})`,
     ),
     list: new Map(),
   };

@@ -352,6 +352,25 @@ export function describeStoreContract(name: string, factory: StoreContractFactor
       expect(await store.get(kept[4]!.id)).toBeUndefined();
     });
 
+    // Regression (review): the PostgreSQL store's purge deleted a row whose text named a terminal
+    // state even when it was no record at all (truncated JSON); the memory store purged by its
+    // columns alone. A row purge cannot read as the expired terminal record it claims to be stays.
+    it('purge leaves a terminal row it cannot read as an expired terminal record', async () => {
+      const expired = (ref: string): OperationRecord => inState(record({ ref, now: 1_000, retentionMs: 1_000 }), 'succeeded');
+      const cases: ReadonlyArray<readonly [OperationRecord, (r: OperationRecord) => string]> = [
+        [expired('truncated'), (r) => JSON.stringify(r).slice(0, -1)],
+        [expired('foreign'), () => JSON.stringify(expired('someone-else'))],
+        [expired('later'), (r) => JSON.stringify({ ...r, expiresAt: 50_000 })],
+      ];
+      const fine = expired('fine');
+      for (const [r] of cases) await store.claim(r);
+      await store.claim(fine);
+      for (const [r, raw] of cases) await subject.corrupt(r.id, raw(r));
+      expect(await store.purge(10_000)).toBe(1);
+      expect(await store.get(fine.id)).toBeUndefined();
+      for (const [r] of cases) await storeError(store.get(r.id));
+    });
+
     // Regression (review): a store's check of its columns against the record, or its purge, once
     // refused records whose text holds NUL or a lone surrogate (which JSON carries escaped).
     it('a record whose tenant and ref hold a lone surrogate or NUL reads back, lists, and purges', async () => {
