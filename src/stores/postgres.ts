@@ -15,6 +15,7 @@
  */
 import type Pg from 'pg';
 import { StoreError } from '../errors.js';
+import { findLoneSurrogate } from '../operation/canonical-json.js';
 import type { OperationRecord } from '../operation/record.js';
 import type { ClaimResult, CompareAndSetResult, ListQuery, OnceStore } from './contract.js';
 import {
@@ -346,11 +347,15 @@ export function postgresStore(options: PostgresStoreOptions): OnceStore {
         where.push(`(lease_expires_at IS NULL OR lease_expires_at < $${params.push(q.leaseExpiredBefore)})`);
       }
       if (q.tenant !== undefined) where.push(`tenant = $${params.push(q.tenant)}`);
+      // The tenant column cannot tell apart tenants that differ only in a lone surrogate (pg sends
+      // each as U+FFFD), so LIMIT would count the others' rows: such a tenant is also matched in the
+      // record's text, where JSON.stringify escapes it.
+      if (q.tenant !== undefined && findLoneSurrogate(q.tenant) !== -1) where.push(`strpos(data, $${params.push(`"tenant":${JSON.stringify(q.tenant)}`)}) > 0`);
       const text = `SELECT id, generation, state, tenant, expires_at, data FROM ${n.records}
                     ${where.length === 0 ? '' : `WHERE ${where.join(' AND ')}`}
                     ORDER BY updated_at ASC, id ASC LIMIT $${params.push(q.limit)}`;
       const { rows } = await run('list', 'listing records', (pool) => pool.query(text, params));
-      // The tenant column cannot tell apart tenants that differ only in a lone surrogate: the record decides.
+      // The record decides.
       return readListed(rows as RecordRow[], q, (row) => row.id, read).filter((r) => q.tenant === undefined || r.tenant === q.tenant);
     },
 

@@ -135,6 +135,22 @@ describeWithPostgres('postgresStore', (url) => {
       await store.close();
     });
 
+    // Regression (review): the tenant column cannot tell apart tenants that differ only in a lone
+    // surrogate (pg sends both as U+FFFD), and list() dropped the other tenant's rows after LIMIT:
+    // a limit of 1 listed nothing while this tenant had a record.
+    it('list by a tenant holding a lone surrogate: the limit counts only that tenant\'s records', async () => {
+      const { store } = open();
+      const of = (tenant: string, ref: string, now: number): OperationRecord =>
+        newRecord({ scope: { tenant, action: 'create-order', ref }, key: `key-${ref}`, keySource: 'minted', fingerprint: 'a'.repeat(64), request: null, owner: 'owner', now, leaseMs: 100, retentionMs: 1_000 });
+      await store.claim(of('t\ud801', 'other-1', 1_000));
+      await store.claim(of('t\ud801', 'other-2', 1_001));
+      const mine = of('t\ud800', 'mine', 1_002);
+      await store.claim(mine);
+      expect(await store.list({ tenant: 't\ud800', limit: 1 })).toEqual([mine]);
+      expect((await store.list({ tenant: 't\ud801', limit: 1 })).map((r) => r.ref)).toEqual(['other-1']);
+      await store.close();
+    });
+
     it('a pg.Pool fits the pool option, and close() leaves a caller pool open', async () => {
       const pool: PostgresPool = callerPool;
       const store = postgresStore({ pool, schema, table: freshTable() });
