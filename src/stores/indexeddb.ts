@@ -364,7 +364,8 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
               if (cursor === null) return;
               // Only a row that reads as the expired terminal record its columns say: a hand-edited
               // column never deletes a live record, and nothing deletes a row it cannot read.
-              if (purgeable(cursor.value, (row) => read(row, String(cursor.primaryKey)), now)) {
+              const row: unknown = cursor.value;
+              if (isRow(row) && row.expiresAt < now && purgeable(row, (r) => read(r, String(cursor.primaryKey)), now)) {
                 cursor.delete();
                 count++;
               }
