@@ -120,6 +120,8 @@ export async function onceFetch(engine: Engine, input: RequestInfo | URL, init?:
   // Read (from a copy, under the cap) only now: a passed-through upload is not buffered first.
   if (req.bodyOf !== undefined) req.body = req.bodyOf.clone().body;
   const onceOptions: OnceOptions = checkOnce(once);
+  const key = unquote(callerKey);
+  if (key === '') throw new TypeError(`client.fetch: the ${opts.keyHeader} header is empty; give it a non-empty key, or leave it out and oncefetch mints one`);
   const normalised = normaliseUrl(req.url); // an invalid URL, or one with credentials, is a TypeError here
   const u = new URL(normalised);
   checkSendable(req, u.protocol);
@@ -135,7 +137,6 @@ export async function onceFetch(engine: Engine, input: RequestInfo | URL, init?:
     req.headers.set('content-type', captured.impliedContentType);
   }
   const fingerprint = await fingerprintRequest({ method: req.method, url: normalised, body: captured.bytes, contentType: req.headers.get('content-type') });
-  const key = unquote(callerKey);
   const scope: Scope = {
     tenant: onceOptions.tenant ?? opts.tenant,
     action: onceOptions.action ?? `${req.method} ${u.origin}${u.pathname}`,

@@ -108,6 +108,7 @@ export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx:
   for (const [name, value] of Object.entries({ action: spec.action, ref: spec.ref })) {
     if (typeof value !== 'string' || value === '') throw new TypeError(`client.run: spec.${name} must be a non-empty string`);
   }
+  if (spec.key !== undefined && (typeof spec.key !== 'string' || spec.key === '')) throw new TypeError('client.run: spec.key must be a non-empty string (or left out: oncefetch mints one)');
   if (typeof effect !== 'function') throw new TypeError('client.run: effect must be a function');
   const fingerprint = await fingerprintPayload(spec.payload ?? null);
   const userLookup = spec.lookup;

@@ -375,6 +375,27 @@ describe('inputs refused before anything is recorded', () => {
   it('an empty once.ref', () => refused(URL_ORDERS, orderInit({ ...SCOPE, ref: '' }), /once\.ref must be a non-empty string/));
   it('a once.classify that is not a function', () => refused(URL_ORDERS, { ...orderInit(), once: { ...SCOPE, classify: 'terminal' } }, /once\.classify must be a function/));
   it('a once.lookup that is not a function', () => refused(URL_ORDERS, { ...orderInit(), once: { ...SCOPE, lookup: 'nope' } }, /once\.lookup must be a function/));
+  it.each([['empty', ''], ['blank', '   '], ['an empty RFC 8941 string', '""']])(
+    'an Idempotency-Key header that is %s: a TypeError saying so, before the store is touched',
+    async (_label, key) => {
+      const { fetch, calls } = scriptedFetch([created()]);
+      const store = memoryStore();
+      const touched: string[] = [];
+      const watched = new Proxy(store, { get: (t, p, r) => (typeof p === 'string' && p !== 'then' && touched.push(p), Reflect.get(t, p, r)) });
+      const { client } = makeClient(fetch, { store: watched });
+      touched.length = 0;
+      const headers = { 'content-type': 'application/json', 'idempotency-key': key };
+      for (const init of [{ ...orderInit(), headers }, { method: 'POST', headers, body: orderBody() }]) {
+        const error = await client.fetch(URL_ORDERS, init).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(TypeError);
+        expect((error as Error).message).toBe(
+          'client.fetch: the Idempotency-Key header is empty; give it a non-empty key, or leave it out and oncefetch mints one',
+        );
+      }
+      expect(touched).toEqual([]);
+      expect(calls).toHaveLength(0);
+    },
+  );
   it('a body stream already read from (the rest is not the body)', async () => {
     const stream = new ReadableStream<Uint8Array>({
       start(controller) {

@@ -249,6 +249,19 @@ describe('client.run', () => {
     expect(await client.store.list()).toHaveLength(0);
   });
 
+  it.each([
+    ['an empty key', ''],
+    ['a key that is not a string', 17],
+  ])('rejects %s with a TypeError naming spec.key before the store is touched', async (_label, key) => {
+    const client = makeClient();
+    const { effect, seen } = scriptedEffect([{ value: 'x' }]);
+    const err = await client.run({ ...SPEC, key } as unknown as typeof SPEC, effect).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TypeError);
+    expect((err as Error).message).toBe('client.run: spec.key must be a non-empty string (or left out: oncefetch mints one)');
+    expect(seen).toHaveLength(0);
+    expect(await client.store.list()).toHaveLength(0);
+  });
+
   it('rejects an effect that is not a function with a TypeError', async () => {
     const client = makeClient();
     await expect(client.run(SPEC, 'not a function' as never)).rejects.toThrow(TypeError);
