@@ -158,8 +158,10 @@ export interface FingerprintInput {
  * Computes the request fingerprint: lower-case hex SHA-256 over an unambiguous framing of the
  * upper-cased method, the {@link normaliseUrl normalised URL} and the body. Under a JSON content
  * type the body counts as its RFC 8785 canonical form (so key order and whitespace do not
- * matter); otherwise its exact bytes count, with their media type (the Content-Type's essence
- * lower-cased, its parameters sorted, a charset lower-cased).
+ * matter); otherwise, or when a JSON-typed body has no canonical form that keeps its meaning
+ * (empty, not JSON, duplicate keys, unsafe integers, lone surrogates, not UTF-8), its exact bytes
+ * count, with their media type (the Content-Type's essence lower-cased, its parameters sorted, a
+ * charset lower-cased): a false conflict is safe, a false match is not.
  *
  * Framing: `oncefetch-fp-v1\n<METHOD>\n<url>\n` then `none`, or `json:<length>\n<canonical UTF-8>`,
  * or `bytes:<media type>:<length>\n<bytes>` (before 0.1, `bytes:<length>\n`: a frame of one never
@@ -169,8 +171,7 @@ export interface FingerprintInput {
  *
  * @param input - method, URL, body bytes and content type
  * @returns 64 lower-case hex characters
- * @throws TypeError for an invalid method or URL, or a JSON-typed body that is not UTF-8 JSON
- *   JSON can carry faithfully (see `canonicalizeJsonText`)
+ * @throws TypeError for an invalid method or URL
  * @example
  * ```ts
  * const body = new TextEncoder().encode('{"qty":1,"sku":"A"}');
@@ -184,8 +185,9 @@ export async function fingerprintRequest(input: FingerprintInput): Promise<strin
   const head = `${FRAME_TAG}${input.method.toUpperCase()}\n${normaliseUrl(input.url)}\n`;
   const encoder = new TextEncoder();
   if (input.body === undefined) return sha256Hex([encoder.encode(`${head}none`)]);
-  if (isJsonContentType(input.contentType)) {
-    const canonical = encoder.encode(canonicalBodyText(input.body, input.contentType ?? ''));
+  const text = isJsonContentType(input.contentType) ? canonicalBodyText(input.body) : undefined;
+  if (text !== undefined) {
+    const canonical = encoder.encode(text);
     return sha256Hex([encoder.encode(`${head}json:${canonical.byteLength}\n`), canonical]);
   }
   // Bytes mean what their media type says: the same bytes as text/plain and as a form are two requests.
@@ -212,18 +214,16 @@ export async function fingerprintPayload(payload: unknown): Promise<string> {
   return sha256Hex([new TextEncoder().encode(`${FRAME_TAG}run\n${canonicalJson(payload)}`)]);
 }
 
-function canonicalBodyText(body: Uint8Array, contentType: string): string {
-  let text: string;
+/**
+ * The RFC 8785 form of a body declared as JSON, or `undefined` when it has none that keeps its
+ * meaning (empty, not UTF-8, not JSON, or JSON that canonicalisation would change: duplicate keys,
+ * unsafe integers, lone surrogates). fetch sends such a body as is, so its exact bytes count.
+ */
+function canonicalBodyText(body: Uint8Array): string | undefined {
   try {
-    text = new TextDecoder('utf-8', { fatal: true }).decode(body);
-  } catch (cause) {
-    throw new TypeError(`request body declared as ${contentType} is not valid UTF-8`, { cause });
-  }
-  try {
-    return canonicalizeJsonText(text);
-  } catch (cause) {
-    const reason = cause instanceof Error ? cause.message : String(cause);
-    throw new TypeError(`request body declared as ${contentType} cannot be fingerprinted as JSON: ${reason}`, { cause });
+    return canonicalizeJsonText(new TextDecoder('utf-8', { fatal: true }).decode(body));
+  } catch {
+    return undefined;
   }
 }
 

@@ -340,7 +340,7 @@ describe('canonical JSON: what JSON cannot carry is rejected, never coerced', ()
     fc.constantFrom('1e400', '-1e400', '123e99999', '"\\ud800"', '"a\\udc00b"', '"\\udbff\\u0041"', 'NaN', 'Infinity', '-Infinity', 'undefined', '01', '+1', '.5', '1.', "'single'", '{"a":1,"a":1}', '{"a":1,"a":2}', '[1,]', '{"a":1,}', '"\t"'),
   );
 
-  it('a JSON body holding an unsafe integer literal, an overflowing number, a lone surrogate escape, a duplicate key or invalid JSON is refused before any send', async () => {
+  it('a JSON body holding an unsafe integer literal, an overflowing number, a lone surrogate escape, a duplicate key or invalid JSON is not canonicalised: its exact bytes count', async () => {
     await fc.assert(
       fc.asyncProperty(jsonArb, fc.nat(), badTokenArb, async (value, pick, token) => {
         const sentinel = '@@planted@@';
@@ -351,7 +351,12 @@ describe('canonical JSON: what JSON cannot carry is rejected, never coerced', ()
         fc.pre(text.split(JSON.stringify(sentinel)).length === 2);
         const bad = text.replace(JSON.stringify(sentinel), token);
         expect(() => canonicalizeJsonText(bad), bad).toThrow(TypeError);
-        await expect(fingerprintText(bad), bad).rejects.toThrow(TypeError);
+        const asBytes = await fingerprintRequest({ method: 'POST', url: 'https://api.example.test/orders', body: encoder.encode(bad), contentType: 'application/x-oncefetch-test' });
+        const asJsonBytes = await fingerprintText(bad);
+        expect(asJsonBytes, bad).toMatch(/^[0-9a-f]{64}$/);
+        expect(asJsonBytes, bad).not.toBe(asBytes); // the media type counts
+        expect(await fingerprintText(`${bad} `), bad).not.toBe(asJsonBytes); // and every byte
+        expect(asJsonBytes, bad).not.toBe(await fingerprintText(text)); // never the JSON it was planted in
       }),
       { numRuns: 300 },
     );

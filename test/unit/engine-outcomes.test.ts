@@ -473,6 +473,17 @@ describe('inputs refused before anything is recorded', () => {
     expect(calls).toHaveLength(1);
   });
 
+  it('an empty body declared as JSON is sent as fetch sends it, and replayed by its exact bytes; another body conflicts', async () => {
+    const { fetch, calls } = scriptedFetch([created()]);
+    const { client } = makeClient(fetch);
+    const empty = { method: 'POST', headers: { 'content-type': 'application/json' }, body: '', once: SCOPE };
+    expect((await client.fetch(URL_ORDERS, empty)).status).toBe(201);
+    expect(calls[0]?.body).toBe('');
+    expect((await client.fetch(URL_ORDERS, empty)).headers.get(REPLAYED_HEADER)).toBe('true');
+    await expect(client.fetch(URL_ORDERS, { ...empty, body: 'not json' })).rejects.toBeInstanceOf(IdempotencyConflictError);
+    expect(calls).toHaveLength(1);
+  });
+
   it('quoteKey: a caller key with a quote or a backslash goes out as a valid RFC 8941 string, and is adopted unquoted', async () => {
     const { fetch, calls } = scriptedFetch([created()]);
     const { client } = makeClient(fetch, { quoteKey: true });

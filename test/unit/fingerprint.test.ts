@@ -199,12 +199,32 @@ describe('fingerprintRequest', () => {
     );
   });
 
+  // fetch sends these; their exact bytes are well defined, and counting them so never makes two
+  // different bodies one request (JSON that canonicalisation would change counts as written).
+  it.each<[string, Uint8Array]>([
+    ['empty', utf8('')],
+    ['blank', utf8(' \n')],
+    ['not JSON', utf8('not json')],
+    ['invalid JSON', utf8('{"a":}')],
+    ['duplicate keys', utf8('{"a":1,"a":2}')],
+    ['an unsafe integer', utf8('{"id":12345678901234567890}')],
+    ['a lone surrogate escape', utf8('"\\ud800"')],
+    ['invalid UTF-8', Uint8Array.from([0x22, 0xff, 0x22])],
+  ])('a body declared as JSON that is %s counts as its exact bytes and media type', async (_name, body) => {
+    const input = { method: 'POST', url: URL_A, body, contentType: 'Application/JSON; charset=UTF-8' };
+    const expected = sha256(`oncefetch-fp-v1\nPOST\n${URL_A}\nbytes:application/json;charset=utf-8:${body.byteLength}\n`, body);
+    expect(await fingerprintRequest(input)).toBe(expected);
+    expect(await fingerprintRequest({ ...input, body: Uint8Array.from([...body, 0x20]) })).not.toBe(expected);
+    expect(await fingerprintRequest({ ...input, contentType: 'text/plain' })).not.toBe(expected);
+    expect(await fingerprintRequest({ method: 'POST', url: URL_A, contentType: 'application/json' })).not.toBe(expected);
+  });
+
+  it('JSON that canonicalisation would change is never one request with the JSON it resembles', async () => {
+    expect(await fingerprintRequest(json('{"a":1,"a":2}'))).not.toBe(await fingerprintRequest(json('{"a":2}')));
+    expect(await fingerprintRequest(json('{"id":9007199254740993}'))).not.toBe(await fingerprintRequest(json('{"id":9007199254740992}')));
+  });
+
   it.each<[string, FingerprintInput, RegExp]>([
-    ['invalid JSON', json('{"a":}'), /declared as application\/json cannot be fingerprinted as JSON: .*invalid JSON/],
-    ['empty JSON body', json(''), /invalid JSON/],
-    ['duplicate keys', json('{"a":1,"a":2}'), /duplicate key at \$\.a/],
-    ['unsafe integer', json('{"id":12345678901234567890}'), /safe range/],
-    ['invalid UTF-8', { method: 'POST', url: URL_A, body: Uint8Array.from([0x22, 0xff, 0x22]), contentType: 'application/json' }, /not valid UTF-8/],
     ['invalid URL', { method: 'POST', url: '/orders' }, /absolute URL/],
     ['method with a newline', { method: 'POST\nhttps://x/', url: URL_A }, /invalid HTTP method/],
     ['empty method', { method: '', url: URL_A }, /invalid HTTP method/],
