@@ -175,7 +175,7 @@ function failed(otel: OtelApi, span: OtelSpan, error: unknown): void {
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code === 'string') {
     span.setAttribute('oncefetch.error.code', code);
-    const state = STATE_BY_CODE[code];
+    const state = Object.hasOwn(STATE_BY_CODE, code) ? STATE_BY_CODE[code] : undefined; // a caller's code may be 'constructor'
     if (state !== undefined) span.setAttribute('oncefetch.state', state);
   }
   if (error instanceof Error) span.recordException(error);

@@ -68,7 +68,7 @@ export async function main(argv: string[], io: CliIo = processIo): Promise<numbe
     io.out(`${version()}\n`);
     return EXIT.ok;
   }
-  const command = COMMANDS[name];
+  const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined; // not `constructor` and the like
   if (command === undefined) {
     io.err(`oncefetch: unknown command "${name}"\n\n${HELP}`);
     return EXIT.usage;

@@ -142,7 +142,8 @@ export async function onceFetch(engine: Engine, input: RequestInfo | URL, init?:
     action: onceOptions.action ?? `${req.method} ${u.origin}${u.pathname}`,
     ref: onceOptions.ref ?? key ?? globalThis.crypto.randomUUID(),
   };
-  const lookupFn = onceOptions.lookup ?? opts.lookups[scope.action];
+  // An own property only: an action named 'constructor' or 'toString' has no lookup of Object.prototype's.
+  const lookupFn = onceOptions.lookup ?? (Object.hasOwn(opts.lookups, scope.action) ? opts.lookups[scope.action] : undefined);
   const spec: OperationSpec = {
     scope,
     fingerprint,

@@ -145,7 +145,7 @@ export async function recover(engine: Engine, options: RecoverOptions = {}): Pro
       }
       // A registered lookup answers with a Response; a client.run() operation (no request) replays a
       // value, so only its own call's lookup can settle it.
-      const lookupFn = found.request === null ? undefined : lookups[found.action];
+      const lookupFn = found.request === null || !Object.hasOwn(lookups, found.action) ? undefined : lookups[found.action];
       const settleAt = settledAt(taken, engine.opts.settleMs);
       const askedAt = now();
       let outcome = await reconcile(lookupFn === undefined ? undefined : responseLookup(lookupFn, engine.opts), {

@@ -77,6 +77,15 @@ describe('oncefetch demo', () => {
   });
 });
 
+// Regression (review): commands were found as COMMANDS[name], so `oncefetch constructor` ran Object.
+describe('oncefetch <command>', () => {
+  it.each(['constructor', 'toString', '__proto__'])('%s is an unknown command (exit 2), not an Object.prototype member', async (name) => {
+    const run = await cli([name]);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toMatch(new RegExp(`^oncefetch: unknown command "${name}"`));
+  });
+});
+
 describe('oncefetch inspect / show / explain / purge', () => {
   const tmp = tempDir();
   const db = join(tmp.dir, 'records.db');

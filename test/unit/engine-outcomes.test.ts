@@ -806,3 +806,39 @@ describe('events', () => {
     expect(calls).toHaveLength(0);
   });
 });
+
+// Regression (review): the registered lookup was found as lookups[action], so an action named like
+// an Object.prototype member ('constructor', 'toString', '__proto__') ran that member as its lookup.
+describe('an action named like an Object.prototype member', () => {
+  const members = ['constructor', 'toString', '__proto__', 'hasOwnProperty'];
+
+  it.each(members)("client.fetch with action '%s' and no lookup registered: no lookup runs", async (action) => {
+    const { fetch, calls } = scriptedFetch([json(500, { error: 'boom' })]);
+    const { client, events } = makeClient(fetch, { lookups: { other: async () => created() } });
+    const error = await client.fetch(URL_ORDERS, orderInit({ action, ref: 'r-1' })).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AmbiguousOutcomeError);
+    expect((error as Error).message).not.toMatch(/lookup failed/);
+    expect(events.filter((e) => e.type === 'lookup').map((e) => (e as { outcome: string }).outcome)).toEqual(['none']);
+    expect((await client.get({ action, ref: 'r-1' }))?.evidence.filter((e) => e.kind === 'lookup')).toEqual([]);
+    expect(calls).toHaveLength(1);
+  });
+
+  it("client.fetch with action 'constructor' uses a lookup registered under that name", async () => {
+    const { fetch, calls } = scriptedFetch([json(500, { error: 'boom' })]);
+    const { client } = makeClient(fetch, { lookups: { constructor: async () => created('o-9') } });
+    expect(await (await client.fetch(URL_ORDERS, orderInit({ action: 'constructor', ref: 'r-1' }))).json()).toEqual({ id: 'o-9' });
+    expect(calls).toHaveLength(1);
+  });
+
+  it.each(members)("recover() leaves an ambiguous '%s' record ambiguous when no lookup is registered", async (action) => {
+    const { fetch, calls } = scriptedFetch([json(500, { error: 'boom' })]);
+    const store = memoryStore();
+    const { client } = makeClient(fetch, { store });
+    await expect(client.fetch(URL_ORDERS, orderInit({ action, ref: 'r-1' }))).rejects.toBeInstanceOf(AmbiguousOutcomeError);
+    const { client: later, events } = makeClient(fetch, { store, settleMs: 0 });
+    const report = await later.recover();
+    expect(report).toMatchObject({ resolved: [], absent: [], errors: [], stillAmbiguous: [{ tenant: 'default', action, ref: 'r-1' }] });
+    expect(events.filter((e) => e.type === 'lookup').map((e) => (e as { outcome: string }).outcome)).toEqual(['none']);
+    expect(calls).toHaveLength(1);
+  });
+});

@@ -179,6 +179,17 @@ describe('OpenTelemetry bridge', () => {
     await c.close();
   });
 
+  it("a caller's abort reason whose code is 'constructor' (or 'toString') names no state", async () => {
+    const c = client();
+    for (const code of ['constructor', 'toString']) {
+      const reason = Object.assign(new Error('stop'), { code });
+      await expect(c.run({ ...order(`A-${code}`), signal: AbortSignal.abort(reason) }, async () => 'never')).rejects.toBe(reason);
+    }
+    expect(provider.spans.map((span) => span.attributes['oncefetch.error.code'])).toEqual(['constructor', 'toString']);
+    for (const span of provider.spans) expect(span.attributes).not.toHaveProperty('oncefetch.state');
+    await c.close();
+  });
+
   it('the call runs inside its span: the transport’s spans nest under it', async () => {
     let parentOfTransport: string | undefined;
     const c = client({
