@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { Agent, fetch as undiciFetch, request } from 'undici';
 import type { Dispatcher } from 'undici';
+import { FAILED_AFTER_RESPONSE } from './classify/network-error.js';
 import type { PlatformDefaults } from './client.js';
 import { sqliteStore } from './stores/sqlite.js';
 import { createTelemetry } from './telemetry.js';
@@ -93,6 +94,34 @@ function networkError(error: unknown, signal: AbortSignal | null | undefined): u
   return new TypeError('fetch failed', { cause: error });
 }
 
+/**
+ * A failure after the provider answered a hop (a redirect): the request it answered was sent, so
+ * the connect-phase code of the next hop (refused, a certificate refused) proves nothing. Coded
+ * {@link FAILED_AFTER_RESPONSE}, which classifies as ambiguous; the original error is its cause.
+ */
+function afterResponse(error: unknown): Error {
+  return Object.assign(new Error('following a redirect failed after the provider answered the request', { cause: error }), { code: FAILED_AFTER_RESPONSE });
+}
+
+/** Handler callbacks of either undici handler style, forwarded as they are. */
+const HANDLER_METHODS = [
+  'onConnect', 'onError', 'onUpgrade', 'onResponseStarted', 'onHeaders', 'onData', 'onComplete', 'onBodySent', 'onRequestSent',
+  'onRequestStart', 'onRequestUpgrade', 'onResponseStart', 'onResponseData', 'onResponseEnd', 'onResponseError',
+] as const;
+
+/** `handler` (its methods bound to it, so a class with private fields keeps working), calling `onAnswer` when response headers arrive. */
+function answerNoted(handler: Dispatcher.DispatchHandler, onAnswer: () => void): Dispatcher.DispatchHandler {
+  const source = handler as Record<string, unknown>;
+  const out: Record<string, unknown> = {};
+  for (const name of HANDLER_METHODS) {
+    const method = source[name];
+    if (typeof method !== 'function') continue;
+    const bound = (method as (...args: unknown[]) => unknown).bind(handler);
+    out[name] = name === 'onHeaders' || name === 'onResponseStart' ? (...args: unknown[]): unknown => (onAnswer(), bound(...args)) : bound;
+  }
+  return out as Dispatcher.DispatchHandler;
+}
+
 /** A body stream that fails like fetch's does when the connection breaks mid-body. */
 function failedBody(error: unknown, signal: AbortSignal | null | undefined): ReadableStream<Uint8Array> {
   const reason = signal?.aborted === true ? signal.reason : new TypeError('terminated', { cause: error });
@@ -125,7 +154,20 @@ function failedBody(error: unknown, signal: AbortSignal | null | undefined): Rea
 export function requestFetch(): typeof globalThis.fetch {
   const dispatcher = sharedAgent();
   const fallback = async (input: RequestInfo | URL, init?: RequestInit): Promise<Response> => {
-    const res = await undiciFetch(input as Parameters<typeof undiciFetch>[0], { dispatcher, ...(init as Parameters<typeof undiciFetch>[1]) });
+    // undici's fetch follows redirects through the dispatcher: note when a hop was answered, since
+    // a failure after that (the next hop refused) reports only the next hop's connect error.
+    let answered = false;
+    const noteAnswer: Dispatcher.DispatcherComposeInterceptor = (dispatch) => (opts, handler) =>
+      dispatch(opts, answerNoted(handler, () => (answered = true)));
+    const given = (init as { dispatcher?: Dispatcher } | undefined)?.dispatcher ?? dispatcher;
+    const via = typeof given.compose === 'function' ? given.compose(noteAnswer) : given;
+    let res: Awaited<ReturnType<typeof undiciFetch>>;
+    try {
+      res = await undiciFetch(input as Parameters<typeof undiciFetch>[0], { ...(init as Parameters<typeof undiciFetch>[1]), dispatcher: via });
+    } catch (error) {
+      const aborted = init?.signal?.aborted === true && error === init.signal.reason;
+      throw answered && !aborted && error instanceof TypeError ? new TypeError(error.message, { cause: afterResponse(error.cause) }) : error;
+    }
     // undici's Response class is not the global one (`instanceof Response` fails): hand back a global one.
     const response = new Response(res.body as ReadableStream<Uint8Array> | null, { status: res.status, statusText: res.statusText, headers: [...res.headers] });
     Object.defineProperty(response, 'url', { value: res.url });
@@ -170,7 +212,7 @@ export function requestFetch(): typeof globalThis.fetch {
       try {
         res = await request(url, { method: method as Dispatcher.HttpMethod, headers, body, signal, dispatcher });
       } catch (error) {
-        throw networkError(error, signal);
+        throw networkError(redirects > 0 ? afterResponse(error) : error, signal);
       }
       const status = res.statusCode;
       const location = res.headers['location'];

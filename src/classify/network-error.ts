@@ -43,11 +43,19 @@ export const NOT_SENT_CODES: ReadonlySet<string> = new Set([
 ]);
 
 /**
+ * The code of the error the Node transport throws when a request was answered (a redirect) and
+ * following that answer then failed: its `cause` may hold a connect-phase code, which proves
+ * nothing about the request the provider already received.
+ */
+export const FAILED_AFTER_RESPONSE = 'ONCEFETCH_FAILED_AFTER_RESPONSE';
+
+/**
  * Error codes meaning the request may have been sent and processed: timeouts and
- * resets after connect, truncated responses. They win over any `not_sent` code
- * found elsewhere in the same chain.
+ * resets after connect, truncated responses, a redirect that failed after the provider
+ * answered. They win over any `not_sent` code found elsewhere in the same chain.
  */
 export const AMBIGUOUS_CODES: ReadonlySet<string> = new Set([
+  FAILED_AFTER_RESPONSE,
   'UND_ERR_HEADERS_TIMEOUT',
   'UND_ERR_BODY_TIMEOUT',
   'UND_ERR_SOCKET',
