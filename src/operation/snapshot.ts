@@ -89,16 +89,21 @@ export interface LiveBody {
  */
 export function buildResponse(snapshot: ResultSnapshot, live: LiveBody | undefined, replayed: boolean): Response {
   const headers = new Headers(live?.headers ?? snapshot.headers);
+  // Response copies the bytes it is given, so one live body can serve several callers.
+  const bytes = (live?.bytes ?? fromBase64(snapshot.body)) as Uint8Array<ArrayBuffer>;
   // The body we hand back is already decoded and complete (or capped); stale framing headers would lie.
+  // A Content-Length that still describes it is kept: the bytes as received, or none (a HEAD, a 304).
+  const length = headers.get('content-length');
+  const encoding = headers.get('content-encoding');
+  if ((encoding !== null && encoding.trim().toLowerCase() !== 'identity') || (live === undefined && snapshot.bodyTruncated) || (bytes.byteLength !== 0 && length !== String(bytes.byteLength))) {
+    headers.delete('content-length');
+  }
   headers.delete('content-encoding');
-  headers.delete('content-length');
   headers.delete('transfer-encoding');
   if (replayed) {
     headers.set(REPLAYED_HEADER, 'true');
     if (snapshot.bodyTruncated) headers.set(TRUNCATED_HEADER, 'true');
   }
-  // Response copies the bytes it is given, so one live body can serve several callers.
-  const bytes = (live?.bytes ?? fromBase64(snapshot.body)) as Uint8Array<ArrayBuffer>;
   const init: ResponseInit = { status: snapshot.status, statusText: snapshot.statusText, headers };
   const response = new Response(NULL_BODY_STATUS.has(snapshot.status) ? null : bytes, init);
   // The live caller sees where the request ended up, as from fetch (a replay has no live URL).

@@ -842,3 +842,49 @@ describe('an action named like an Object.prototype member', () => {
     expect(calls).toHaveLength(1);
   });
 });
+
+// Regression (review): every live response lost its content-length, even when its body was handed
+// over as received, so a once-only HEAD lost the one thing it asked for.
+describe('content-length', () => {
+  const lengthOf = (res: Response) => res.headers.get('content-length');
+
+  it('a once-only HEAD keeps it, live and replayed', async () => {
+    const { fetch, calls } = scriptedFetch([new Response(null, { status: 200, headers: { 'content-length': '1234', 'content-type': 'video/mp4' } })]);
+    const { client } = makeClient(fetch);
+    const live = await client.fetch(URL_ORDERS, { method: 'HEAD', once: SCOPE });
+    expect(lengthOf(live)).toBe('1234');
+    const replay = await client.fetch(URL_ORDERS, { method: 'HEAD', once: SCOPE });
+    expect(replay.headers.get(REPLAYED_HEADER)).toBe('true');
+    expect(lengthOf(replay)).toBe('1234');
+    expect(calls).toHaveLength(1);
+  });
+
+  it('a body handed over as received keeps it, live and replayed', async () => {
+    const body = JSON.stringify({ id: 'o-1' });
+    const { fetch } = scriptedFetch([new Response(body, { status: 201, headers: { 'content-type': 'application/json', 'content-length': String(body.length) } })]);
+    const { client } = makeClient(fetch);
+    expect(lengthOf(await client.fetch(URL_ORDERS, orderInit()))).toBe(String(body.length));
+    expect(lengthOf(await client.fetch(URL_ORDERS, orderInit()))).toBe(String(body.length));
+  });
+
+  it('a decoded body (content-encoding) loses it, and its encoding, live and replayed', async () => {
+    const body = JSON.stringify({ id: 'o-1', note: 'decoded by fetch' });
+    // as fetch hands it over: the body decoded, the headers those of the encoded one
+    const { fetch } = scriptedFetch([new Response(body, { status: 201, headers: { 'content-encoding': 'gzip', 'content-length': '20' } })]);
+    const { client } = makeClient(fetch);
+    for (let i = 0; i < 2; i++) {
+      const res = await client.fetch(URL_ORDERS, orderInit());
+      expect([lengthOf(res), res.headers.get('content-encoding')]).toEqual([null, null]);
+      expect(await res.text()).toBe(body);
+    }
+  });
+
+  it('a replay whose stored body was capped loses it; the live answer keeps it', async () => {
+    const body = 'x'.repeat(100);
+    const { fetch } = scriptedFetch([new Response(body, { status: 201, headers: { 'content-length': '100' } })]);
+    const { client } = makeClient(fetch, { maxStoredBodyBytes: 10 });
+    expect(lengthOf(await client.fetch(URL_ORDERS, orderInit()))).toBe('100');
+    const replay = await client.fetch(URL_ORDERS, orderInit());
+    expect([lengthOf(replay), await replay.text()]).toEqual([null, 'x'.repeat(10)]);
+  });
+});
