@@ -216,8 +216,14 @@ export function responseLookup(lookup: LookupFn, opts: ResolvedOptions): Snapsho
     if (!(res instanceof Response || (typeof like?.status === 'number' && typeof like.arrayBuffer === 'function' && typeof like.headers?.forEach === 'function'))) {
       throw new TypeError('lookup must resolve to a Response (found) or null (absent)');
     }
+    // Only a status a response can be replayed with (not Response.error()'s 0): else the record would
+    // settle on a result every later call fails to rebuild.
+    if (!Number.isInteger(res.status) || res.status < 200 || res.status > 599) {
+      throw new TypeError(`lookup resolved to a Response with status ${String(res.status)}: a found effect needs a status from 200 to 599`);
+    }
     const body = new Uint8Array(await res.arrayBuffer());
-    return responseSnapshot(res, body, 'lookup', opts.sensitiveHeaders, opts.maxStoredBodyBytes);
+    const snapshot = responseSnapshot(res, body, 'lookup', opts.sensitiveHeaders, opts.maxStoredBodyBytes);
+    return typeof snapshot.statusText === 'string' ? snapshot : { ...snapshot, statusText: '' };
   };
 }
 
