@@ -13,7 +13,7 @@ import type { Engine } from '../engine/execute.js';
 import { responseLookup } from '../engine/fetch-operation.js';
 import { applyEvent } from '../operation/record.js';
 import type { OperationRecord, Scope } from '../operation/record.js';
-import type { CorruptRow } from '../stores/contract.js';
+import type { CorruptRow, OnceStore } from '../stores/contract.js';
 import { reconcile, settledAt } from './lookup.js';
 
 /**
@@ -54,7 +54,7 @@ export interface RecoveryReport {
  * ```
  */
 export interface RecoverOptions {
-  /** at most this many records per call @default 100 */
+  /** at most this many records per call (rows that are not valid records, reported in `errors`, are not counted) @default 100 */
   limit?: number;
   /** abort the recovery @default undefined */
   signal?: AbortSignal;
@@ -75,7 +75,7 @@ function scopeOf(r: OperationRecord): Scope {
 }
 
 /** The scope a record id names (ids are `recordId(scope)`), or undefined for an id that names none. */
-function scopeOfId(id: string): Scope | undefined {
+export function scopeOfId(id: string): Scope | undefined {
   try {
     const parts: unknown = JSON.parse(id);
     if (Array.isArray(parts) && parts.length === 3 && parts.every((p) => typeof p === 'string')) {
@@ -110,6 +110,34 @@ async function afterAbandon(engine: Engine, found: OperationRecord, signal: Abor
   return stale ? again : undefined;
 }
 
+/** At most this many list calls to look past corrupt rows. */
+const MAX_LIST_ROUNDS = 8;
+
+/**
+ * Up to `limit` stale records of `tenant`. A row that is not a valid record is reported in
+ * `report.errors`, not settled: the others still are. Such a row keeps its place in the list's
+ * order and counts toward its limit, and is never updated, so it stays first: the list is asked
+ * again past the corrupt rows, else `limit` of them would hold every other record back for good.
+ */
+async function listStale(store: OnceStore, tenant: string, before: number, limit: number, report: RecoveryReport): Promise<OperationRecord[]> {
+  const corrupt = new Map<string, CorruptRow>();
+  let asked = limit;
+  let stale: OperationRecord[] = [];
+  for (let round = 0; round < MAX_LIST_ROUNDS; round++) {
+    let bad = 0;
+    const onCorrupt = (row: CorruptRow): void => {
+      bad++;
+      corrupt.set(row.id, row);
+    };
+    stale = await store.list({ states: ['in_flight', 'ambiguous'], leaseExpiredBefore: before, tenant, limit: asked, onCorrupt });
+    // enough records, the end of the list (fewer rows than asked), or nothing in the way
+    if (stale.length >= limit || stale.length + bad < asked || bad === 0) break;
+    asked = limit + bad;
+  }
+  for (const { id, error } of corrupt.values()) report.errors.push({ id, scope: scopeOfId(id), message: error.message });
+  return stale.slice(0, limit);
+}
+
 /** Reconciles stale `in_flight`/`ambiguous` records. */
 export async function recover(engine: Engine, options: RecoverOptions = {}): Promise<RecoveryReport> {
   const { store, now, leaseMs, lookups } = engine.opts;
@@ -121,9 +149,7 @@ export async function recover(engine: Engine, options: RecoverOptions = {}): Pro
   // provider may hold an order this one's lookup calls absent.
   const tenant = options.tenant ?? engine.opts.tenant;
   if (typeof tenant !== 'string' || tenant === '') throw new TypeError('client.recover: option "tenant" must be a non-empty string');
-  // A row that is not a valid record is reported, not settled: the others still are.
-  const onCorrupt = ({ id, error }: CorruptRow): void => void report.errors.push({ id, scope: scopeOfId(id), message: error.message });
-  const stale = await store.list({ states: ['in_flight', 'ambiguous'], leaseExpiredBefore: now(), tenant, limit: options.limit ?? 100, onCorrupt });
+  const stale = await listStale(store, tenant, now(), options.limit ?? 100, report);
   const signal = options.signal ?? new AbortController().signal;
   for (const listed of stale) {
     signal.throwIfAborted();
