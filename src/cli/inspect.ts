@@ -8,7 +8,8 @@ import { parseArgs } from 'node:util';
 import { isTerminal } from '../operation/record.js';
 import type { OperationRecord, OperationState } from '../operation/record.js';
 import { EXIT, UsageError, intFlag, parsing } from './args.js';
-import { SCAN_LIMIT } from './find.js';
+import { SCAN_LIMIT, listReadable, unreadableLines } from './find.js';
+import type { UnreadableRow } from './find.js';
 import type { CliIo } from './format.js';
 import { duration, json, table, time } from './format.js';
 import { openStore, storeLabel } from './store.js';
@@ -24,7 +25,8 @@ working on them. Settle them with client.recover() or \`oncefetch explain <ref>\
   --limit N          stuck records listed (default 10)
   --json             machine-readable output
 
-Reads up to ${SCAN_LIMIT.toLocaleString('en')} records (the store contract has no count query).
+Reads up to ${SCAN_LIMIT.toLocaleString('en')} records (the store contract has no count query). A row that
+cannot be read as a record is listed apart (its id and the error) and makes the exit code 1.
 `;
 
 const STATES: readonly OperationState[] = ['pending', 'in_flight', 'ambiguous', 'succeeded', 'failed', 'cancelled'];
@@ -42,6 +44,8 @@ export interface InspectReport {
   /** terminal records past `expiresAt`: what `oncefetch purge` would remove */
   purgeable: number;
   stuck: StuckRecord[];
+  /** rows that could not be read as records (not counted above): id, the scope the id names, the error */
+  unreadable: UnreadableRow[];
 }
 
 /** One stuck record. */
@@ -75,7 +79,12 @@ function stuckOf(r: OperationRecord, now: number): StuckRecord {
 }
 
 /** Builds the report from the records (oldest `updatedAt` first, as `store.list` returns them). */
-export function inspectRecords(records: readonly OperationRecord[], now: number, limit: number, meta: { store: string; tenant: string | undefined; truncated: boolean }): InspectReport {
+export function inspectRecords(
+  records: readonly OperationRecord[],
+  now: number,
+  limit: number,
+  meta: { store: string; tenant: string | undefined; truncated: boolean; unreadable?: UnreadableRow[] },
+): InspectReport {
   const counts = Object.fromEntries(STATES.map((s) => [s, 0])) as Record<OperationState, number>;
   let live = 0;
   let purgeable = 0;
@@ -89,7 +98,7 @@ export function inspectRecords(records: readonly OperationRecord[], now: number,
     if (r.lease !== null && r.lease.expiresAt > now) live++;
     else if (stuck.length < limit) stuck.push(stuckOf(r, now));
   }
-  return { store: meta.store, tenant: meta.tenant ?? null, total: records.length, truncated: meta.truncated, counts, live, purgeable, stuck };
+  return { store: meta.store, tenant: meta.tenant ?? null, total: records.length, truncated: meta.truncated, counts, live, purgeable, stuck, unreadable: meta.unreadable ?? [] };
 }
 
 /** The human form of a report. */
@@ -126,6 +135,10 @@ export function formatInspect(report: InspectReport): string {
     );
     lines.push('next: oncefetch explain <ref> --action <action> [--tenant <tenant>]');
   }
+  if (report.unreadable.length > 0) {
+    lines.push('', `unreadable records: ${report.unreadable.length} (not counted above; nothing resends them, and a call with their ref fails with a StoreError):`);
+    lines.push(unreadableLines(report.unreadable).trimEnd());
+  }
   if (report.truncated) lines.push(`note: only the ${SCAN_LIMIT.toLocaleString('en')} least recently updated records were read`);
   return `${lines.join('\n')}\n`;
 }
@@ -154,10 +167,12 @@ export async function inspectCommand(args: string[], io: CliIo): Promise<number>
   const limit = intFlag(values.limit, 'limit', 10, 0, 10_000);
   const store = await openStore(values.store);
   try {
-    const records = await store.list({ tenant: values.tenant, limit: SCAN_LIMIT });
-    const report = inspectRecords(records, Date.now(), limit, { store: storeLabel(store), tenant: values.tenant, truncated: records.length >= SCAN_LIMIT });
+    const { records, unreadable, truncated } = await listReadable(store, { tenant: values.tenant, limit: SCAN_LIMIT });
+    const report = inspectRecords(records, Date.now(), limit, { store: storeLabel(store), tenant: values.tenant, truncated, unreadable });
     io.out(values.json ? json(report) : formatInspect(report));
-    return EXIT.ok;
+    if (unreadable.length === 0) return EXIT.ok;
+    io.err(`oncefetch inspect: ${unreadable.length} record${unreadable.length === 1 ? '' : 's'} could not be read\n`);
+    return EXIT.failure;
   } finally {
     await store.close();
   }

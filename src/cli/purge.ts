@@ -7,7 +7,8 @@
 import { parseArgs } from 'node:util';
 import { isTerminal } from '../operation/record.js';
 import { EXIT, UsageError, parsing } from './args.js';
-import { SCAN_LIMIT } from './find.js';
+import { SCAN_LIMIT, listReadable, unreadableLines } from './find.js';
+import type { UnreadableRow } from './find.js';
 import type { CliIo } from './format.js';
 import { json } from './format.js';
 import { openStore, storeLabel } from './store.js';
@@ -46,13 +47,21 @@ export async function purgeCommand(args: string[], io: CliIo): Promise<number> {
   try {
     const now = Date.now();
     const dryRun = values['dry-run'];
-    const purged = dryRun
-      ? (await store.list({ states: ['succeeded', 'failed', 'cancelled'], limit: SCAN_LIMIT })).filter((r) => isTerminal(r.state) && r.expiresAt < now).length
-      : await store.purge(now);
+    let purged: number;
+    let unreadable: UnreadableRow[] | undefined; // a dry run reads the rows; purge itself leaves unreadable ones alone
+    if (dryRun) {
+      const listed = await listReadable(store, { states: ['succeeded', 'failed', 'cancelled'], limit: SCAN_LIMIT });
+      purged = listed.records.filter((r) => isTerminal(r.state) && r.expiresAt < now).length;
+      unreadable = listed.unreadable;
+    } else {
+      purged = await store.purge(now);
+    }
     const label = storeLabel(store);
-    if (values.json) io.out(json({ store: label, purged, dryRun }));
+    if (values.json) io.out(json({ store: label, purged, dryRun, ...(unreadable === undefined ? {} : { unreadable }) }));
     else io.out(`${dryRun ? 'would purge' : 'purged'} ${purged} terminal record${purged === 1 ? '' : 's'} past their expiresAt from ${label}\n`);
-    return EXIT.ok;
+    if (unreadable === undefined || unreadable.length === 0) return EXIT.ok;
+    io.err(`oncefetch purge: ${unreadable.length} record${unreadable.length === 1 ? '' : 's'} could not be read (never purged):\n${unreadableLines(unreadable)}`);
+    return EXIT.failure;
   } finally {
     await store.close();
   }

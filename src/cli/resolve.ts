@@ -7,7 +7,7 @@
 import type { OperationRecord } from '../operation/record.js';
 import type { OnceStore } from '../stores/contract.js';
 import { EXIT, UsageError } from './args.js';
-import { MATCH_COLUMNS, SCAN_LIMIT, findRecords, matchRows } from './find.js';
+import { MATCH_COLUMNS, SCAN_LIMIT, findRecords, matchRows, unreadableLines } from './find.js';
 import type { CliIo } from './format.js';
 import { json, table } from './format.js';
 import { openStore, storeLabel } from './store.js';
@@ -41,21 +41,31 @@ export async function withRecord(
   if (ref === undefined || ref === '') throw new UsageError('missing <ref>');
   const store = await openStore(values.store);
   try {
-    const { records: found, truncated } = await findRecords(store, { ref, action: values.action, tenant: values.tenant });
+    const { records: found, truncated, unreadable } = await findRecords(store, { ref, action: values.action, tenant: values.tenant });
+    // An unreadable row is this ref's when its id says so, or when its id names no scope.
+    const theirs = unreadable.filter((u) => u.scope === null || u.scope.ref === ref);
+    const others = unreadable.length - theirs.length;
+    if (others > 0) io.err(`oncefetch: note: ${others} unreadable record${others === 1 ? '' : 's'} of other refs ${others === 1 ? 'was' : 'were'} skipped (oncefetch inspect lists them)\n`);
     const [first] = found;
-    if (first === undefined) {
+    if (first === undefined && theirs.length > 0 && theirs.length + found.length === 1) {
+      if (values.json) io.out(json({ error: 'unreadable', ref, store: storeLabel(store), unreadable: theirs }));
+      else io.err(`oncefetch: the record of ref '${ref}' cannot be read (corrupt, or not written by oncefetch); nothing was changed:\n${unreadableLines(theirs)}`);
+      return EXIT.failure;
+    }
+    if (first === undefined && theirs.length === 0) {
       const where = values.action === undefined ? `in any action${values.tenant === undefined ? ' or tenant' : ''}` : `for action '${values.action}', tenant '${values.tenant ?? 'default'}'`;
       const cut = truncated ? ` among the ${SCAN_LIMIT.toLocaleString('en')} least recently updated records (the scan stops there; pass --action to look it up directly)` : '';
       if (values.json) io.out(json({ error: 'not_found', ref, store: storeLabel(store), ...(truncated ? { truncated: true, scanned: SCAN_LIMIT } : {}) }));
       else io.err(`oncefetch: no operation with ref '${ref}' ${where}${cut} in ${storeLabel(store)}\n`);
       return EXIT.failure;
     }
-    if (found.length > 1) {
+    if (first === undefined || found.length + theirs.length > 1) {
+      const unread = theirs.map((u) => ({ ...(u.scope ?? { id: u.id }), state: 'unreadable' as const }));
       if (values.json) {
-        io.out(json({ error: 'ambiguous_ref', ref, matches: found.map((r) => ({ tenant: r.tenant, action: r.action, ref: r.ref, state: r.state })) }));
+        io.out(json({ error: 'ambiguous_ref', ref, matches: [...found.map((r) => ({ tenant: r.tenant, action: r.action, ref: r.ref, state: r.state })), ...unread] }));
       } else {
-        io.err(`oncefetch: ${found.length} operations have ref '${ref}'; pick one with --action (and --tenant):\n`);
-        io.out(table(MATCH_COLUMNS, matchRows(found)));
+        io.err(`oncefetch: ${found.length + theirs.length} operations have ref '${ref}'; pick one with --action (and --tenant):\n`);
+        io.out(table(MATCH_COLUMNS, [...matchRows(found), ...theirs.map((u) => [u.scope?.tenant ?? '?', u.scope?.action ?? '?', u.scope?.ref ?? u.id, 'unreadable', '-', '-'])]));
       }
       return EXIT.usage;
     }

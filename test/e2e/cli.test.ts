@@ -231,3 +231,83 @@ describe('oncefetch inspect / show / explain / purge', () => {
     expect(after.counts['ambiguous']).toBe(1);
   });
 });
+
+// Regression (review): one row that is not a valid record made every store command fail as a whole
+// ("stored record is not valid JSON", exit 1): inspect, show and explain (scanning), purge --dry-run.
+describe('oncefetch and an unreadable row', () => {
+  const tmp = tempDir();
+  const db = join(tmp.dir, 'records.db');
+  const id = (action: string, ref: string) => JSON.stringify(['default', action, ref]);
+
+  beforeAll(async () => {
+    const fetch = (async () => new Response('{"id":"o-1"}', { status: 201, headers: { 'content-type': 'application/json' } })) as typeof globalThis.fetch;
+    const { client } = sqliteClient(db, { fetch });
+    try {
+      for (const [action, ref] of [['create-order', 'A-1'], ['create-order', 'A-2'], ['create-order', 'A-3'], ['refund', 'A-3']] as const) {
+        await client.fetch('https://api.example.test/orders', { ...orderInit(ref), once: { action, ref } });
+      }
+    } finally {
+      await client.close();
+    }
+    const raw = new Database(db);
+    for (const ref of ['A-2', 'A-3']) raw.prepare('UPDATE oncefetch_records SET data = ? WHERE id = ?').run('{"truncated', id('create-order', ref));
+    raw.close();
+  });
+
+  afterAll(() => tmp.cleanup());
+
+  const unreadable = (ref: string) => ({ id: id('create-order', ref), scope: { tenant: 'default', action: 'create-order', ref }, message: expect.stringMatching(/not valid JSON/) });
+
+  describe.concurrent('commands', () => {
+    it('inspect counts the readable records, lists the unreadable ones by id and error, and exits 1', async () => {
+      const run = await cli(['inspect', '--store', db, '--json']);
+      expect(run.code).toBe(1);
+      const report = JSON.parse(run.stdout) as { total: number; counts: Record<string, number>; unreadable: unknown[] };
+      expect(report.total).toBe(2);
+      expect(report.counts['succeeded']).toBe(2);
+      expect(report.unreadable).toEqual([unreadable('A-2'), unreadable('A-3')]);
+      const text = await cli(['inspect', '--store', db]);
+      expect(text.code).toBe(1);
+      expect(text.stdout).toMatch(/^succeeded\s+2$/m);
+      expect(text.stdout).toMatch(/unreadable records: 2/);
+      expect(text.stdout).toContain(`${id('create-order', 'A-2')}  `);
+      expect(text.stderr).toMatch(/oncefetch inspect: 2 records could not be read/);
+    });
+
+    it.each(['show', 'explain'])('%s of a readable ref prints it and notes the unreadable rows of other refs', async (command) => {
+      const run = await cli([command, 'A-1', '--store', db, '--json']);
+      expect(run.code, run.stderr).toBe(0);
+      expect(JSON.parse(run.stdout)).toBeTypeOf('object');
+      expect(run.stderr).toMatch(/2 unreadable records of other refs were skipped/);
+    });
+
+    it.each(['show', 'explain'])('%s of a ref whose only record is unreadable says so by id and error (exit 1), not "not found"', async (command) => {
+      const run = await cli([command, 'A-2', '--store', db]);
+      expect(run.code).toBe(1);
+      expect(run.stderr).toMatch(/the record of ref 'A-2' cannot be read/);
+      expect(run.stderr).toContain(id('create-order', 'A-2'));
+      expect(run.stderr).toMatch(/not valid JSON/);
+      const asJson = await cli([command, 'A-2', '--store', db, '--json']);
+      expect(asJson.code).toBe(1);
+      expect(JSON.parse(asJson.stdout)).toEqual({ error: 'unreadable', ref: 'A-2', store: expect.stringContaining('records.db'), unreadable: [unreadable('A-2')] });
+    });
+
+    it('show of a ref with a readable and an unreadable record lists both (exit 2)', async () => {
+      const run = await cli(['show', 'A-3', '--store', db, '--json']);
+      expect(run.code).toBe(2);
+      expect(JSON.parse(run.stdout)).toMatchObject({
+        error: 'ambiguous_ref',
+        matches: [
+          { tenant: 'default', action: 'refund', ref: 'A-3', state: 'succeeded' },
+          { tenant: 'default', action: 'create-order', ref: 'A-3', state: 'unreadable' },
+        ],
+      });
+    });
+
+    it('purge --dry-run counts what it can read and reports the unreadable rows (exit 1)', async () => {
+      const run = await cli(['purge', '--store', db, '--dry-run', '--json']);
+      expect(run.code).toBe(1);
+      expect(JSON.parse(run.stdout)).toEqual({ store: expect.any(String), purged: 0, dryRun: true, unreadable: [unreadable('A-2'), unreadable('A-3')] });
+    });
+  });
+});

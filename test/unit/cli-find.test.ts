@@ -27,8 +27,8 @@ function storeListing(rows: number, last: OperationRecord): OnceStore {
 
 describe('findRecords without --action', () => {
   it('says when the scan read a full page (the record may lie beyond it)', async () => {
-    expect(await findRecords(storeListing(SCAN_LIMIT, record('other')), { ref: 'wanted', action: undefined, tenant: undefined })).toEqual({ records: [], truncated: true });
-    expect(await findRecords(storeListing(10, record('other')), { ref: 'wanted', action: undefined, tenant: undefined })).toEqual({ records: [], truncated: false });
+    expect(await findRecords(storeListing(SCAN_LIMIT, record('other')), { ref: 'wanted', action: undefined, tenant: undefined })).toEqual({ records: [], truncated: true, unreadable: [] });
+    expect(await findRecords(storeListing(10, record('other')), { ref: 'wanted', action: undefined, tenant: undefined })).toEqual({ records: [], truncated: false, unreadable: [] });
     const found = await findRecords(storeListing(10, record('wanted')), { ref: 'wanted', action: undefined, tenant: undefined });
     expect(found.records.map((r) => r.ref)).toEqual(['wanted']);
   });
