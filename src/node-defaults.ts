@@ -223,7 +223,8 @@ export function requestFetch(): typeof globalThis.fetch {
         try {
           next = new URL(location, url);
         } catch (error) {
-          throw networkError(error, signal);
+          // (ERR_INVALID_URL would read as "never sent": the provider has answered)
+          throw networkError(afterResponse(error), signal);
         }
         if (next.protocol !== 'http:' && next.protocol !== 'https:') throw networkError(new Error(`redirect to ${next.protocol} URL`), signal);
         if (((status === 301 || status === 302) && method === 'POST') || (status === 303 && method !== 'GET' && method !== 'HEAD')) {

@@ -54,7 +54,7 @@ beforeAll(async () => {
     req.on('end', () => {
       effects++; // the order is created, then the client is sent to look at it
       const to = new URL(req.url ?? '/', 'http://x').searchParams.get('to');
-      res.writeHead(303, { location: to === 'tls' ? untrustedUrl : refusedUrl });
+      res.writeHead(303, { location: to === 'tls' ? untrustedUrl : to === 'invalid' ? 'http://[::1/orders/1' : refusedUrl });
       res.end();
     });
   });
@@ -74,6 +74,8 @@ describe('a redirect followed after the provider answered', () => {
     ['refused', '', 'through undici fetch (accept-encoding)'],
     ['a refused certificate', 'tls', 'direct'],
     ['a refused certificate', 'tls', 'through undici fetch (accept-encoding)'],
+    ['an invalid URL (ERR_INVALID_URL)', 'invalid', 'direct'],
+    ['an invalid URL (ERR_INVALID_URL)', 'invalid', 'through undici fetch (accept-encoding)'],
   ] as const;
   it.each(cases)('a 303 target %s (%s, %s) is ambiguous: the POST is not resent', async (_what, to, path) => {
     effects = 0;
