@@ -227,6 +227,8 @@ export function responseLookup(lookup: LookupFn, opts: ResolvedOptions): Snapsho
   };
 }
 
+const OPAQUE_REDIRECT = "opaque redirect: the provider answered with a redirect that redirect 'manual' hides in a browser; use redirect 'follow' for once-only calls";
+
 async function sendAttempt(
   opts: ResolvedOptions,
   req: PlainRequest,
@@ -257,10 +259,13 @@ async function sendAttempt(
   } catch (error) {
     return { ...decide({ error }, classifyError(error, 'reading_body')), snapshot: null, live: error };
   }
-  const bodyText = needsBody(response.status) ? new TextDecoder().decode(bytes.subarray(0, 4096)) : undefined;
-  const computed = classifyResponse({ status: response.status, headers: response.headers, bodyText }, opts.now());
   const snapshot = responseSnapshot(response, bytes, 'attempt', opts.sensitiveHeaders, opts.maxStoredBodyBytes);
   const live: LiveBody = { bytes, headers: response.headers, url: response.url, redirected: response.redirected };
+  // A browser hides a redirect under redirect 'manual' (status 0, no headers, no body): the provider
+  // answered, maybe after acting (303), maybe not (307). Nothing to classify, store or replay.
+  if (response.type === 'opaqueredirect') return { classification: { class: 'ambiguous', reason: OPAQUE_REDIRECT }, snapshot, live };
+  const bodyText = needsBody(response.status) ? new TextDecoder().decode(bytes.subarray(0, 4096)) : undefined;
+  const computed = classifyResponse({ status: response.status, headers: response.headers, bodyText }, opts.now());
   if (override === undefined) return { classification: computed, snapshot, live };
   return { ...decide({ response: buildResponse(snapshot, live, false) }, computed), snapshot, live };
 }

@@ -888,3 +888,41 @@ describe('content-length', () => {
     expect([lengthOf(replay), await replay.text()]).toEqual([null, 'x'.repeat(10)]);
   });
 });
+
+// Review: in a browser, redirect 'manual' turns a 3xx into an opaque redirect (status 0, no headers,
+// no body). It was classified by its status 0 ("status 0", ambiguous), and a once.classify given one
+// got no call at all (its Response could not be built: status 0), with nothing to say why.
+describe("an opaque redirect (redirect: 'manual' in a browser)", () => {
+  const opaqueRedirect = (): Response => {
+    const res = new Response(null, { status: 200 });
+    for (const [name, value] of [['status', 0], ['statusText', ''], ['type', 'opaqueredirect'], ['ok', false]] as const) Object.defineProperty(res, name, { value });
+    return res;
+  };
+
+  it('is ambiguous (the provider answered a redirect and may have acted), says so, and is reconciled before anything is resent', async () => {
+    const { fetch, calls, log } = scriptedFetch([opaqueRedirect()]);
+    const lookup: LookupFn = async () => {
+      log.push('lookup');
+      return created('o-1');
+    };
+    const { client } = makeClient(fetch, { lookups: { [SCOPE.action]: lookup } });
+    const res = await client.fetch(URL_ORDERS, { ...orderInit(), redirect: 'manual' });
+    expect(await res.json()).toEqual({ id: 'o-1' });
+    expect(log).toEqual(['fetch', 'lookup']);
+    const attempt = (await client.get(SCOPE))?.attempts[0];
+    expect(attempt?.class).toBe('ambiguous');
+    expect(attempt?.reason).toMatch(/opaque redirect.*redirect 'manual'.*use redirect 'follow'/);
+    expect(calls).toHaveLength(1);
+  });
+
+  it('without a lookup: AmbiguousOutcomeError after one send, never a RangeError; once.classify is not asked (there is nothing to read)', async () => {
+    const { fetch, calls } = scriptedFetch([opaqueRedirect()]);
+    const { client } = makeClient(fetch);
+    const asked: unknown[] = [];
+    const error = await client.fetch(URL_ORDERS, { ...orderInit({ ...SCOPE, classify: (input) => void asked.push(input) }), redirect: 'manual' }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AmbiguousOutcomeError);
+    expect(asked).toEqual([]);
+    expect((await client.get(SCOPE))?.attempts.map((a) => a.reason)).toEqual([expect.stringMatching(/^opaque redirect/)]);
+    expect(calls).toHaveLength(1);
+  });
+});
