@@ -125,8 +125,9 @@ async function readVersion(db: PostgresPool | PostgresPoolClient, n: Names): Pro
  * Creates schema, tables and indexes when they are missing, then checks the
  * schema version. Nothing is created when the version row is already there,
  * so a role without CREATE rights works on tables made by someone else.
- * Several processes opening a fresh database at once serialise on an
- * advisory lock: concurrent `CREATE TABLE IF NOT EXISTS` can otherwise fail.
+ * Several processes opening a fresh database at once serialise on advisory
+ * locks (one per schema, one per table): concurrent `CREATE SCHEMA IF NOT
+ * EXISTS` and `CREATE TABLE IF NOT EXISTS` can otherwise fail.
  */
 export async function migrate(pool: PostgresPool, n: Names, name: string): Promise<void> {
   let version = await readVersion(pool, n);
@@ -136,6 +137,10 @@ export async function migrate(pool: PostgresPool, n: Names, name: string): Promi
     try {
       await client.query('BEGIN');
       try {
+        // The schema's lock first: stores of other tables creating the same new schema at once
+        // would otherwise race in CREATE SCHEMA IF NOT EXISTS (23505 on pg_namespace). Then the
+        // table's, which older versions take alone. Always in this order, so no deadlock.
+        await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`oncefetch-schema:${n.schema}`]);
         await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`oncefetch:${n.schema}.${n.table}`]);
         // CREATE SCHEMA checks the CREATE right even with IF NOT EXISTS: skip it when the schema exists.
         const schema = await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [n.schema]);

@@ -189,6 +189,22 @@ describeWithPostgres('postgresStore', (url) => {
       expect(purge?.indexdef).toMatch(/\(expires_at\) WHERE \(state = ANY/);
     });
 
+    it('stores of different tables opening together in a schema that does not exist yet all open', async () => {
+      // CREATE SCHEMA IF NOT EXISTS is not safe against a concurrent CREATE SCHEMA (23505).
+      for (let round = 0; round < 5; round++) {
+        const fresh = freshSchemaName();
+        const stores = Array.from({ length: 4 }, (_, i) => postgresStore({ connectionString: url, schema: fresh, table: `records_${i}`, poolMax: 1 }));
+        try {
+          const opened = await Promise.allSettled(stores.map((s) => s.list({ limit: 1 })));
+          const failures = opened.flatMap((o) => (o.status === 'rejected' ? [String(o.reason)] : []));
+          expect(failures).toEqual([]);
+        } finally {
+          await Promise.all(stores.map((s) => s.close()));
+          await dropSchema(admin, fresh);
+        }
+      }
+    });
+
     it('refuses a schema written by a newer oncefetch, and an unrecognised version', async () => {
       const { store, table } = open();
       await store.get('x');
