@@ -95,9 +95,10 @@ export function classifyEffectError(error: unknown, now: number): Classification
 
 function toJson(value: unknown): string {
   try {
-    return JSON.stringify(value === undefined ? null : value);
+    // JSON.stringify gives undefined, not text, for a function, a symbol or a toJSON returning undefined.
+    return JSON.stringify(value) ?? 'null';
   } catch {
-    // The effect happened; an unserialisable result must not undo that. Replays get null.
+    // The effect happened; an unserialisable result (a BigInt, a cycle) must not undo that. Replays get null.
     return 'null';
   }
 }

@@ -96,6 +96,22 @@ describe('client.run', () => {
     expect(replayed).toEqual({ id: 'ch_1', at: '2030-01-01T00:00:00.000Z' });
   });
 
+  // Regression: JSON.stringify gives undefined (not text) for these, and the record write after the
+  // effect failed: the caller got a TypeError for an effect that had happened, and the record stayed in flight.
+  it.each([
+    ['a function', () => 'f'],
+    ['a symbol', Symbol('s')],
+    ['an object whose toJSON returns undefined', { toJSON: () => undefined }],
+    ['a BigInt', 10n],
+  ])('an effect that returns %s succeeds once: the live caller gets it, replays get null', async (_label, returned) => {
+    const client = makeClient();
+    const { effect, seen } = scriptedEffect<unknown>([{ value: returned }, { value: 'again' }]);
+    expect(await client.run(SPEC, effect)).toBe(returned);
+    expect((await client.get(SPEC))?.state).toBe('succeeded');
+    expect(await client.run(SPEC, effect)).toBeNull();
+    expect(seen).toHaveLength(1);
+  });
+
   it('the same ref with a different payload is an IdempotencyConflictError, and the effect is not called', async () => {
     const client = makeClient();
     const { effect, seen } = scriptedEffect([{ value: 'ok' }, { value: 'again' }]);
