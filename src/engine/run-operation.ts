@@ -6,6 +6,7 @@
  */
 import type { Classification, OutcomeClass } from '../classify/classify.js';
 import { chosenClass, classifyError, classifyResponse } from '../classify/classify.js';
+import { isSuccessStatus } from '../classify/status.js';
 import { OperationFailedError } from '../errors.js';
 import { fingerprintPayload } from '../operation/fingerprint.js';
 import type { Scope } from '../operation/record.js';
@@ -82,10 +83,12 @@ function headersOf(error: unknown): Headers {
   return new Headers();
 }
 
-/** Default classification of an error thrown by an effect: by its HTTP status when it has one. */
+/** Default classification of an error thrown by an effect: by its HTTP status when it has one (a 2xx is ambiguous). */
 export function classifyEffectError(error: unknown, now: number): Classification {
   const status = statusOf(error);
   if (status === undefined) return classifyError(error, 'awaiting_response');
+  // Thrown after a 2xx (an answer the SDK could not read): it took effect, and its value is lost.
+  if (isSuccessStatus(status)) return { class: 'ambiguous', reason: `error after status ${status}` };
   // SDK errors carry the provider's error type beside the message (Stripe: type/rawType
   // `idempotency_error`, code): the key-mismatch and in-progress signals may only be there.
   const e = error as { message?: unknown; type?: unknown; rawType?: unknown; code?: unknown };

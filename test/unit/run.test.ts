@@ -112,6 +112,18 @@ describe('client.run', () => {
     expect(seen).toHaveLength(1);
   });
 
+  // Regression: an error carrying a 2xx status (an SDK that failed to parse the provider's answer)
+  // was a success whose value was `{ error: message }`, returned and replayed as if the effect had said so.
+  it('a thrown error with a 2xx status is ambiguous (it took effect; its value is unknown), never a success valued { error }', async () => {
+    const client = makeClient();
+    const unreadable = withStatus(200, 'Invalid JSON received from the API');
+    const { effect, seen } = scriptedEffect<unknown>([{ error: unreadable }, { value: 'again' }]);
+    await expect(client.run(SPEC, effect)).rejects.toBeInstanceOf(AmbiguousOutcomeError);
+    expect((await client.get(SPEC))?.state).toBe('ambiguous');
+    expect(await client.run({ ...SPEC, lookup: async () => ({ value: { id: 'ch_1' } }) }, effect)).toEqual({ id: 'ch_1' });
+    expect(seen).toHaveLength(1);
+  });
+
   it('the same ref with a different payload is an IdempotencyConflictError, and the effect is not called', async () => {
     const client = makeClient();
     const { effect, seen } = scriptedEffect([{ value: 'ok' }, { value: 'again' }]);
