@@ -46,6 +46,10 @@ export interface PostgresPoolClient {
   query(text: string, values?: unknown[]): Promise<PostgresQueryResult>;
   /** Returns the connection to its pool (destroys it when given `true` or an error). */
   release(destroy?: boolean | Error): void;
+  /** A `pg.PoolClient`'s 'error' listener; used, when present, while the store holds the connection. */
+  on?(event: 'error', listener: (error: unknown) => void): unknown;
+  /** Removes a listener added with `on`. */
+  off?(event: 'error', listener: (error: unknown) => void): unknown;
 }
 
 /**
@@ -134,6 +138,13 @@ export async function migrate(pool: PostgresPool, n: Names, name: string): Promi
   if (version === undefined) {
     const client = await pool.connect();
     let broken: Error | undefined;
+    // A checked-out pg client emits 'error' when its connection drops, and its pool listens only
+    // while it is idle: without a listener here, a server restart mid-migration kills the process.
+    // The query in progress rejects with the same error, which is what the caller sees.
+    const onError = (e: unknown): void => {
+      broken ??= e instanceof Error ? e : new Error(String(e));
+    };
+    client.on?.('error', onError);
     try {
       await client.query('BEGIN');
       try {
@@ -155,6 +166,7 @@ export async function migrate(pool: PostgresPool, n: Names, name: string): Promi
       }
     } finally {
       client.release(broken);
+      client.off?.('error', onError);
     }
     version = await readVersion(pool, n);
   }

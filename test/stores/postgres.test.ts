@@ -205,6 +205,48 @@ describeWithPostgres('postgresStore', (url) => {
       }
     });
 
+    it('a connection lost while the schema is being created rejects the call with a StoreError; the process survives', { timeout: 20_000 }, async () => {
+      const fresh = freshSchemaName();
+      const table = 'lost_mid_migration';
+      // Hold the migration's lock so the store's session waits inside its migration, then kill that session.
+      const holder = await admin.connect();
+      const script = `
+        const { postgresStore } = await import('./src/stores/postgres.ts');
+        const store = postgresStore({ connectionString: process.argv[1], schema: process.argv[2], table: process.argv[3] });
+        const outcome = await store.get('x').then(() => 'resolved', (e) => e.name + ': ' + e.message);
+        await store.close();
+        process.stdout.write(JSON.stringify({ outcome }));
+      `;
+      try {
+        await holder.query('BEGIN');
+        await holder.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`oncefetch:${fresh}.${table}`]);
+        const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script, url, fresh, table], {
+          cwd: ROOT,
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
+        let stdout = '';
+        let stderr = '';
+        child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+        child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+        const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
+        const waiting = async (): Promise<number> => {
+          const { rows } = await admin.query(
+            `SELECT pid FROM pg_stat_activity WHERE application_name = 'oncefetch' AND wait_event_type = 'Lock' AND query LIKE '%pg_advisory_xact_lock%'`,
+          );
+          return rows.length === 0 ? 0 : (rows[0] as { pid: number }).pid;
+        };
+        await expect.poll(waiting, { timeout: 10_000, interval: 20 }).toBeGreaterThan(0);
+        await admin.query('SELECT pg_terminate_backend($1)', [await waiting()]);
+        const code = await exited;
+        expect({ code, stderr: stderr.includes("Unhandled 'error' event") }).toEqual({ code: 0, stderr: false });
+        expect((JSON.parse(stdout) as { outcome: string }).outcome).toMatch(/^StoreError: .*while opening/);
+      } finally {
+        await holder.query('ROLLBACK').catch(() => undefined);
+        holder.release();
+        await dropSchema(admin, fresh);
+      }
+    });
+
     it('refuses a schema written by a newer oncefetch, and an unrecognised version', async () => {
       const { store, table } = open();
       await store.get('x');
