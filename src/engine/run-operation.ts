@@ -96,6 +96,16 @@ export function classifyEffectError(error: unknown, now: number): Classification
   return classifyResponse({ status, headers: headersOf(error), bodyText }, now);
 }
 
+/** What a thrown value said: its `message` (an Error or a plain object), else its text, else `fallback`. */
+function messageOf(error: unknown, fallback: string): string {
+  try {
+    const message = (error as { message?: unknown } | null | undefined)?.message;
+    return typeof message === 'string' ? message : String(error);
+  } catch {
+    return fallback; // a throwing getter, or an object String() cannot convert (no prototype)
+  }
+}
+
 function toJson(value: unknown): string {
   try {
     // JSON.stringify gives undefined, not text, for a function, a symbol or a toJSON returning undefined.
@@ -139,8 +149,7 @@ export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx:
       } catch (thrown) {
         fault = thrown; // the default stands; the caller gets its classify's error
       }
-      const message = error instanceof Error ? error.message : String(error);
-      const snapshot = valueSnapshot(JSON.stringify({ error: message }), statusOf(error) ?? 0, 'attempt');
+      const snapshot = valueSnapshot(JSON.stringify({ error: messageOf(error, computed.reason) }), statusOf(error) ?? 0, 'attempt');
       return { classification, snapshot, live: { error }, fault };
     }
   };

@@ -75,6 +75,22 @@ describe('client.run', () => {
     expect(seen).toHaveLength(1);
   });
 
+  // Regression: a thrown plain object was stored as "[object Object]", and one String() cannot convert
+  // (no prototype) made the attempt's bookkeeping throw: a 400 became ambiguous.
+  it.each([
+    ['plain object with a message', { status: 400, message: 'amount must be positive' }, 'amount must be positive'],
+    ['object without a prototype', Object.assign(Object.create(null) as object, { status: 400 }), 'status 400'],
+  ])('a thrown %s with statusCode 400 is terminal, and its replay says what it said', async (_label, thrown, said) => {
+    const client = makeClient();
+    const { effect, seen } = scriptedEffect<string>([{ error: thrown }, { value: 'never' }]);
+    await expect(client.run(SPEC, effect)).rejects.toBe(thrown);
+    expect((await client.get(SPEC))?.state).toBe('failed');
+    const err = await client.run(SPEC, effect).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OperationFailedError);
+    expect((err as Error).message).toContain(said);
+    expect(seen).toHaveLength(1);
+  });
+
   it('replays a success value from the store on the second call without calling the effect', async () => {
     const client = makeClient();
     const { effect, seen } = scriptedEffect([{ value: { id: 'ch_1', amount: 500 } }, { value: { id: 'ch_2', amount: 500 } }]);
