@@ -62,6 +62,9 @@ export class OwnedRecord {
         // Our own record is always consistent; only a record that moved under us (a superseded
         // owner's late response reopened it, say) can refuse the event: follow the stored record.
         if (i === 0 || !(error instanceof IllegalTransitionError)) throw error;
+        // An attempt's outcome is evidence all the same (another holder of this owner id took the
+        // record over, say): kept as a superseded owner's is, never dropped.
+        if (event.type === 'attempt_finished') await this.keep(base, event);
         throw new LeaseLostError(base, `record ${base.id} moved on under its owner (now ${base.state}): ${event.type} no longer applies`);
       }
       const res = await this.store.compareAndSet(base.id, base.generation, next);
@@ -72,20 +75,26 @@ export class OwnedRecord {
       const current = res.current;
       if (current === undefined) throw new StoreError(`${this.store.name}: record ${base.id} vanished while owned`);
       if (current.lease?.owner !== this.owner || isTerminal(current.state) || !sameAttempts(base, current)) {
-        // A superseded owner's late outcome is kept as evidence, never applied. One that shows the
-        // request reached the provider (a success, or an ambiguous end) reopens a pending record:
-        // an "absent" or a retryable answer that cleared it for a resend came too early.
         // (Attempts that changed under a lease with our name: another holder of this owner id sent
         // meanwhile, e.g. two clients configured with one `owner`; our view is stale all the same.)
-        const late = event.type === 'attempt_finished';
-        const detail = late ? `late ${event.class} outcome (${event.reason}) from a superseded owner` : `superseded write (${event.type})`;
-        const reopen = late && (event.class === 'success' || event.class === 'ambiguous');
-        await keepAsEvidence(this.store, current, this.owner, detail, this.now, late ? 'late_response' : 'stale_write', late ? event.status : null, reopen);
+        await this.keep(current, event);
         throw new LeaseLostError(current);
       }
       this.rec = current;
     }
     throw new StoreError(`${this.store.name}: record ${this.rec.id} keeps changing under its owner`);
+  }
+
+  /**
+   * A superseded write is kept as evidence on `current`, never applied. A late attempt outcome that
+   * shows the request reached the provider (a success, or an ambiguous end) reopens a pending
+   * record: an "absent" or a retryable answer that cleared it for a resend came too early.
+   */
+  private keep(current: OperationRecord, event: RecordEvent): Promise<void> {
+    const late = event.type === 'attempt_finished';
+    const detail = late ? `late ${event.class} outcome (${event.reason}) from a superseded owner` : `superseded write (${event.type})`;
+    const reopen = late && (event.class === 'success' || event.class === 'ambiguous');
+    return keepAsEvidence(this.store, current, this.owner, detail, this.now, late ? 'late_response' : 'stale_write', late ? event.status : null, reopen);
   }
 }
 

@@ -260,3 +260,102 @@ describe("a superseded owner's clock running ahead", () => {
     expect(effects).toBe(1);
   });
 });
+
+// Regression: a late outcome whose record had moved on under a lease with its own owner's name was
+// dropped without a trace (OwnedRecord re-applied attempt_finished to an ambiguous record and threw
+// before writing). Two clients configured with one `owner` (documented as unsupported, but a late
+// 201 must never be lost): the second takes the record over at once, its lookup is asked before
+// the first's request commits; that "absent" then cleared the record and the second sent again.
+describe('two clients sharing one owner id', () => {
+  it("the first's late 201 is kept as evidence: the second's early \"absent\" settles nothing, one effect", async () => {
+    const store = memoryStore();
+    const counts = { effects: 0, posts: [] as string[] };
+    const releaseFirst = deferred();
+    const firstKept = deferred();
+    const abortFirst = new AbortController();
+    const first = createClient({
+      store,
+      owner: 'shared',
+      fetch: (async () => {
+        counts.posts.push('first');
+        await releaseFirst.promise;
+        counts.effects++; // commits as it answers
+        return new Response('{"id":1}', { status: 201 });
+      }) as typeof fetch,
+      onEvent: (e) => {
+        if (e.type === 'late_evidence') {
+          abortFirst.abort(new Error('first gives up'));
+          firstKept.resolve();
+        }
+      },
+    });
+    const second = createClient({
+      store,
+      owner: 'shared',
+      settleMs: 0,
+      retry: { maxAttempts: 3, baseDelayMs: 1, maxDelayMs: 1, budget: false },
+      lookups: {
+        order: async () => {
+          if (counts.posts.length === 1) {
+            // asked before the first's request committed: "absent"; its 201 lands meanwhile
+            releaseFirst.resolve();
+            await firstKept.promise;
+            await tick(20);
+          }
+          return null;
+        },
+      },
+      fetch: (async () => {
+        counts.posts.push('second');
+        counts.effects++;
+        return new Response('{"id":2}', { status: 201 });
+      }) as typeof fetch,
+    });
+    const firstCall = first.fetch('https://p.test/orders', { ...init('S-1'), signal: abortFirst.signal }).catch((e: unknown) => e);
+    await started(counts);
+    const error = await second.fetch('https://p.test/orders', init('S-1')).catch((e: unknown) => e);
+    await firstCall;
+    expect(counts.posts).toEqual(['first']);
+    expect(counts.effects).toBe(1);
+    expect(error).toBeInstanceOf(AmbiguousOutcomeError);
+    const rec = await second.get({ action: 'order', ref: 'S-1' });
+    expect(rec?.state).toBe('ambiguous');
+    expect(rec?.evidence.filter((e) => e.kind === 'late_response')).toMatchObject([{ owner: 'shared', status: 201, detail: expect.stringMatching(/^late success outcome/) }]);
+  });
+});
+
+// Without shared owners the same late outcome reaches the record as a superseded owner's: here the
+// client's own recover() (as `<owner>/recover`) takes over the client's own send, whose lease it sees
+// expired (the client's clock jumped), and settles it by a lookup before the 201 comes back.
+describe("the client's own recover() over its own slow send", () => {
+  it('the late 201 is kept as evidence; the caller gets the settled result; one effect', async () => {
+    const store = memoryStore();
+    const clock = { skewMs: 0 };
+    const counts = { effects: 0, posts: [] as string[] };
+    const release = deferred();
+    const c = createClient({
+      store,
+      owner: 'solo',
+      leaseMs: 300,
+      now: () => Date.now() + clock.skewMs,
+      lookups: { order: async () => (counts.effects > 0 ? new Response('{"id":1}', { status: 200 }) : null) },
+      fetch: (async () => {
+        counts.posts.push('a');
+        counts.effects++;
+        await release.promise;
+        return new Response('{"id":1}', { status: 201 });
+      }) as typeof fetch,
+    });
+    const call = c.fetch('https://p.test/orders', init('O-1'));
+    await started(counts);
+    clock.skewMs = 10_000; // the send's lease looks expired to this client's own recover()
+    expect(await c.recover()).toMatchObject({ resolved: [{ ref: 'O-1' }] });
+    release.resolve();
+    const res = await call;
+    expect(res.status).toBe(200); // the lookup's answer, replayed
+    expect(counts).toEqual({ effects: 1, posts: ['a'] });
+    const rec = await c.get({ action: 'order', ref: 'O-1' });
+    expect(rec?.state).toBe('succeeded');
+    expect(rec?.evidence.filter((e) => e.kind === 'late_response')).toMatchObject([{ owner: 'solo', status: 201, detail: expect.stringMatching(/^late success outcome/) }]);
+  });
+});

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { LeaseLostError, OwnedRecord } from '../../src/engine/owned.js';
-import { applyEvent, newRecord } from '../../src/operation/record.js';
+import { applyEvent, lateSuccess, newRecord } from '../../src/operation/record.js';
 import type { OperationRecord, RecordedClass } from '../../src/operation/record.js';
 import { settledAt } from '../../src/reconcile/lookup.js';
 import { memoryStore } from '../../src/stores/memory.js';
@@ -95,6 +95,37 @@ describe('OwnedRecord: two holders under one owner id', () => {
     const after = (await store.get(b.rec.id)) as OperationRecord;
     expect(after).toMatchObject({ state: 'ambiguous', attempts: sent.attempts, cancelRequestedAt: null });
     expect(after.evidence.at(-1)).toMatchObject({ kind: 'stale_write', owner: 'B' });
+  });
+  // Regression: the record moved on under a lease with our name (the twin took it over: ambiguous), so
+  // attempt_finished no longer applied and A's write threw before writing anything: a 201 the
+  // provider gave A was lost without a trace, and an "absent" lookup could then clear the record.
+  it("the first holder's late outcome on a record the twin took over is kept as evidence, never lost", async () => {
+    const store = memoryStore();
+    const fresh = newRecord({
+      scope: { tenant: 't', action: 'create-order', ref: 'R-2' },
+      key: 'k-2',
+      keySource: 'minted',
+      fingerprint: 'f'.repeat(64),
+      request: { method: 'POST', url: 'http://127.0.0.1/orders' },
+      owner: 'A',
+      now: T0,
+      leaseMs: 100,
+      retentionMs: 60_000,
+    });
+    const { record } = await store.claim(applyEvent(fresh, { type: 'attempt_started', attemptId: 'a-1' }, T0, 'A'));
+    const a = new OwnedRecord(record, store, 'A', () => T0 + 10);
+    // the twin (same owner id) takes the record over while A's attempt is on the wire
+    const taken = applyEvent(record, { type: 'acquire', owner: 'A', leaseExpiresAt: T0 + 200 }, T0 + 5, 'A');
+    expect((await store.compareAndSet(record.id, record.generation, taken)).ok).toBe(true);
+    expect(taken.state).toBe('ambiguous');
+    const error = await a.commit(finished('success')).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LeaseLostError);
+    const stored = (await store.get(record.id)) as OperationRecord;
+    expect(stored).toMatchObject({ state: 'ambiguous', attempts: taken.attempts, result: null, lease: taken.lease });
+    expect(stored.evidence.at(-1)).toMatchObject({ kind: 'late_response', owner: 'A', status: 201, detail: expect.stringMatching(/^late success outcome/) });
+    expect(lateSuccess(stored)).toBe(true);
+    // so an "absent" no longer clears it for a resend
+    expect(applyEvent(stored, { type: 'lookup_absent', detail: 'no such order' }, T0 + 20, 'A').state).toBe('ambiguous');
   });
 });
 
