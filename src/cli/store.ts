@@ -22,15 +22,7 @@ export function isPostgresUrl(spec: string): boolean {
 /** The store named by `--store`, or the default one. A SQLite path must exist: inspecting never creates a database. */
 export async function openStore(spec: string | undefined): Promise<OnceStore> {
   const target = spec ?? defaultStorePath();
-  if (isPostgresUrl(target)) {
-    let mod: typeof import('../stores/postgres.js');
-    try {
-      mod = await import('../stores/postgres.js');
-    } catch (cause) {
-      throw new Error(`the PostgreSQL store could not be loaded (${cause instanceof Error ? cause.message : String(cause)})`, { cause });
-    }
-    return mod.postgresStore({ connectionString: target });
-  }
+  if (isPostgresUrl(target)) return openPostgres(target);
   const path = resolve(target);
   if (!existsSync(path)) {
     throw new UsageError(`no oncefetch database at ${path}${spec === undefined ? ' (the default; pass --store PATH|URL or set $ONCEFETCH_DB)' : ''}`);
@@ -38,6 +30,68 @@ export async function openStore(spec: string | undefined): Promise<OnceStore> {
   // Never add tables to (or change the mode of) a file that is not already an oncefetch store.
   if (!holdsOncefetchStore(path)) throw new UsageError(`${path} is not an oncefetch database (it has no oncefetch_records table); nothing was changed`);
   return sqliteStore({ path });
+}
+
+/**
+ * The PostgreSQL store a `postgres://` URL names. Its `schema` and `table` query parameters (the
+ * options of `postgresStore`, default `public` and `oncefetch_records`) are taken out of the URL
+ * before it reaches pg. Like a SQLite path, the tables must already be there: inspecting never
+ * creates them.
+ */
+async function openPostgres(target: string): Promise<OnceStore> {
+  let mod: typeof import('../stores/postgres.js');
+  let schemaMod: typeof import('../stores/postgres-schema.js');
+  let pg: typeof import('pg').default;
+  try {
+    mod = await import('../stores/postgres.js');
+    schemaMod = await import('../stores/postgres-schema.js');
+    pg = (await import('pg')).default;
+  } catch (cause) {
+    throw new Error(`the PostgreSQL store could not be loaded (${cause instanceof Error ? cause.message : String(cause)})`, { cause });
+  }
+  let connectionString = target;
+  let schema: string | undefined;
+  let table: string | undefined;
+  let url: URL | undefined;
+  try {
+    url = new URL(target);
+  } catch {
+    // not a WHATWG URL: pg reads it as it is, with the default schema and table
+  }
+  if (url !== undefined && (url.searchParams.has('schema') || url.searchParams.has('table'))) {
+    schema = url.searchParams.get('schema') ?? undefined;
+    table = url.searchParams.get('table') ?? undefined;
+    url.searchParams.delete('schema');
+    url.searchParams.delete('table');
+    connectionString = url.toString();
+  }
+  let store: OnceStore;
+  try {
+    store = mod.postgresStore({ connectionString, schema, table });
+  } catch (cause) {
+    throw new UsageError(`--store: ${cause instanceof Error ? cause.message.replace(/^postgresStore: /, '') : String(cause)}`);
+  }
+  const n = schemaMod.names(schema ?? 'public', table ?? 'oncefetch_records');
+  const client = new pg.Client({ connectionString, connectionTimeoutMillis: 10_000, application_name: 'oncefetch' });
+  client.on('error', () => undefined);
+  let version: string | undefined;
+  try {
+    await client.connect();
+    version = await schemaMod.readVersion(client, n);
+  } catch (cause) {
+    await store.close();
+    throw schemaMod.storeError(cause, storeLabel(store), 'looking for its tables');
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+  if (version === undefined) {
+    await store.close();
+    throw new UsageError(
+      `${storeLabel(store)}: no oncefetch tables there (no ${n.meta}); nothing was created. ` +
+        'Name the schema and table your clients use: --store "postgres://…/db?schema=S&table=T"',
+    );
+  }
+  return store;
 }
 
 /** A store name for messages, without credentials in a URL. */

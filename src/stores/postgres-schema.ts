@@ -118,7 +118,11 @@ function schemaStatements(n: Names): string[] {
   ];
 }
 
-async function readVersion(db: PostgresPool | PostgresPoolClient, n: Names): Promise<string | undefined> {
+/**
+ * The schema version recorded in `<table>_meta`, or undefined when that table is missing (no
+ * oncefetch store there). Reads only: nothing is created.
+ */
+export async function readVersion(db: Pick<PostgresPool, 'query'>, n: Names): Promise<string | undefined> {
   const found = await db.query('SELECT to_regclass($1) IS NOT NULL AS present', [n.meta]);
   if ((found.rows[0] as { present?: boolean } | undefined)?.present !== true) return undefined;
   const row = await db.query(`SELECT value FROM ${n.meta} WHERE key = 'schema_version'`);

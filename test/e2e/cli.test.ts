@@ -11,6 +11,9 @@ import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AmbiguousOutcomeError } from '../../src/index.js';
 import { startProvider } from '../../src/testing/provider.js';
+import { createClient } from '../../src/index.js';
+import { postgresStore } from '../../src/stores/postgres.js';
+import { adminPool, describeWithPostgres, dropSchema, freshSchemaName } from '../helpers/postgres.js';
 import { orderInit, sqliteClient, tempDir } from '../helpers/setup.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -74,6 +77,49 @@ describe('oncefetch demo', () => {
     const run = await cli(['demo', '--faults', 'drop,meteor']);
     expect(run.code).toBe(2);
     expect(run.stderr).toMatch(/unknown fault "meteor"/);
+  });
+});
+
+describeWithPostgres('oncefetch inspect on PostgreSQL', (url) => {
+  const schema = freshSchemaName();
+  const empty = freshSchemaName();
+  const admin = adminPool(url);
+  const withParams = (base: string, params: Record<string, string>): string => {
+    const u = new URL(base);
+    for (const [k, v] of Object.entries(params)) u.searchParams.set(k, v);
+    return u.toString();
+  };
+
+  beforeAll(async () => {
+    const provider = await startProvider();
+    const client = createClient({ store: postgresStore({ connectionString: url, schema, table: 'fleet_records' }), settleMs: 0 });
+    try {
+      await client.fetch(`${provider.url}/orders`, { ...orderInit('PG-1'), once: { action: 'create-order', ref: 'PG-1' } });
+    } finally {
+      await client.close();
+      await provider.close();
+    }
+  });
+
+  afterAll(async () => {
+    await dropSchema(admin, schema);
+    await dropSchema(admin, empty);
+    await admin.end();
+  });
+
+  it('reads the schema and table a fleet uses, named in the URL (?schema=&table=)', async () => {
+    const run = await cli(['inspect', '--store', withParams(url, { schema, table: 'fleet_records' }), '--json']);
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(0);
+    expect((JSON.parse(run.stdout) as { counts: Record<string, number> }).counts['succeeded']).toBe(1);
+  });
+
+  it('a database without oncefetch tables there is an error (exit 2), and nothing is created in it', async () => {
+    const run = await cli(['inspect', '--store', withParams(url, { schema: empty }), '--json']);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toMatch(/no oncefetch tables/);
+    const created = await admin.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [empty]);
+    expect(created.rows).toEqual([]);
   });
 });
 
