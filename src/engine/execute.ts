@@ -359,10 +359,13 @@ export class Engine {
     }
   }
 
-  /** Records the open attempt as never sent (back to pending); under `signal` when given (see `early`). */
+  /**
+   * Records the open attempt as never sent (back to pending), also after a takeover; under `signal`
+   * when given (see `early`).
+   */
   private closeUnsent(owned: OwnedRecord, reason: string, signal?: AbortSignal): Promise<unknown> {
     owned.unsentAttempt = false;
-    return this.early(owned, signal, { type: 'attempt_finished', class: 'not_sent', status: null, reason, result: null });
+    return this.early(owned, signal, { type: 'never_sent', attemptId: owned.rec.attempts.at(-1)?.id ?? '', reason });
   }
 
   /**

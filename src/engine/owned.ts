@@ -53,8 +53,8 @@ export class OwnedRecord {
   }
 
   private async write(event: RecordEvent): Promise<OperationRecord> {
+    let base = this.rec;
     for (let i = 0; i < MAX_REAPPLY; i++) {
-      const base = this.rec;
       let next: OperationRecord;
       try {
         next = applyEvent(base, event, this.now(), this.owner);
@@ -64,23 +64,31 @@ export class OwnedRecord {
         if (i === 0 || !(error instanceof IllegalTransitionError)) throw error;
         // An attempt's outcome is evidence all the same (another holder of this owner id took the
         // record over, say): kept as a superseded owner's is, never dropped.
-        if (event.type === 'attempt_finished') await this.keep(base, event);
+        if (event.type === 'attempt_finished' || event.type === 'never_sent') await this.keep(base, event);
         throw new LeaseLostError(base, `record ${base.id} moved on under its owner (now ${base.state}): ${event.type} no longer applies`);
       }
       const res = await this.store.compareAndSet(base.id, base.generation, next);
       if (res.ok) {
+        // (a never_sent that closed our attempt under another lease: the record is its holder's)
+        if (base !== this.rec) throw new LeaseLostError(next);
         this.rec = next;
         return next;
       }
       const current = res.current;
       if (current === undefined) throw new StoreError(`${this.store.name}: record ${base.id} vanished while owned`);
-      if (current.lease?.owner !== this.owner || isTerminal(current.state) || !sameAttempts(base, current)) {
+      // Only we know that we never sent the attempt we opened: that closes it whoever holds the lease
+      // (but a record that moved is not adopted: its lease may be another holder's, under our name).
+      if (event.type === 'never_sent') {
+        base = current;
+        continue;
+      }
+      if (current.lease?.owner !== this.owner || isTerminal(current.state) || !sameAttempts(base, current, this.owner)) {
         // (Attempts that changed under a lease with our name: another holder of this owner id sent
         // meanwhile, e.g. two clients configured with one `owner`; our view is stale all the same.)
         await this.keep(current, event);
         throw new LeaseLostError(current);
       }
-      this.rec = current;
+      base = this.rec = current;
     }
     throw new StoreError(`${this.store.name}: record ${this.rec.id} keeps changing under its owner`);
   }
@@ -91,19 +99,23 @@ export class OwnedRecord {
    * record: an "absent" or a retryable answer that cleared it for a resend came too early.
    */
   private keep(current: OperationRecord, event: RecordEvent): Promise<void> {
-    const late = event.type === 'attempt_finished';
-    const detail = late ? `late ${event.class} outcome (${event.reason}) from a superseded owner` : `superseded write (${event.type})`;
-    const reopen = late && (event.class === 'success' || event.class === 'ambiguous');
-    return keepAsEvidence(this.store, current, this.owner, detail, this.now, late ? 'late_response' : 'stale_write', late ? event.status : null, reopen);
+    const late = event.type === 'attempt_finished' || event.type === 'never_sent';
+    const cls = event.type === 'attempt_finished' ? event.class : 'not_sent';
+    const detail = late ? `late ${cls} outcome (${event.reason}) from a superseded owner` : `superseded write (${event.type})`;
+    const reopen = cls === 'success' || cls === 'ambiguous';
+    return keepAsEvidence(this.store, current, this.owner, detail, this.now, late ? 'late_response' : 'stale_write', event.type === 'attempt_finished' ? event.status : null, reopen);
   }
 }
 
-/** Whether `current` holds exactly the attempts of `base` (a cancel or a note may have moved it, no send). */
-function sameAttempts(base: OperationRecord, current: OperationRecord): boolean {
+/**
+ * Whether `current` holds exactly the attempts of `base` (a cancel or a note may have moved it, no
+ * send; nor has another owner's close of an attempt it opened and never sent, `never_sent`).
+ */
+function sameAttempts(base: OperationRecord, current: OperationRecord, owner: string): boolean {
   if (current.attempts.length !== base.attempts.length) return false;
   const a = base.attempts.at(-1);
   const b = current.attempts.at(-1);
-  return a?.id === b?.id && a?.finishedAt === b?.finishedAt;
+  return a?.id === b?.id && (a?.finishedAt === b?.finishedAt || (b?.class === 'not_sent' && b.owner !== owner));
 }
 
 /**

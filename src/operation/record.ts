@@ -337,6 +337,16 @@ export type RecordEvent =
       reason: string;
       result: ResultSnapshot | null;
     }
+  | {
+      /**
+       * The owner that opened attempt `attemptId` never handed it to the transport (its call gave up
+       * before the send): closed `not_sent`, under a newer owner's lease too (a takeover read it as
+       * possibly sent). Only that owner can know it, so only it writes this, for its open last attempt.
+       */
+      type: 'never_sent';
+      attemptId: string;
+      reason: string;
+    }
   | { type: 'lookup_found'; result: ResultSnapshot; detail: string }
   | {
       type: 'lookup_absent';
@@ -394,6 +404,7 @@ const ALLOWED_FROM: Partial<Record<RecordEvent['type'], readonly OperationState[
   renew: LIVE,
   attempt_started: ['pending'],
   attempt_finished: ['in_flight'],
+  never_sent: LIVE,
   lookup_found: ['ambiguous'],
   lookup_absent: ['ambiguous'],
   lookup_unknown: ['ambiguous'],
@@ -432,6 +443,9 @@ function targetState(record: OperationRecord, event: RecordEvent): OperationStat
           return 'ambiguous';
       }
       break;
+    case 'never_sent':
+      // back to where the attempt found it (pending), unless a superseded owner's late delivery is unsettled
+      return record.state !== 'pending' && lateDeliveryUnsettled(record) ? 'ambiguous' : 'pending';
     case 'lookup_found':
       return 'succeeded';
     case 'lookup_absent':
@@ -571,6 +585,13 @@ export function applyEvent(record: OperationRecord, event: RecordEvent, now: num
       } else if (event.class === 'terminal' && event.result === null) {
         next.error = { code: 'OPERATION_FAILED', message: event.reason };
       }
+      break;
+    }
+    case 'never_sent': {
+      const last = record.attempts.at(-1);
+      if (last?.id !== event.attemptId || last.finishedAt !== null || last.owner !== owner) throw new IllegalTransitionError(record.state, to, event.type);
+      next.attempts = [...record.attempts.slice(0, -1), { ...last, finishedAt: now, class: 'not_sent', reason: event.reason }];
+      if (record.lease?.owner !== owner) note('late_response', `late not_sent outcome (${event.reason}): attempt ${last.number} was never sent, closed by its owner`);
       break;
     }
     case 'lookup_found':

@@ -120,6 +120,8 @@ const eventArb: fc.Arbitrary<EventSpec> = fc.oneof(
   { weight: 3, arbitrary: fc.constant<EventSpec>({ type: 'resend_after_ambiguous', detail: 'the provider dedupes' }) },
   fc.constant<EventSpec>({ type: 'stopped', code: 'AMBIGUOUS_OUTCOME', message: 'gave up' }),
   fc.constant<EventSpec>({ type: 'cancel' }),
+  // the owner of the open last attempt closing it as never sent (toEvent names that attempt)
+  { weight: 2, arbitrary: fc.constant<EventSpec>({ type: 'never_sent', attemptId: '', reason: 'aborted before it was sent' }) },
   {
     weight: 1,
     arbitrary: fc.constantFrom<EventSpec>(
@@ -140,6 +142,8 @@ function toEvent(spec: EventSpec, rec: OperationRecord, now: number, owner: stri
       return { type: 'acquire', owner, leaseExpiresAt: now + spec.leaseOffsetMs };
     case 'attempt_started':
       return { type: 'attempt_started', attemptId: `att-${rec.attempts.length + 1}` };
+    case 'never_sent':
+      return { ...spec, attemptId: `att-${rec.attempts.length}` };
     case 'lookup_absent': {
       const event: RecordEvent = { type: 'lookup_absent', detail: spec.detail };
       if (spec.settled !== undefined) event.settled = spec.settled;

@@ -104,14 +104,17 @@ const eventArb: fc.Arbitrary<EventSpec> = fc.oneof(
   fc.constant({ type: 'resend_after_ambiguous' as const, detail: 'dedupes' }),
   fc.constantFrom('RETRIES_EXHAUSTED', 'AMBIGUOUS_OUTCOME', 'IDEMPOTENCY_CONFLICT').map((code) => ({ type: 'stopped' as const, code, message: code })),
   fc.constant({ type: 'cancel' as const }),
+  // its attempt id is the writer's copy's last one (toEvent): the close of an attempt it opened and never sent
+  fc.constant({ type: 'never_sent' as const, attemptId: '', reason: 'aborted before it was sent' }),
   fc.constant({ type: 'evidence' as const, kind: 'late_response' as const, detail: 'late', status: 201 }),
   fc.constant({ type: 'evidence' as const, kind: 'late_response' as const, detail: 'late success outcome (status 201) from a superseded owner', status: 201, reopen: true }),
   fc.constant({ type: 'evidence' as const, kind: 'late_response' as const, detail: 'late ambiguous outcome (TimeoutError) from a superseded owner', status: null, reopen: true }),
 );
 
-function toEvent(spec: EventSpec, owner: string, now: number): RecordEvent {
+function toEvent(spec: EventSpec, owner: string, now: number, base: OperationRecord | undefined): RecordEvent {
   if (spec.type === 'acquire') return { type: 'acquire', owner, leaseExpiresAt: now + spec.leaseOffsetMs };
   if (spec.type === 'renew') return { type: 'renew', leaseExpiresAt: now + spec.leaseOffsetMs };
+  if (spec.type === 'never_sent') return { ...spec, attemptId: base?.attempts.at(-1)?.id ?? 'none' };
   return spec;
 }
 
@@ -134,6 +137,8 @@ function checkApply(base: OperationRecord, event: RecordEvent, now: number, owne
       (event.type === 'renew' && base.lease === null) ||
       (event.type === 'attempt_started' && base.state !== 'pending') ||
       (event.type === 'attempt_finished' && (base.state !== 'in_flight' || last === undefined || last.finishedAt !== null)) ||
+      // only the owner of the open last attempt closes it as never sent
+      (event.type === 'never_sent' && (last?.id !== event.attemptId || last.finishedAt !== null || last.owner !== owner)) ||
       // DESIGN §2: only an ambiguous record is settled by a lookup or a same-key resend …
       (SETTLING.has(event.type) && base.state !== 'ambiguous') ||
       (event.type === 'lookup_unknown' && base.state !== 'ambiguous') ||
@@ -246,7 +251,7 @@ async function runRawActors(store: OnceStore, steps: Step[], strict: Strict = {}
     if (step.op === 'write') {
       const base = copies.get(step.owner);
       if (base === undefined) continue;
-      const next = checkApply(base, toEvent(step.event, step.owner, now), now, step.owner);
+      const next = checkApply(base, toEvent(step.event, step.owner, now, base), now, step.owner);
       if (next === undefined) continue;
       if (strict.settleOnlyAmbiguous === true && SETTLING.has(step.event.type)) {
         expect(base.state, `${step.event.type} settles an ambiguity`).toBe('ambiguous');
@@ -431,7 +436,16 @@ function checkWrite(w: Write, key: string): void {
     same(core(before), core(after)) &&
     (after.state === before.state || cancelled || reopened) &&
     (same(after.lease, before.lease) || cancelled);
-  expect(holder || takeover || note, `${writer} wrote ${before.state} -> ${after.state} without holding the lease`).toBe(true);
+  // the owner of the open last attempt closing it as never sent, under another owner's lease: back to
+  // pending (or still ambiguous), nothing else changes
+  const opened = before.attempts.at(-1);
+  const unsent =
+    opened?.owner === writer &&
+    opened.finishedAt === null &&
+    same(after.attempts, [...before.attempts.slice(0, -1), { ...opened, finishedAt: after.updatedAt, class: 'not_sent', reason: after.attempts.at(-1)?.reason }]) &&
+    same(after.lease, before.lease) &&
+    (after.state === 'pending' || after.state === before.state);
+  expect(holder || takeover || note || unsent, `${writer} wrote ${before.state} -> ${after.state} without holding the lease`).toBe(true);
 }
 
 const actorArb = fc.array(
@@ -478,7 +492,7 @@ describe('state machine: OwnedRecord owners and a canceller running concurrently
                 await store.compareAndSet(id, rec.generation, applyEvent(rec, { type: 'cancel' }, now(), name));
               }
               if (step.op === 'commit' && owned !== undefined) {
-                const rec = await owned.commit(toEvent(step.event, name, now()));
+                const rec = await owned.commit(toEvent(step.event, name, now(), owned.rec));
                 // as the engine: once it has stopped (lease released) or finished, it writes no more
                 if (rec.lease?.owner !== name) owned = undefined;
               }

@@ -387,6 +387,31 @@ describe('a store that stops answering before the send', () => {
     });
   });
 
+  // Review R1b: another owner took the late claim over (its lease had expired) before the abandon
+  // closed the attempt that claim opened: the attempt read as possibly sent and the abandon's "not
+  // sent" was kept only as a note, so the record stayed ambiguous for good (no lookup, no dedupe).
+  // Only the owner that opened an attempt knows it never handed it to the transport: its close
+  // (never_sent, by attempt id) now applies under the new owner's lease too.
+  it("another owner takes a late claim over first: the abandon's close clears the attempt it opened, the next call sends once", async () => {
+    const AFTER_ABANDON = 'aborted before it was sent';
+    let sends = 0;
+    const fetch = (async () => (sends++, new Response('{"id":"o-1"}', { status: 201 }))) as typeof globalThis.fetch;
+    const { store, hold, release, slowCas } = stalling();
+    slowCas((next) => (next.attempts.at(-1)?.reason === AFTER_ABANDON ? 150 : 0));
+    const a = client(fetch, { store, owner: 'a', leaseMs: 100, retry: { deadlineMs: 150 } });
+    hold('claim');
+    expect(await a.fetch(URL_ORDERS, { ...post, once: SCOPE }).catch((e: unknown) => e)).toBeInstanceOf(DeadlineExceededError);
+    release(); // the claim lands, its lease already expired; its abandon's close is slow
+    const b = client(fetch, { store, owner: 'b' });
+    await eventually(async () => (await b.get(SCOPE)) !== undefined);
+    // b takes over first: attempt 1 may have been sent; no lookup, no dedupe
+    expect(await b.fetch(URL_ORDERS, { ...post, once: SCOPE }).catch((e: unknown) => e)).toBeInstanceOf(AmbiguousOutcomeError);
+    await eventually(async () => (await b.get(SCOPE))?.attempts[0]?.finishedAt !== null || (await b.get(SCOPE))!.evidence.some((e) => e.owner === 'a'));
+    expect(await b.get(SCOPE)).toMatchObject({ state: 'pending', attempts: [{ owner: 'a', class: 'not_sent', reason: AFTER_ABANDON }] });
+    expect((await b.fetch(URL_ORDERS, { ...post, once: SCOPE })).status).toBe(201);
+    expect(sends).toBe(1);
+  });
+
   it('a gating write that never answers holds the record for this client only until its lease would have expired', async () => {
     const { store, holdCas } = stalling();
     const busy = (async () => new Response('', { status: 503 })) as typeof globalThis.fetch;
