@@ -305,8 +305,11 @@ export class Engine {
       throw await this.stop(owned, unlessAmbiguous(owned.rec, new RetriesExhaustedError(`provider asked to wait ${retryAfterMs} ms (over maxRetryAfterMs ${retry.maxRetryAfterMs}) for ${text(scope)}; the record stays resumable`, { scope, retryAfterMs, attempts: attemptNumber })));
     }
     const delayMs = retryAfterMs ?? backoffDelay(retry.jitter, attemptNumber, retry, this.opts.random, previousDelayMs);
-    if (delayMs > deadline.remaining(this.opts.now())) {
-      throw await this.stop(owned, unlessAmbiguous(owned.rec, new DeadlineExceededError(`waiting ${delayMs} ms would pass the deadline of ${text(scope)}; the record stays resumable`, { scope, retryAfterMs, attempts: attemptNumber })));
+    // An attempt needs time to finish: one the deadline cuts short after it was sent leaves the record
+    // ambiguous, where stopping now leaves it resumable. The floor: its own timeout, at most a tenth of the deadline.
+    const floorMs = Math.min(retry.attemptTimeoutMs, retry.deadlineMs / 10);
+    if (delayMs + floorMs > deadline.remaining(this.opts.now())) {
+      throw await this.stop(owned, unlessAmbiguous(owned.rec, new DeadlineExceededError(`waiting ${delayMs} ms would leave under ${floorMs} ms of the deadline of ${text(scope)} for the next attempt; the record stays resumable`, { scope, retryAfterMs, attempts: attemptNumber })));
     }
     // Last check: a token is spent only on a retry that will happen.
     if (retry.budget !== undefined && !retry.budget.tryRetry()) {

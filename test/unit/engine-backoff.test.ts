@@ -253,6 +253,61 @@ describe('server-requested waits', () => {
     expect(record?.state).toBe('pending');
     expect(record?.lease).toBeNull();
   });
+
+  // The floor after a wait: min(attemptTimeoutMs, deadlineMs / 10), here min(30000, 200) = 200 ms.
+  it.each([1999, 2000, 1801])('retry-after-ms %i with deadlineMs 2000 leaves under 200 ms for the attempt: stops at once, nothing sent, resumable, no budget token spent', async (waitMs) => {
+    const { fetch, calls } = scriptedFetch([status(503, { 'retry-after-ms': String(waitMs) }), status(201), status(201)]);
+    const { client, scheduled } = makeClient(fetch, { retry: { deadlineMs: 2000, budget: { reserve: 1, ratio: 0 } } });
+    const res = track(order(client));
+    await until(() => res.state() !== 'pending', 'the call to stop');
+    expect(res.reason()).toBeInstanceOf(DeadlineExceededError);
+    expect(res.reason()).toMatchObject({ code: 'DEADLINE_EXCEEDED', retryAfterMs: waitMs });
+    expect(calls).toHaveLength(1);
+    expect(scheduled()).toHaveLength(0);
+    const record = await client.get(SCOPE);
+    expect(record?.state).toBe('pending');
+    expect(record?.lease).toBeNull();
+    expect(record?.attempts.map((a) => a.class)).toEqual(['retryable']);
+    // the budget's one token is still there: another operation may retry
+    const { fetch: f2, calls: c2 } = scriptedFetch([status(503), status(201)]);
+    const other = makeClient(f2, { retry: { budget: { reserve: 1, ratio: 0 } } });
+    expect((await drive(order(other.client))).status).toBe(201);
+    expect(c2).toHaveLength(2);
+  });
+
+  it('retry-after-ms 1800 with deadlineMs 2000 leaves exactly the 200 ms floor: the retry is sent', async () => {
+    const { fetch, calls } = scriptedFetch([status(503, { 'retry-after-ms': '1800' }), status(201)]);
+    const { client, scheduled } = makeClient(fetch, { retry: { deadlineMs: 2000 } });
+    const res = track(order(client));
+    await until(() => calls.length === 1, 'the first attempt');
+    expect(scheduled()).toEqual([expect.objectContaining({ delayMs: 1800, source: 'retry-after' })]);
+    await expectNextCallAfter(calls, 1800);
+    await until(() => res.state() !== 'pending', 'the call to end');
+    expect(res.value()?.status).toBe(201);
+  });
+
+  it('an attemptTimeoutMs under a tenth of the deadline is the floor: 50 ms left after the wait is enough', async () => {
+    const { fetch, calls } = scriptedFetch([status(503, { 'retry-after-ms': '1950' }), status(201)]);
+    const { client } = makeClient(fetch, { retry: { deadlineMs: 2000, attemptTimeoutMs: 50 } });
+    const res = track(order(client));
+    await until(() => calls.length === 1, 'the first attempt');
+    await expectNextCallAfter(calls, 1950);
+    await until(() => res.state() !== 'pending', 'the call to end');
+    expect(res.value()?.status).toBe(201);
+  });
+
+  it('a jittered backoff that would leave under the floor stops the same way, without retryAfterMs', async () => {
+    // full jitter, random 0.5: 0.5 · 3700 = 1850 ms, leaving 150 < 200 ms
+    const { fetch, calls } = scriptedFetch([status(503), status(201)]);
+    const { client, scheduled } = makeClient(fetch, { retry: { deadlineMs: 2000, baseDelayMs: 3700 } });
+    const res = track(order(client));
+    await until(() => res.state() !== 'pending', 'the call to stop');
+    expect(res.reason()).toBeInstanceOf(DeadlineExceededError);
+    expect((res.reason() as DeadlineExceededError).retryAfterMs).toBeUndefined();
+    expect(calls).toHaveLength(1);
+    expect(scheduled()).toHaveLength(0);
+    expect((await client.get(SCOPE))?.state).toBe('pending');
+  });
 });
 
 describe('limits', () => {
