@@ -248,8 +248,10 @@ export class OperationCancelledError extends OnceError {
 }
 
 /**
- * A `client.run()` effect failed terminally in an earlier call. The original
- * error object is not kept; its message and status are.
+ * A `client.run()` effect failed terminally in an earlier call, or a
+ * `client.fetch()` whose earlier terminal outcome was a thrown error rather
+ * than a response (one `once.classify` made `terminal`). The original error
+ * object is not kept; its message and status are.
  *
  * @example
  * ```ts
