@@ -52,6 +52,12 @@ export interface AttemptOutcome {
    * classification (it was sent all the same), then this is thrown to the caller.
    */
   fault?: unknown;
+  /**
+   * What an attempt that was not a success ended with, for the caller to see as the `cause` of an
+   * `AmbiguousOutcomeError` it ends in: the thrown value, or the response (the classification's
+   * reason as an `Error` when left out).
+   */
+  cause?: unknown;
 }
 
 /** An operation as the engine sees it. */
@@ -92,7 +98,11 @@ export interface ExecuteResult {
 
 /** An outcome that warrants another attempt, after a delay. */
 class RetryLater extends Error {
-  constructor(readonly classification: Classification) {
+  constructor(
+    readonly classification: Classification,
+    /** the attempt's {@link AttemptOutcome.cause}, after an ambiguous outcome */
+    override readonly cause: unknown,
+  ) {
     super(`retry after ${classification.class}: ${classification.reason}`);
     this.name = 'RetryLater';
   }
@@ -245,6 +255,8 @@ export class Engine {
     const { retry } = this.opts;
     const signal = deadline.signal;
     let previousDelayMs: number | undefined;
+    // what the last attempt ended with, while the record is ambiguous because of it
+    let cause: unknown;
     // A call entering the loop is one request: it pays into the budget that funds retries.
     retry.budget?.recordRequest();
     this.stats.operationsExecuted++;
@@ -253,11 +265,12 @@ export class Engine {
       for (let n = 1; ; n++) {
         signal.throwIfAborted();
         try {
-          return await this.step(owned, spec, deadline, n);
+          return await this.step(owned, spec, deadline, n, cause);
         } catch (error) {
           if (!(error instanceof RetryLater)) throw error;
+          cause = error.cause;
           // Throws (a typed stop) when no attempt is left, the wait is too long, or the budget is spent.
-          previousDelayMs = await this.scheduleRetry(owned, spec, deadline, error.classification, n, retry.maxAttempts - n, previousDelayMs);
+          previousDelayMs = await this.scheduleRetry(owned, spec, deadline, error, n, retry.maxAttempts - n, previousDelayMs);
         }
       }
     } catch (error) {
@@ -292,14 +305,14 @@ export class Engine {
     owned: OwnedRecord,
     spec: OperationSpec,
     deadline: CallDeadline,
-    c: Classification,
+    { classification: c, cause }: RetryLater,
     attemptNumber: number,
     retriesLeft: number,
     previousDelayMs: number | undefined,
   ): Promise<number> {
     const { retry } = this.opts;
     const scope = spec.scope;
-    if (retriesLeft <= 0) throw await this.stop(owned, exhausted(owned.rec, c, retry.maxAttempts));
+    if (retriesLeft <= 0) throw await this.stop(owned, exhausted(owned.rec, c, retry.maxAttempts, cause));
     const retryAfterMs = c.retryAfterMs;
     if (retryAfterMs !== undefined && retryAfterMs > retry.maxRetryAfterMs) {
       throw await this.stop(owned, unlessAmbiguous(owned.rec, new RetriesExhaustedError(`provider asked to wait ${retryAfterMs} ms (over maxRetryAfterMs ${retry.maxRetryAfterMs}) for ${text(scope)}; the record stays resumable`, { scope, retryAfterMs, attempts: attemptNumber })));
@@ -333,7 +346,7 @@ export class Engine {
   }
 
   /** One step: reconcile if needed, then at most one send. */
-  private async step(owned: OwnedRecord, spec: OperationSpec, deadline: CallDeadline, n: number): Promise<StepResult> {
+  private async step(owned: OwnedRecord, spec: OperationSpec, deadline: CallDeadline, n: number, cause: unknown): Promise<StepResult> {
     for (;;) {
       const rec = owned.rec;
       if (isTerminal(rec.state)) return { record: rec, live: undefined };
@@ -351,7 +364,7 @@ export class Engine {
         continue;
       }
       if (rec.state === 'ambiguous') {
-        await this.reconcileOwned(owned, spec, deadline);
+        await this.reconcileOwned(owned, spec, deadline, cause);
         continue;
       }
       if (rec.cancelRequestedAt !== null) {
@@ -422,11 +435,12 @@ export class Engine {
     // An ambiguous outcome that no retry could settle: reconcile now rather than after a pointless wait.
     // (With providerDedupes and no lookup there is nothing to learn now: the record stays ambiguous for the next call.)
     const lastAttempt = n >= this.opts.retry.maxAttempts;
+    const cause = c.class !== 'ambiguous' ? undefined : 'cause' in outcome ? outcome.cause : new Error(c.reason);
     if (c.class === 'ambiguous' && (spec.lookup === undefined ? !this.opts.providerDedupes : lastAttempt)) {
-      await this.reconcileOwned(owned, spec, deadline);
+      await this.reconcileOwned(owned, spec, deadline, cause);
       if (isTerminal(owned.rec.state)) return { record: owned.rec, live: undefined };
     }
-    throw new RetryLater(c);
+    throw new RetryLater(c, cause);
   }
 
   /** Sends one attempt, renewing the lease while it is on the wire. */
@@ -437,7 +451,7 @@ export class Engine {
       return await this.leased(owned, () => untilAborted(spec.send({ scope: spec.scope, key: owned.rec.key, attempt, signal: timeout.signal }), timeout.signal));
     } catch (error) {
       // Adapters classify their own failures; anything escaping them may have been sent.
-      return { classification: classifyError(error, 'awaiting_response'), snapshot: null, live: error };
+      return { classification: classifyError(error, 'awaiting_response'), snapshot: null, live: error, cause: error };
     } finally {
       timeout.done();
     }
@@ -456,8 +470,11 @@ export class Engine {
     }
   }
 
-  /** After an ambiguous outcome: look up before any resend (DESIGN §2). */
-  async reconcileOwned(owned: OwnedRecord, spec: OperationSpec, deadline: CallDeadline): Promise<void> {
+  /**
+   * After an ambiguous outcome: look up before any resend (DESIGN §2). `cause`: what the attempt that
+   * left the record ambiguous ended with, when this call made it; the cause of an `AmbiguousOutcomeError`.
+   */
+  async reconcileOwned(owned: OwnedRecord, spec: OperationSpec, deadline: CallDeadline, cause?: unknown): Promise<void> {
     const scope = spec.scope;
     const lookup = async (): Promise<ReconcileOutcome> => {
       const outcome = await reconcile(spec.lookup, { scope, key: owned.rec.key, record: owned.rec, signal: deadline.signal });
@@ -521,18 +538,18 @@ export class Engine {
             : 'the provider does not dedupe';
         throw await this.stop(owned, new AmbiguousOutcomeError(
           `the outcome of ${text(scope)} is unknown (${result.detail}) and ${why}; not resent. Reconcile it with a lookup or by hand.`,
-          { scope, cause: result.kind === 'unknown' ? result.error : undefined },
+          { scope, cause: result.kind === 'unknown' ? result.error : cause },
         ));
       }
     }
   }
 }
 
-function exhausted(rec: OperationRecord, c: Classification, maxAttempts: number): Error & { code: string } {
+function exhausted(rec: OperationRecord, c: Classification, maxAttempts: number, cause: unknown): Error & { code: string } {
   const scope = scopeOf(rec);
   // By the record, not the last class: a lookup may have settled an ambiguous attempt as absent.
   if (rec.state === 'ambiguous') {
-    return new AmbiguousOutcomeError(`${maxAttempts} attempts used and the last outcome of ${text(scope)} is ambiguous (${c.reason}); not resent`, { scope });
+    return new AmbiguousOutcomeError(`${maxAttempts} attempts used and the last outcome of ${text(scope)} is ambiguous (${c.reason}); not resent`, { scope, cause });
   }
   return new RetriesExhaustedError(`${maxAttempts} attempts used for ${text(scope)}, last: ${c.reason}; the record stays resumable`, { scope, attempts: maxAttempts, retryAfterMs: c.retryAfterMs });
 }

@@ -251,13 +251,13 @@ async function sendAttempt(
     // A fresh copy each attempt: exactly the caller's bytes, never a consumed stream.
     response = await opts.fetch(req.url, { ...req.rest, method: req.method, headers, body: body?.slice() ?? null, signal: ctx.signal });
   } catch (error) {
-    return { ...decide({ error }, classifyError(error, 'awaiting_response')), snapshot: null, live: error };
+    return { ...decide({ error }, classifyError(error, 'awaiting_response')), snapshot: null, live: error, cause: error };
   }
   let bytes: Uint8Array;
   try {
     bytes = new Uint8Array(await response.arrayBuffer());
   } catch (error) {
-    return { ...decide({ error }, classifyError(error, 'reading_body')), snapshot: null, live: error };
+    return { ...decide({ error }, classifyError(error, 'reading_body')), snapshot: null, live: error, cause: error };
   }
   const snapshot = responseSnapshot(response, bytes, 'attempt', opts.sensitiveHeaders, opts.maxStoredBodyBytes);
   const live: LiveBody = { bytes, headers: response.headers, url: response.url, redirected: response.redirected };
@@ -266,6 +266,8 @@ async function sendAttempt(
   if (response.type === 'opaqueredirect') return { classification: { class: 'ambiguous', reason: OPAQUE_REDIRECT }, snapshot, live };
   const bodyText = needsBody(response.status) ? new TextDecoder().decode(bytes.subarray(0, 4096)) : undefined;
   const computed = classifyResponse({ status: response.status, headers: response.headers, bodyText }, opts.now());
-  if (override === undefined) return { classification: computed, snapshot, live };
-  return { ...decide({ response: buildResponse(snapshot, live, false) }, computed), snapshot, live };
+  const outcome: AttemptOutcome = override === undefined ? { classification: computed, snapshot, live } : { ...decide({ response: buildResponse(snapshot, live, false) }, computed), snapshot, live };
+  // the response an ambiguous answer (a 5xx, say) came as: the cause the caller sees if it is never settled
+  if (outcome.classification.class === 'ambiguous') outcome.cause = buildResponse(snapshot, live, false);
+  return outcome;
 }

@@ -150,7 +150,7 @@ export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx:
         fault = thrown; // the default stands; the caller gets its classify's error
       }
       const snapshot = valueSnapshot(JSON.stringify({ error: messageOf(error, computed.reason) }), statusOf(error) ?? 0, 'attempt');
-      return { classification, snapshot, live: { error }, fault };
+      return { classification, snapshot, live: { error }, fault, cause: error };
     }
   };
   const result = await engine.execute({ scope, fingerprint, callerKey: spec.key, request: null, send, lookup, signal: spec.signal });

@@ -692,6 +692,41 @@ describe('a call that stops while its last outcome is unknown', () => {
     expect(calls).toHaveLength(1);
   });
 
+  it('a connection reset with neither lookup nor dedupe: the error fetch threw is the cause; the message is unchanged', async () => {
+    const reset = connReset();
+    const { fetch, calls } = scriptedFetch([reset]);
+    const { client } = makeClient(fetch);
+    const error = await client.fetch(URL_ORDERS, orderInit()).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AmbiguousOutcomeError);
+    expect((error as Error).message).toBe(
+      'the outcome of operation default/create-order/A-17 is unknown (no lookup registered for this action) and the provider does not dedupe; not resent. Reconcile it with a lookup or by hand.',
+    );
+    expect((error as Error).cause).toBe(reset);
+    expect(calls).toHaveLength(1);
+  });
+
+  it('a 500 with neither lookup nor dedupe: the response is the cause, its status and body readable', async () => {
+    const { fetch, calls } = scriptedFetch([json(500, { error: 'db down' })]);
+    const { client } = makeClient(fetch);
+    const error = await client.fetch(URL_ORDERS, orderInit()).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AmbiguousOutcomeError);
+    const cause = (error as Error).cause;
+    expect(cause).toBeInstanceOf(Response);
+    expect((cause as Response).status).toBe(500);
+    expect(await (cause as Response).json()).toEqual({ error: 'db down' });
+    expect(calls).toHaveLength(1);
+  });
+
+  it("ambiguous until maxAttempts under providerDedupes (no lookup): the last attempt's error is the cause", async () => {
+    const last = connReset();
+    const { fetch, calls } = scriptedFetch([connReset(), last]);
+    const { client } = makeClient(fetch, { providerDedupes: true, retry: { maxAttempts: 2 } });
+    const error = await client.fetch(URL_ORDERS, orderInit()).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AmbiguousOutcomeError);
+    expect((error as Error).cause).toBe(last);
+    expect(calls).toHaveLength(2);
+  });
+
   it('a retryable outcome (503) that stops the same way keeps its own error', async () => {
     const { fetch } = scriptedFetch([new Response('busy', { status: 503, headers: { 'retry-after': '3600' } })]);
     const { client } = makeClient(fetch);

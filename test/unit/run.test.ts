@@ -140,6 +140,16 @@ describe('client.run', () => {
     expect(seen).toHaveLength(1);
   });
 
+  it('an ambiguous throw with no lookup: AmbiguousOutcomeError whose cause is the thrown value itself, even a non-Error', async () => {
+    const client = makeClient();
+    const thrown = { code: 'ETIMEDOUT', detail: 'gateway gave up' };
+    const { effect, seen } = scriptedEffect<unknown>([{ error: thrown }]);
+    const error = await client.run(SPEC, effect).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AmbiguousOutcomeError);
+    expect((error as Error).cause).toBe(thrown);
+    expect(seen).toHaveLength(1);
+  });
+
   it('the same ref with a different payload is an IdempotencyConflictError, and the effect is not called', async () => {
     const client = makeClient();
     const { effect, seen } = scriptedEffect([{ value: 'ok' }, { value: 'again' }]);
