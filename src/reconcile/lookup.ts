@@ -31,10 +31,10 @@ export interface LookupContext {
 
 /**
  * Asks the provider whether the operation took effect.
- * - resolves to a `Response`: found — it becomes the operation's result;
+ * - resolves to a `Response` (status 200 to 599): found — it becomes the operation's result;
  * - resolves to `null`: absent — resent with the same key;
- * - throws: unknown — resent only when the provider dedupes, else the call
- *   fails with `AmbiguousOutcomeError` and the record stays `ambiguous`.
+ * - throws (or resolves to anything else): unknown — resent only when the provider dedupes,
+ *   else the call fails with `AmbiguousOutcomeError` and the record stays `ambiguous`.
  *
  * @example
  * ```ts
