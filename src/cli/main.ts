@@ -3,8 +3,9 @@
  * The `oncefetch` command: `demo`, and the store tools `inspect`, `show`,
  * `explain`, `purge`.
  *
- * Exit codes: 0 ok; 1 a duplicate (demo), a record not found, or an error;
- * 2 a bad command line, a missing store file, or a ref that matches several operations.
+ * Exit codes: 0 ok; 1 a duplicate (demo), a record not found, an unreadable record, or an error;
+ * 2 a bad command line, a missing store file or one that is not an oncefetch database (a
+ * PostgreSQL database without oncefetch tables), or a ref that matches several operations.
  *
  * @module
  */
