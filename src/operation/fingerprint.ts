@@ -64,18 +64,6 @@ export function normaliseUrl(url: string): string {
   return parsed.href;
 }
 
-/**
- * Tells whether a `Content-Type` denotes JSON: `application/json` or any `type/subtype+json`
- * (`application/problem+json`, `application/vnd.api+json`). Parameters and case are ignored.
- *
- * @param contentType - a `Content-Type` header value
- * @returns true when the body is to be canonicalised as JSON
- * @example
- * ```ts
- * isJsonContentType('Application/JSON; charset=utf-8'); // true
- * isJsonContentType('text/plain'); // false
- * ```
- */
 /** What replaces a multipart boundary in the fingerprinted bytes (NUL never appears in a boundary). */
 const BOUNDARY_TOKEN = new TextEncoder().encode('\u0000boundary\u0000');
 
@@ -136,6 +124,18 @@ function mediaType(contentType: string | null | undefined, without?: string): st
   return [essence.trim().toLowerCase(), ...normalised].join(';');
 }
 
+/**
+ * Tells whether a `Content-Type` denotes JSON: `application/json` or any `type/subtype+json`
+ * (`application/problem+json`, `application/vnd.api+json`). Parameters and case are ignored.
+ *
+ * @param contentType - a `Content-Type` header value
+ * @returns true when the body is to be canonicalised as JSON
+ * @example
+ * ```ts
+ * isJsonContentType('Application/JSON; charset=utf-8'); // true
+ * isJsonContentType('text/plain'); // false
+ * ```
+ */
 export function isJsonContentType(contentType: string | null | undefined): boolean {
   if (contentType === null || contentType === undefined) return false;
   const essence = (contentType.split(';', 1)[0] ?? '').trim().toLowerCase();
