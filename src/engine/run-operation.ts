@@ -32,11 +32,11 @@ export interface RunSpec<T> {
   ref: string;
   /** tenant @default the client's */
   tenant?: string;
-  /** adopt this key instead of minting one */
+  /** adopt this key instead of minting one; an empty string is a `TypeError` */
   key?: string;
   /** what the effect does, as JSON: its canonical form is fingerprinted @default null */
   payload?: unknown;
-  /** reconciliation: `{ value }` when the effect happened, `null` when it did not, throw when unknown (anything else counts as unknown) */
+  /** reconciliation: `{ value }` when the effect happened (the call returns its JSON form, as a replay does), `null` when it did not, throw when unknown (anything else counts as unknown) */
   lookup?: (ctx: LookupContext) => Promise<{ value: T } | null>;
   /** classify an error thrown by the effect; `undefined` keeps the default (any other value is a `TypeError` to the caller) */
   classify?: (error: unknown, defaultClass: Classification) => OutcomeClass | undefined;
