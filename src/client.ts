@@ -96,8 +96,8 @@ export interface OnceClient {
   /** records a cancel and reports whether cancellation or delivery won */
   cancel(scope: ScopeInput, options?: CancelOptions): Promise<CancelResult>;
   /**
-   * reconciles the client tenant's `in_flight`/`ambiguous` records whose lease expired (up to
-   * `limit`, default 100) with the registered `lookups`; a `client.run()` operation is left to its
+   * reconciles the client tenant's (or `options.tenant`'s) `in_flight`/`ambiguous` records whose lease
+   * expired (up to `limit`, default 100; corrupt rows are reported in `errors`, not counted) with the registered `lookups`; a `client.run()` operation is left to its
    * next call's lookup
    */
   recover(options?: RecoverOptions): Promise<RecoveryReport>;
