@@ -227,6 +227,9 @@ export function responseLookup(lookup: LookupFn, opts: ResolvedOptions): Snapsho
   };
 }
 
+/** `navigator.onLine` in a browser or worker; undefined elsewhere (Node). */
+const onLine = (): boolean | undefined => (globalThis as { navigator?: { onLine?: boolean } }).navigator?.onLine;
+
 const OPAQUE_REDIRECT = "opaque redirect: the provider answered with a redirect that redirect 'manual' hides in a browser; use redirect 'follow' for once-only calls";
 
 async function sendAttempt(
@@ -246,6 +249,10 @@ async function sendAttempt(
       return { classification: computed, fault };
     }
   };
+  // Offline, a browser fails every request with the "Failed to fetch" of a lost answer: do not send.
+  if (onLine() === false) {
+    return { classification: { class: 'not_sent', reason: 'offline (navigator.onLine is false)' }, snapshot: null, live: new TypeError('Failed to fetch: offline') };
+  }
   let response: Response;
   try {
     // A fresh copy each attempt: exactly the caller's bytes, never a consumed stream.

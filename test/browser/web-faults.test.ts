@@ -251,6 +251,25 @@ describe.runIf(available)('browser-only failure modes in headless Chromium', { t
     await page.close();
   });
 
+  it('offline (navigator.onLine false): nothing reaches the provider; the ref is not left ambiguous, and back online the same call sends it once', async () => {
+    provider.routes.set('/offline', { answer: () => ({ status: 201, effect: true }) });
+    const ctx = await browser.newContext();
+    const page = await openPage(ctx);
+    const c = call('/offline', { maxAttempts: 2 });
+    await ctx.setOffline(true);
+    expect(await page.evaluate(() => window.webTest.online())).toBe(false);
+    const offline = await post(page, c);
+    await ctx.setOffline(false);
+    console.info(`[web] offline: ${offline.error?.code} ${offline.error?.message}; record ${offline.record?.state} ${JSON.stringify(offline.record?.attempts)}`);
+    expect(posts(c.ref)).toEqual([]);
+    expect(offline).toMatchObject({ ok: false });
+    expect(offline.record?.state).not.toBe('ambiguous');
+    const online = await post(page, c);
+    expect(online).toMatchObject({ ok: true, status: 201, record: { state: 'succeeded' } });
+    expect([posts(c.ref).length, effects(c.ref)]).toEqual([1, 1]);
+    await ctx.close();
+  });
+
   for (const keepalive of [true, false]) {
     it(`navigating away mid-request (keepalive ${keepalive}): the provider acts once; the next page load reconciles with the lookup, nothing resent`, async () => {
       provider.routes.set('/slow', { answer: () => ({ status: 201, effect: true, delayMs: 1_500 }) });
