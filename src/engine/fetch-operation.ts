@@ -126,6 +126,10 @@ export async function onceFetch(engine: Engine, input: RequestInfo | URL, init?:
   const u = new URL(normalised);
   checkSendable(req, u.protocol);
   const captured = await captureBody(req.body, opts.maxBodyBytes);
+  // A browser refuses a keepalive body over 64 KiB with the "Failed to fetch" of a lost answer (Node ignores keepalive).
+  if (req.rest['keepalive'] === true && onLine() !== undefined && (captured.bytes?.byteLength ?? 0) > 65_536) {
+    throw new TypeError('client.fetch: a browser refuses a keepalive request whose body is over 64 KiB');
+  }
   const given = req.headers.get('content-type');
   if (typeof FormData !== 'undefined' && req.body instanceof FormData && given !== null && given !== captured.impliedContentType) {
     // A FormData body carries its own Content-Type, with the boundary it was serialised under.

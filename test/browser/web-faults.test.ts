@@ -270,6 +270,21 @@ describe.runIf(available)('browser-only failure modes in headless Chromium', { t
     await ctx.close();
   });
 
+  it('keepalive with a body over 64 KiB: fetch refuses it before sending; the ref is not left ambiguous', async () => {
+    provider.routes.set('/keepalive-big', { answer: () => ({ status: 201, effect: true }) });
+    const page = await openPage();
+    const c = call('/keepalive-big', { keepalive: true, bodyBytes: 70_000, maxAttempts: 2 });
+    const got = await post(page, c);
+    console.info(`[web] keepalive 70 kB: ${got.error?.name} ${got.error?.code} ${got.error?.message}; record ${JSON.stringify(got.record)}`);
+    expect(posts(c.ref)).toEqual([]);
+    expect(got).toMatchObject({ ok: false, error: { name: 'TypeError', message: expect.stringMatching(/keepalive.*64 KiB/) }, record: null });
+    // Under the limit it goes out as usual.
+    const small = call('/keepalive-big', { keepalive: true, bodyBytes: 60_000 });
+    expect(await post(page, small)).toMatchObject({ ok: true, status: 201, record: { state: 'succeeded' } });
+    expect([posts(small.ref).length, effects(small.ref)]).toEqual([1, 1]);
+    await page.close();
+  });
+
   for (const keepalive of [true, false]) {
     it(`navigating away mid-request (keepalive ${keepalive}): the provider acts once; the next page load reconciles with the lookup, nothing resent`, async () => {
       provider.routes.set('/slow', { answer: () => ({ status: 201, effect: true, delayMs: 1_500 }) });
