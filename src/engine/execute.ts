@@ -6,7 +6,7 @@
  * @module
  */
 import { backoffDelay } from '../backoff/backoff.js';
-import { MAX_TIMER_MS, sleep, untilAborted } from '../backoff/sleep.js';
+import { sleep, untilAborted } from '../backoff/sleep.js';
 import type { Classification } from '../classify/classify.js';
 import { classifyError } from '../classify/classify.js';
 import {
@@ -458,16 +458,8 @@ export class Engine {
   }
 
   /** Runs `fn` while renewing the lease, so a slow send, lookup or settle wait keeps ownership. */
-  private async leased<T>(owned: OwnedRecord, fn: () => Promise<T>): Promise<T> {
-    const leaseMs = this.opts.leaseMs;
-    const renew = setInterval(() => {
-      owned.commit({ type: 'renew', leaseExpiresAt: this.opts.now() + leaseMs }).catch(() => clearInterval(renew));
-    }, Math.min(MAX_TIMER_MS, Math.max(50, Math.floor(leaseMs / 3))));
-    try {
-      return await fn();
-    } finally {
-      clearInterval(renew);
-    }
+  private leased<T>(owned: OwnedRecord, fn: () => Promise<T>): Promise<T> {
+    return owned.renewing(this.opts.leaseMs, fn);
   }
 
   /**

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { MAX_TIMER_MS } from '../backoff/sleep.js';
 import { StoreError } from '../errors.js';
 import { IllegalTransitionError, applyEvent, isTerminal } from '../operation/record.js';
 import type { OperationRecord, RecordEvent } from '../operation/record.js';
@@ -39,6 +40,31 @@ export class OwnedRecord {
     readonly owner: string,
     private readonly now: () => number,
   ) {}
+
+  /**
+   * Runs `fn` while renewing the lease every third of `leaseMs`, so that a slow send, lookup or wait
+   * keeps ownership. A renewal the store fails is tried again at the next tick: only a lost lease
+   * ends the renewals. One renewal at a time: a slow store is not sent a queue of them.
+   */
+  async renewing<T>(leaseMs: number, fn: () => Promise<T>): Promise<T> {
+    let busy = false;
+    const renew = setInterval(() => {
+      if (busy) return;
+      busy = true;
+      this.commit({ type: 'renew', leaseExpiresAt: this.now() + leaseMs }).then(
+        () => (busy = false),
+        (error: unknown) => {
+          busy = false;
+          if (error instanceof LeaseLostError) clearInterval(renew);
+        },
+      );
+    }, Math.min(MAX_TIMER_MS, Math.max(50, Math.floor(leaseMs / 3))));
+    try {
+      return await fn();
+    } finally {
+      clearInterval(renew);
+    }
+  }
 
   /**
    * Applies `event` and writes it. When the stored record moved on while we
