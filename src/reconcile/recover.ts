@@ -157,6 +157,7 @@ export async function recover(engine: Engine, options: RecoverOptions = {}): Pro
     // carry (a lone surrogate): the record decides.
     if (listed.tenant !== tenant) continue;
     const scope = scopeOf(listed);
+    let owned: OwnedRecord | undefined;
     try {
       const found = await afterAbandon(engine, listed, signal);
       if (found === undefined) continue; // no longer stale
@@ -164,7 +165,7 @@ export async function recover(engine: Engine, options: RecoverOptions = {}): Pro
       const taken = applyEvent(found, { type: 'acquire', owner, leaseExpiresAt: now() + leaseMs }, now(), owner);
       const cas = await store.compareAndSet(found.id, found.generation, taken);
       if (!cas.ok) continue; // someone else is on it
-      const owned = new OwnedRecord(taken, store, owner, now);
+      owned = new OwnedRecord(taken, store, owner, now);
       if (found.lease !== null && found.lease.owner !== owner) {
         engine.stats.takeovers++;
         engine.emit({ type: 'takeover', scope, at: now(), previousOwner: found.lease.owner, previousState: found.state });
@@ -174,12 +175,10 @@ export async function recover(engine: Engine, options: RecoverOptions = {}): Pro
       const lookupFn = found.request === null || !Object.hasOwn(lookups, found.action) ? undefined : lookups[found.action];
       const settleAt = settledAt(taken, engine.opts.settleMs);
       const askedAt = now();
-      let outcome = await reconcile(lookupFn === undefined ? undefined : responseLookup(lookupFn, engine.opts), {
-        scope,
-        key: taken.key,
-        record: taken,
-        signal,
-      });
+      // renewed as a call renews it: a lookup slower than leaseMs must not let the record be taken over
+      let outcome = await owned.renewing(leaseMs, () =>
+        reconcile(lookupFn === undefined ? undefined : responseLookup(lookupFn, engine.opts), { scope, key: taken.key, record: taken, signal }),
+      );
       // "Absent" is trusted only when asked after the last attempt can no longer take effect.
       if (outcome.kind === 'absent' && !engine.opts.providerDedupes && askedAt < settleAt) {
         outcome = { kind: 'unknown', detail: `lookup said absent, but the last attempt may still take effect until ${new Date(settleAt).toISOString()}`, error: undefined };
@@ -200,6 +199,10 @@ export async function recover(engine: Engine, options: RecoverOptions = {}): Pro
         report.stillAmbiguous.push(scope);
       }
     } catch (error) {
+      // Stopped (an abort, a store error, a record that moved on under its lease) while it still holds
+      // the record: release it, best effort, so that its caller's next call need not wait out the lease.
+      const held = error instanceof LeaseLostError ? error.current : owned?.rec;
+      if (owned !== undefined && held?.lease?.owner === owner) await owned.commit({ type: 'release' }).catch(() => undefined);
       if (signal.aborted) throw signal.reason;
       const message = error instanceof LeaseLostError ? 'taken by another owner meanwhile' : error instanceof Error ? error.message : String(error);
       report.errors.push({ id: listed.id, scope, message });

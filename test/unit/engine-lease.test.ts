@@ -1,11 +1,14 @@
 /**
- * The lease is renewed while an attempt is on the wire, and a store error on one renewal does not
- * end the renewals: only a lost lease does. Memory store, fake timers; effects are counted as calls
+ * The lease is renewed while an attempt is on the wire and while recover() waits on a lookup, and a
+ * store error on one renewal does not end the renewals: only a lost lease does. A recover() that
+ * stops while it holds a record releases it. Memory store, fake timers; effects are counted as calls
  * of the injected fetch.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { REPLAYED_HEADER, createClient, memoryStore } from '../../src/index.js';
-import type { OnceClientOptions, OnceStore } from '../../src/index.js';
+import { AmbiguousOutcomeError, REPLAYED_HEADER, createClient, memoryStore } from '../../src/index.js';
+import type { LookupContext, OnceClientOptions, OnceStore } from '../../src/index.js';
+import { OwnedRecord } from '../../src/engine/owned.js';
+import { applyEvent, newRecord } from '../../src/operation/record.js';
 import type { OperationRecord } from '../../src/operation/record.js';
 
 const URL_ORDERS = 'https://api.example.test/orders';
@@ -114,5 +117,120 @@ describe('lease renewal during a send', () => {
     expect(second.value()?.status).toBe(201);
     expect(second.value()?.headers.get(REPLAYED_HEADER)).toBe('true');
     expect(provider.calls()).toBe(1);
+  });
+});
+
+describe('recover() holds its lease while it waits on a lookup, and releases it when it stops', () => {
+  /** An ambiguous record left by a 500 that nothing settled (no lookup, provider does not dedupe). */
+  async function ambiguousRecord(store: OnceStore, fetch: ReturnType<typeof heldFetch>) {
+    const original = makeClient(store, fetch.fetch, { owner: 'a' });
+    const call = track(original.fetch(URL_ORDERS, { ...post, once: SCOPE }));
+    for (let i = 0; i < 200 && fetch.calls() === 0; i++) await settle();
+    fetch.answer(new Response('oops', { status: 500 }));
+    await advance(20);
+    expect(call.reason()).toBeInstanceOf(AmbiguousOutcomeError);
+    expect(await original.get(SCOPE)).toMatchObject({ state: 'ambiguous', lease: null });
+    return original;
+  }
+
+  /** A lookup that answers when the test says so. */
+  function heldLookup() {
+    const pending: ((r: Response | null) => void)[] = [];
+    let asked = 0;
+    const lookup = (_ctx: LookupContext): Promise<Response | null> => {
+      asked++;
+      return new Promise((resolve) => pending.push(resolve));
+    };
+    return { lookup, asked: () => asked, answer: (r: Response | null) => pending.shift()?.(r) };
+  }
+
+  it('a lookup slower than leaseMs: the lease is renewed, another client waits for it and replays what the lookup found', async () => {
+    const { store } = flaky();
+    const provider = heldFetch();
+    await ambiguousRecord(store, provider);
+    const slow = heldLookup();
+    const recovering = makeClient(store, provider.fetch, { owner: 'r', lookups: { [SCOPE.action]: slow.lookup } });
+    const report = track(recovering.recover());
+    await advance(20);
+    expect(slow.asked()).toBe(1);
+    await advance(1_000);
+    const held = await recovering.get(SCOPE);
+    expect(held?.lease?.owner).toBe('r/recover');
+    expect(held?.lease?.expiresAt).toBeGreaterThan(Date.now());
+    const b = makeClient(store, provider.fetch, { owner: 'b', inFlightWaitMs: 10_000, lookups: { [SCOPE.action]: async () => null } });
+    const call = track(b.fetch(URL_ORDERS, { ...post, once: SCOPE }));
+    await advance(200);
+    expect(call.state()).toBe('pending');
+    slow.answer(created());
+    await advance(2_000);
+    expect(report.value()).toMatchObject({ resolved: [{ ref: SCOPE.ref }], errors: [] });
+    expect(call.state(), String(call.reason())).toBe('resolved');
+    expect(call.value()?.status).toBe(201);
+    expect(provider.calls()).toBe(1);
+  });
+
+  it('aborted during the lookup: recover() rejects with the reason and releases the record, so the next call does not wait leaseMs', async () => {
+    const { store } = flaky();
+    const provider = heldFetch();
+    const original = await ambiguousRecord(store, provider);
+    const slow = heldLookup();
+    const recovering = makeClient(store, provider.fetch, { owner: 'r', leaseMs: 60_000, lookups: { [SCOPE.action]: slow.lookup } });
+    const controller = new AbortController();
+    const report = track(recovering.recover({ signal: controller.signal }));
+    await advance(20);
+    expect(slow.asked()).toBe(1);
+    const reason = new Error('startup budget spent');
+    controller.abort(reason);
+    await advance(20);
+    expect(report.reason()).toBe(reason);
+    expect(await original.get(SCOPE)).toMatchObject({ state: 'ambiguous', lease: null });
+  });
+
+  it("the record moves on under recover()'s lease during the lookup (its crashed owner closes an attempt it never sent): recover() releases it", async () => {
+    const { store } = flaky();
+    // A opened attempt a1 and never handed it to the transport; its lease ran out long ago.
+    const opened = applyEvent(
+      newRecord({ scope: { tenant: 'default', ...SCOPE }, key: 'k-1', keySource: 'minted', fingerprint: 'f'.repeat(64), request: { method: 'POST', url: URL_ORDERS }, owner: 'A', now: Date.now() - 120_000, leaseMs: 300, retentionMs: 86_400_000 }),
+      { type: 'attempt_started', attemptId: 'a1' },
+      Date.now() - 120_000,
+      'A',
+    );
+    await store.claim(opened);
+    const provider = heldFetch();
+    const slow = heldLookup();
+    const recovering = makeClient(store, provider.fetch, { owner: 'r', leaseMs: 60_000, lookups: { [SCOPE.action]: slow.lookup } });
+    const report = track(recovering.recover());
+    await advance(20);
+    expect(slow.asked()).toBe(1);
+    // A's late close of its unsent attempt lands under recover()'s lease: the record is pending again
+    await new OwnedRecord(opened, store, 'A', () => Date.now()).commit({ type: 'never_sent', attemptId: 'a1', reason: 'aborted before it was sent' }).catch(() => undefined);
+    expect(await recovering.get(SCOPE)).toMatchObject({ state: 'pending', lease: { owner: 'r/recover' } });
+    slow.answer(null);
+    await advance(20);
+    expect(report.value()?.errors).toHaveLength(1);
+    expect(await recovering.get(SCOPE)).toMatchObject({ state: 'pending', lease: null });
+    expect(provider.calls()).toBe(0);
+  });
+
+  it('a store error after the lookup: reported, and the lease released (best effort) rather than held for leaseMs', async () => {
+    const { store, fail } = flaky();
+    const provider = heldFetch();
+    const original = await ambiguousRecord(store, provider);
+    const recovering = makeClient(store, provider.fetch, {
+      owner: 'r',
+      leaseMs: 60_000,
+      lookups: {
+        [SCOPE.action]: async () => {
+          throw new Error('orders index unavailable');
+        },
+      },
+    });
+    let blips = 0;
+    fail((next) => next.lease?.owner === 'r/recover' && next.evidence.at(-1)?.kind === 'lookup' && blips++ === 0);
+    const report = track(recovering.recover());
+    await advance(20);
+    expect(blips).toBe(1);
+    expect(report.value()).toMatchObject({ errors: [{ message: 'store blip' }] });
+    expect(await original.get(SCOPE)).toMatchObject({ state: 'ambiguous', lease: null });
   });
 });
