@@ -70,6 +70,7 @@ export interface EnginePolicy {
   baseDelayMs: number;
   maxDelayMs: number;
   deadlineMs: number;
+  attemptTimeoutMs: number;
   jitter: JitterMode;
   budget: RetryBudget | undefined;
 }
@@ -77,8 +78,8 @@ export interface EnginePolicy {
 /** The engine's defaults, taken from the real option resolver. */
 export function defaultEnginePolicy(): EnginePolicy {
   const opts = resolveOptions({ store: memoryStore(), fetch: globalThis.fetch }, { store: memoryStore, fetch: () => globalThis.fetch });
-  const { maxAttempts, baseDelayMs, maxDelayMs, deadlineMs, jitter, budget } = opts.retry;
-  return { maxAttempts, baseDelayMs, maxDelayMs, deadlineMs, jitter, budget };
+  const { maxAttempts, baseDelayMs, maxDelayMs, deadlineMs, attemptTimeoutMs, jitter, budget } = opts.retry;
+  return { maxAttempts, baseDelayMs, maxDelayMs, deadlineMs, attemptTimeoutMs, jitter, budget };
 }
 
 /** Outcome of {@link simulateFailingProvider}. */
@@ -94,7 +95,8 @@ export interface FailingProviderRun {
  * `operations` calls, one every `arrivalEveryMs` (0: all at once), against a
  * provider that answers every attempt with 503. Same order as the engine: the
  * call pays into the budget on entry; after a failed attempt the delay is
- * drawn, the deadline checked, and only then a budget token spent.
+ * drawn, the deadline checked (the wait must leave the next attempt
+ * `min(attemptTimeoutMs, deadlineMs / 10)`), and only then a budget token spent.
  */
 export function simulateFailingProvider(policy: EnginePolicy, operations: number, arrivalEveryMs: number, seed = 1): FailingProviderRun {
   const random = mulberry32(seed);
@@ -110,7 +112,8 @@ export function simulateFailingProvider(policy: EnginePolicy, operations: number
     attempts++; // it fails: 503
     if (attempt >= policy.maxAttempts) continue;
     const delayMs = backoffDelay(policy.jitter, attempt, policy, random);
-    if (now + delayMs - startedAt > policy.deadlineMs) continue;
+    const floorMs = Math.min(policy.attemptTimeoutMs, policy.deadlineMs / 10);
+    if (now + delayMs + floorMs - startedAt > policy.deadlineMs) continue;
     if (policy.budget !== undefined && !policy.budget.tryRetry()) continue;
     agenda.push(now + delayMs, { op, attempt, startedAt });
   }
