@@ -480,7 +480,8 @@ export class Engine {
       const askedAt = this.opts.now();
       const askedGeneration = owned.rec.generation;
       const first = await lookup();
-      if (first.kind !== 'absent') return { ...first, settled: true, askedGeneration };
+      // (a record no longer ambiguous: see below; no settle wait for an answer that cannot apply)
+      if (first.kind !== 'absent' || owned.rec.state !== 'ambiguous') return { ...first, settled: true, askedGeneration };
       // Settled against the record as it is now: a superseded owner's late response that landed
       // during the lookup moves the window (settledAt counts from it).
       const current = (await untilAborted(this.opts.store.get(owned.rec.id), deadline.signal)) ?? owned.rec;
@@ -498,6 +499,11 @@ export class Engine {
       return { ...(await lookup()), settled: true, askedGeneration: again };
     });
     this.emit({ type: 'lookup', scope, at: this.opts.now(), outcome: result.kind });
+    // The record moved back to pending under our lease meanwhile (a renewal picked it up): the owner
+    // of the open attempt that made it ambiguous closed it as never sent (`never_sent`). The answer
+    // settles an ambiguity that is gone and no longer applies (lookup_* and resend_after_ambiguous
+    // are refused outside `ambiguous`): the record decides, as after any move (the step sends).
+    if (owned.rec.state !== 'ambiguous') return;
     switch (result.kind) {
       case 'found':
         await owned.commit({ type: 'lookup_found', result: result.snapshot, detail: result.detail });
