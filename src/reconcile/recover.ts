@@ -30,7 +30,7 @@ import { reconcile, settledAt } from './lookup.js';
 export interface RecoveryReport {
   /** settled as succeeded by a lookup */
   resolved: Scope[];
-  /** the lookup says it never happened: back to `pending`, to be re-sent by its caller with the same ref and key */
+  /** the lookup (or the record: its last attempt was closed as never sent) says it never happened: back to `pending`, to be re-sent by its caller with the same ref and key */
   absent: Scope[];
   /** no lookup (always so for a `client.run()` operation), or the lookup could not tell: still `ambiguous` */
   stillAmbiguous: Scope[];
@@ -110,6 +110,15 @@ async function afterAbandon(engine: Engine, found: OperationRecord, signal: Abor
   return stale ? again : undefined;
 }
 
+/**
+ * Whether the record went back to `pending` under recover's own lease while it looked up: the owner
+ * of the attempt that made it ambiguous closed that attempt as never sent (`never_sent`, which it
+ * writes under any lease). Nothing was delivered, so the answer no longer applies.
+ */
+function backToPending(rec: OperationRecord, owner: string): boolean {
+  return rec.state === 'pending' && rec.lease?.owner === owner;
+}
+
 /** At most this many list calls to look past corrupt rows. */
 const MAX_LIST_ROUNDS = 8;
 
@@ -185,7 +194,11 @@ export async function recover(engine: Engine, options: RecoverOptions = {}): Pro
       }
       if (outcome.kind !== 'none') engine.stats.lookups++;
       engine.emit({ type: 'lookup', scope, at: now(), outcome: outcome.kind });
-      if (outcome.kind === 'found') {
+      if (backToPending(owned.rec, owner)) {
+        // a renewal picked it up: the answer is about an ambiguity that is gone
+        await owned.commit({ type: 'release' });
+        report.absent.push(scope);
+      } else if (outcome.kind === 'found') {
         await owned.commit({ type: 'lookup_found', result: outcome.snapshot, detail: `recover: ${outcome.detail}` });
         report.resolved.push(scope);
       } else if (outcome.kind === 'absent') {
@@ -204,6 +217,10 @@ export async function recover(engine: Engine, options: RecoverOptions = {}): Pro
       const held = error instanceof LeaseLostError ? error.current : owned?.rec;
       if (owned !== undefined && held?.lease?.owner === owner) await owned.commit({ type: 'release' }).catch(() => undefined);
       if (signal.aborted) throw signal.reason;
+      if (error instanceof LeaseLostError && backToPending(error.current, owner)) {
+        report.absent.push(scope);
+        continue;
+      }
       const message = error instanceof LeaseLostError ? 'taken by another owner meanwhile' : error instanceof Error ? error.message : String(error);
       report.errors.push({ id: listed.id, scope, message });
     }

@@ -168,3 +168,50 @@ describe("a superseded owner's never_sent lands during the new owner's lookup", 
     });
   });
 });
+
+describe("a superseded owner's never_sent lands during recover()'s lookup", () => {
+  it.each([
+    ['found', true],
+    ['found', false],
+    ['absent', true],
+    ['absent', false],
+    ['unknown', true],
+    ['unknown', false],
+  ] as const)('lookup %s, renewal before the answer %s: reported absent (back to pending, nothing sent), lease released', async (answer, renewed) => {
+    const { store, openClaim, openClose } = gated();
+    let sends = 0;
+    const fetch = (async () => (sends++, new Response('{"id":"o-1"}', { status: 201 }))) as typeof globalThis.fetch;
+    const a = makeClient(store, fetch, { owner: 'a', leaseMs: 100, retry: { deadlineMs: 150 } });
+    const first = track(a.fetch(URL_ORDERS, { ...post, once: SCOPE }));
+    for (let i = 0; i < 50 && first.state() === 'pending'; i++) await advance(50);
+    expect(first.reason()).toBeInstanceOf(DeadlineExceededError);
+    openClaim();
+    await advance(300);
+
+    const held = heldLookup(() => {
+      if (answer === 'found') return new Response('{"id":"o-1"}', { status: 200 });
+      if (answer === 'absent') return null;
+      throw new Error('orders index unavailable');
+    });
+    const b = makeClient(store, fetch, { owner: 'b', leaseMs: 3_000, lookups: { [SCOPE.action]: held.lookup } });
+    const recovering = track(b.recover());
+    await advance(50);
+    expect(held.asked()).toBe(1);
+    expect(await b.get(SCOPE)).toMatchObject({ state: 'ambiguous', lease: { owner: 'b/recover' } });
+
+    openClose();
+    await advance(50);
+    expect(await b.get(SCOPE)).toMatchObject({ state: 'pending', lease: { owner: 'b/recover' } });
+    if (renewed) await advance(1_100);
+
+    held.answer();
+    await advance(100);
+    expect(recovering.state(), String(recovering.reason())).toBe('resolved');
+    expect(recovering.value()).toMatchObject({ resolved: [], absent: [{ ref: SCOPE.ref }], stillAmbiguous: [], errors: [] });
+    expect(sends).toBe(0);
+    expect(await b.get(SCOPE)).toMatchObject({ state: 'pending', lease: null, attempts: [{ owner: 'a', class: 'not_sent', reason: UNSENT }] });
+    // its caller's next call sends it, once
+    expect((await b.fetch(URL_ORDERS, { ...post, once: SCOPE })).status).toBe(201);
+    expect(sends).toBe(1);
+  });
+});
