@@ -102,19 +102,22 @@ export class OwnedRecord {
       }
       const current = res.current;
       if (current === undefined) throw new StoreError(`${this.store.name}: record ${base.id} vanished while owned`);
+      // Still ours (a cancel request or a note moved it, no send): follow it, as for any event; a
+      // never_sent then leaves the record ours, and the abandon's release after it still applies.
+      if (base === this.rec && current.lease?.owner === this.owner && !isTerminal(current.state) && sameAttempts(base, current, this.owner)) {
+        base = this.rec = current;
+        continue;
+      }
       // Only we know that we never sent the attempt we opened: that closes it whoever holds the lease
-      // (but a record that moved is not adopted: its lease may be another holder's, under our name).
+      // (but a record another owner holds is not adopted).
       if (event.type === 'never_sent') {
         base = current;
         continue;
       }
-      if (current.lease?.owner !== this.owner || isTerminal(current.state) || !sameAttempts(base, current, this.owner)) {
-        // (Attempts that changed under a lease with our name: another holder of this owner id sent
-        // meanwhile, e.g. two clients configured with one `owner`; our view is stale all the same.)
-        await this.keep(current, event);
-        throw new LeaseLostError(current);
-      }
-      base = this.rec = current;
+      // (Attempts that changed under a lease with our name: another holder of this owner id sent
+      // meanwhile, e.g. two clients configured with one `owner`; our view is stale all the same.)
+      await this.keep(current, event);
+      throw new LeaseLostError(current);
     }
     throw new StoreError(`${this.store.name}: record ${this.rec.id} keeps changing under its owner`);
   }

@@ -215,3 +215,33 @@ describe("a superseded owner's never_sent lands during recover()'s lookup", () =
     expect(sends).toBe(1);
   });
 });
+
+describe('never_sent under its own live lease, after a cancel request moved the record', () => {
+  it('the abandon still releases the lease: the cancel decides at once, not after leaseMs', async () => {
+    const { store, openClaim, openClose } = gated();
+    let sends = 0;
+    const fetch = (async () => (sends++, new Response('{"id":"o-1"}', { status: 201 }))) as typeof globalThis.fetch;
+    // A's lease is long: it is still A's when its abandon closes the attempt its claim opened
+    const a = makeClient(store, fetch, { owner: 'a', leaseMs: 60_000, retry: { deadlineMs: 150 } });
+    const first = track(a.fetch(URL_ORDERS, { ...post, once: SCOPE }));
+    for (let i = 0; i < 50 && first.state() === 'pending'; i++) await advance(50);
+    expect(first.reason()).toBeInstanceOf(DeadlineExceededError);
+    openClaim();
+    await advance(50);
+    expect(await a.get(SCOPE)).toMatchObject({ state: 'in_flight', lease: { owner: 'a' } });
+
+    // a cancel request lands first (ordered by compare-and-set against A's writes)
+    const c = makeClient(store, fetch, { owner: 'c' });
+    const cancelling = track(c.cancel(SCOPE, { waitMs: 5_000 }));
+    await advance(50);
+    expect(await c.get(SCOPE)).toMatchObject({ state: 'in_flight', cancelRequestedAt: expect.any(Number) });
+
+    // then A's close of its unsent attempt, and its release
+    openClose();
+    await advance(1_000);
+    expect(cancelling.state(), String(cancelling.reason())).toBe('resolved');
+    expect(cancelling.value()).toMatchObject({ outcome: 'cancelled' });
+    expect(await c.get(SCOPE)).toMatchObject({ state: 'cancelled', lease: null, attempts: [{ owner: 'a', class: 'not_sent', reason: UNSENT }] });
+    expect(sends).toBe(0);
+  });
+});
