@@ -52,18 +52,28 @@ async function openPostgres(target: string): Promise<OnceStore> {
   let connectionString = target;
   let schema: string | undefined;
   let table: string | undefined;
+  // `user@/db?host=…` (no host before the path, as for a Unix socket) is no WHATWG URL: pg parses it
+  // with a stand-in host, and so does this, or its schema and table would be silently ignored.
+  const HOSTLESS = '@/';
+  const STAND_IN = '@oncefetch-no-host/';
   let url: URL | undefined;
+  let hostless = false;
   try {
     url = new URL(target);
   } catch {
-    // not a WHATWG URL: pg reads it as it is, with the default schema and table
+    try {
+      url = new URL(target.replace(HOSTLESS, STAND_IN));
+      hostless = true;
+    } catch {
+      // not a WHATWG URL: pg reads it as it is, with the default schema and table
+    }
   }
   if (url !== undefined && (url.searchParams.has('schema') || url.searchParams.has('table'))) {
     schema = url.searchParams.get('schema') ?? undefined;
     table = url.searchParams.get('table') ?? undefined;
     url.searchParams.delete('schema');
     url.searchParams.delete('table');
-    connectionString = url.toString();
+    connectionString = hostless ? url.toString().replace(STAND_IN, HOSTLESS) : url.toString();
   }
   let store: OnceStore;
   try {

@@ -114,6 +114,15 @@ describeWithPostgres('oncefetch inspect on PostgreSQL', (url) => {
     expect((JSON.parse(run.stdout) as { counts: Record<string, number> }).counts['succeeded']).toBe(1);
   });
 
+  it('reads them from a URL with no host before the path (user@/db?host=…, as for a Unix socket), as pg does', async () => {
+    const u = new URL(url);
+    const hostless = `postgres://${u.username}@${u.pathname}?host=${encodeURIComponent(u.hostname)}&port=${u.port || '5432'}&schema=${schema}&table=fleet_records`;
+    const run = await cli(['inspect', '--store', hostless, '--json']);
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(0);
+    expect((JSON.parse(run.stdout) as { counts: Record<string, number> }).counts['succeeded']).toBe(1);
+  });
+
   it('a database without oncefetch tables there is an error (exit 2), and nothing is created in it', async () => {
     const run = await cli(['inspect', '--store', withParams(url, { schema: empty }), '--json']);
     expect(run.code).toBe(2);
