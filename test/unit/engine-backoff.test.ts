@@ -7,15 +7,12 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { DeadlineExceededError, RetriesExhaustedError, createClient, memoryStore } from '../../src/index.js';
 import type { OnceClient, OnceClientOptions, OnceEvent } from '../../src/index.js';
+import { settle, track } from '../helpers/fake-clock.js';
 
 const URL_ORDERS = 'https://api.example.test/orders';
 const SCOPE = { action: 'create-order', ref: 'A-17' };
 
-/** Captured before the timers are faked: lets real I/O (WebCrypto) and microtasks settle. */
 const realSetImmediate = globalThis.setImmediate;
-async function settle(): Promise<void> {
-  for (let i = 0; i < 25; i++) await new Promise<void>((resolve) => realSetImmediate(resolve));
-}
 
 /** Waits in real time (fake time stands still) until `condition` holds. */
 async function until(condition: () => boolean, what: string): Promise<void> {
@@ -69,24 +66,6 @@ function order(client: OnceClient, init: RequestInit & { signal?: AbortSignal } 
     ...init,
     once: scope,
   });
-}
-
-/** Tracks a promise without awaiting it (and keeps its rejection handled). */
-function track<T>(promise: Promise<T>) {
-  let state: 'pending' | 'resolved' | 'rejected' = 'pending';
-  let value: T | undefined;
-  let reason: unknown;
-  promise.then(
-    (v) => {
-      state = 'resolved';
-      value = v;
-    },
-    (e: unknown) => {
-      state = 'rejected';
-      reason = e;
-    },
-  );
-  return { state: () => state, value: () => value, reason: () => reason };
 }
 
 /** Advances fake time in small steps until `promise` settles. */

@@ -10,37 +10,12 @@ import type { LookupContext, OnceClientOptions, OnceStore } from '../../src/inde
 import { OwnedRecord } from '../../src/engine/owned.js';
 import { applyEvent, newRecord } from '../../src/operation/record.js';
 import type { OperationRecord } from '../../src/operation/record.js';
+import { advance, settle, track } from '../helpers/fake-clock.js';
 
 const URL_ORDERS = 'https://api.example.test/orders';
 const SCOPE = { action: 'create-order', ref: 'L-1' };
 const post = { method: 'POST', body: '{"sku":"book"}', headers: { 'content-type': 'application/json' } };
 const created = (): Response => new Response('{"id":"o-1"}', { status: 201 });
-
-const realSetImmediate = globalThis.setImmediate;
-async function settle(): Promise<void> {
-  for (let i = 0; i < 25; i++) await new Promise<void>((resolve) => realSetImmediate(resolve));
-}
-
-/** Tracks a promise without awaiting it (and keeps its rejection handled). */
-function track<T>(promise: Promise<T>) {
-  let state: 'pending' | 'resolved' | 'rejected' = 'pending';
-  let value: T | undefined;
-  let reason: unknown;
-  promise.then(
-    (v) => ((state = 'resolved'), (value = v)),
-    (e: unknown) => ((state = 'rejected'), (reason = e)),
-  );
-  return { state: () => state, value: () => value, reason: () => reason };
-}
-
-/** Advances fake time by `ms` in 10 ms steps, letting real I/O (WebCrypto) settle in between. */
-async function advance(ms: number): Promise<void> {
-  for (let t = 0; t < ms; t += 10) {
-    await settle();
-    await vi.advanceTimersByTimeAsync(10);
-  }
-  await settle();
-}
 
 /** A memory store whose compare-and-sets fail (a store blip) while `failWhen` says so. */
 function flaky() {

@@ -16,37 +16,12 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { DeadlineExceededError, createClient, memoryStore } from '../../src/index.js';
 import type { OnceClientOptions, OnceStore } from '../../src/index.js';
 import type { OperationRecord } from '../../src/operation/record.js';
+import { advance, track } from '../helpers/fake-clock.js';
 
 const URL_ORDERS = 'https://api.example.test/orders';
 const SCOPE = { action: 'create-order', ref: 'N-1' };
 const post = { method: 'POST', body: '{"sku":"book"}', headers: { 'content-type': 'application/json' } };
 const UNSENT = 'aborted before it was sent';
-
-const realSetImmediate = globalThis.setImmediate;
-async function settle(): Promise<void> {
-  for (let i = 0; i < 25; i++) await new Promise<void>((resolve) => realSetImmediate(resolve));
-}
-
-/** Tracks a promise without awaiting it (and keeps its rejection handled). */
-function track<T>(promise: Promise<T>) {
-  let state: 'pending' | 'resolved' | 'rejected' = 'pending';
-  let value: T | undefined;
-  let reason: unknown;
-  promise.then(
-    (v) => ((state = 'resolved'), (value = v)),
-    (e: unknown) => ((state = 'rejected'), (reason = e)),
-  );
-  return { state: () => state, value: () => value, reason: () => reason };
-}
-
-/** Advances fake time by `ms` in 10 ms steps, letting real I/O (WebCrypto) settle in between. */
-async function advance(ms: number): Promise<void> {
-  for (let t = 0; t < ms; t += 10) {
-    await settle();
-    await vi.advanceTimersByTimeAsync(10);
-  }
-  await settle();
-}
 
 /** A memory store that holds owner a's claim, and a's close of the attempt it opened, until the test opens them. */
 function gated() {
