@@ -14,7 +14,7 @@ import { startBrowserExample } from '../../examples/browser/serve.js';
 import { startProvider, type Provider } from '../../src/testing/provider.js';
 import type { OrderCall, OrderOutcome } from './page.js';
 import type { CaseResult } from './vitest-shim.js';
-import { bundleForBrowser, CHROMIUM_PATH, chromiumAvailable, launchChromium, pageHtml } from './chromium.js';
+import { bundleForBrowser, CHROMIUM_PATH, chromiumAvailable, launchChromium, pageHtml, unique, until } from './chromium.js';
 import { startCorsProxy, startStaticServer, type Loopback, type StaticFile } from './servers.js';
 
 const available = chromiumAvailable();
@@ -29,18 +29,6 @@ describe.runIf(!available && inCi)('real Chromium (CI)', () => {
     throw new Error(`CI=true and no Chromium at ${CHROMIUM_PATH}: .ci/run should have installed it`);
   });
 });
-
-let n = 0;
-const unique = (prefix: string): string => `${prefix}-${Date.now().toString(36)}-${++n}`;
-
-/** Polls `check` every 20 ms until it is true, for at most `ms`. */
-async function until(check: () => boolean, ms: number, what: string): Promise<void> {
-  const started = Date.now();
-  while (!check()) {
-    if (Date.now() - started > ms) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 describe.runIf(available)('oncefetch in headless Chromium', { timeout: 30_000 }, () => {
   let browser: Browser;

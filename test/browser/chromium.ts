@@ -65,3 +65,18 @@ export function pageHtml(title: string, script: string): string {
   return `<!doctype html><html><head><meta charset="utf-8"><title>${title}</title></head>` +
     `<body><script type="module" src="${script}"></script></body></html>`;
 }
+
+let uniqueCount = 0;
+/** A name no earlier test of this process used: `${prefix}-<time>-<n>`. */
+export function unique(prefix: string): string {
+  return `${prefix}-${Date.now().toString(36)}-${++uniqueCount}`;
+}
+
+/** Polls `check` every 20 ms (real time) until it is true, for at most `ms`. */
+export async function until(check: () => boolean, ms: number, what: string): Promise<void> {
+  const started = Date.now();
+  while (!check()) {
+    if (Date.now() - started > ms) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}

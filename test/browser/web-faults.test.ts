@@ -12,7 +12,7 @@ import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bundleForBrowser, chromiumAvailable, launchChromium, pageHtml } from './chromium.js';
+import { bundleForBrowser, chromiumAvailable, launchChromium, pageHtml, unique, until } from './chromium.js';
 import { startStaticServer, type Loopback, type StaticFile } from './servers.js';
 import type { WebCall, WebOutcome } from './web-page.js';
 
@@ -121,17 +121,6 @@ async function startTestProvider(): Promise<TestProvider> {
         for (const s of sockets) s.destroy();
       }),
   };
-}
-
-let n = 0;
-const unique = (prefix: string): string => `${prefix}-${Date.now().toString(36)}-${++n}`;
-
-async function until(check: () => boolean, ms: number, what: string): Promise<void> {
-  const started = Date.now();
-  while (!check()) {
-    if (Date.now() - started > ms) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 describe.runIf(available)('browser-only failure modes in headless Chromium', { timeout: 30_000 }, () => {
