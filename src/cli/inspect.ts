@@ -20,7 +20,8 @@ Counts the operations of a store by state and lists the oldest stuck ones:
 unfinished (pending, in_flight, ambiguous) with no live lease, so nobody is
 working on them. Settle them with client.recover() or \`oncefetch explain <ref>\`.
 
-  --store PATH|URL   SQLite file or postgres:// URL (default: $ONCEFETCH_DB or ./.oncefetch/oncefetch.db)
+  --store PATH|URL   SQLite file or postgres:// URL, ?schema=S&table=T for a store not in public.oncefetch_records
+                     (default: $ONCEFETCH_DB or ./.oncefetch/oncefetch.db)
   --tenant NAME      only this tenant
   --limit N          stuck records listed (default 10)
   --json             machine-readable output

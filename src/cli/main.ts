@@ -31,7 +31,8 @@ Commands:
   explain <ref>     diagnosis, plan, verification and hand-off of one operation
   purge             remove terminal records past their retention
 
-Store commands take --store PATH|URL (SQLite file or postgres:// URL; default
+Store commands take --store PATH|URL (SQLite file or postgres:// URL, with
+?schema=S&table=T for a store not in public.oncefetch_records; default
 $ONCEFETCH_DB or ./.oncefetch/oncefetch.db) and --json.
 Run \`oncefetch <command> --help\` for a command's flags.
 `;

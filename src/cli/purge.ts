@@ -18,7 +18,8 @@ export const PURGE_HELP = `Usage: oncefetch purge [--store PATH|URL] [--dry-run]
 Removes succeeded, failed and cancelled records whose retention (expiresAt) has
 passed. Unfinished records are never removed: settle them with client.recover().
 
-  --store PATH|URL   SQLite file or postgres:// URL (default: $ONCEFETCH_DB or ./.oncefetch/oncefetch.db)
+  --store PATH|URL   SQLite file or postgres:// URL, ?schema=S&table=T for a store not in public.oncefetch_records
+                     (default: $ONCEFETCH_DB or ./.oncefetch/oncefetch.db)
   --dry-run          count what would be removed (reads up to ${SCAN_LIMIT.toLocaleString('en')} records), remove nothing
   --json             machine-readable output
 `;

@@ -22,7 +22,8 @@ export const RECORD_FLAGS = {
 } as const;
 
 /** Help text for {@link RECORD_FLAGS}. */
-export const RECORD_FLAGS_HELP = `  --store PATH|URL   SQLite file or postgres:// URL (default: $ONCEFETCH_DB or ./.oncefetch/oncefetch.db)
+export const RECORD_FLAGS_HELP = `  --store PATH|URL   SQLite file or postgres:// URL, ?schema=S&table=T for a store not in public.oncefetch_records
+                     (default: $ONCEFETCH_DB or ./.oncefetch/oncefetch.db)
   --action NAME      the operation's action; without it the ref is searched in every record
                      (a scan of up to ${SCAN_LIMIT.toLocaleString('en')} records: fine for a look, slow on huge stores)
   --tenant NAME      the tenant (default: 'default' with --action; any tenant when scanning)
