@@ -76,6 +76,11 @@ export interface StoreContractSubject {
 export interface StoreContractFactory {
   /** true when a store opened again on the same location keeps every record */
   durable: boolean;
+  /**
+   * true when two stores open at once on the same location share their records (many
+   * processes, tabs or machines on one database) @default durable
+   */
+  shared?: boolean;
   /** Called before each test. */
   setup(): StoreContractSubject | Promise<StoreContractSubject>;
 }
@@ -238,6 +243,12 @@ export function describeStoreContract(name: string, factory: StoreContractFactor
       expect(await store.compareAndSet(r.id, r.generation, stale)).toEqual({ ok: false, current: next });
       expect(await store.get(r.id)).toEqual(next);
 
+      // Equal, not "at least": a generation the record never reached (an owner fenced off before a
+      // purge and a new claim of the id, a restored backup) matches nothing either.
+      const ahead = applyEvent(applyEvent(next, { type: 'release' }, 1_030, OWNER), { type: 'cancel' }, 1_040, OWNER);
+      expect(await store.compareAndSet(r.id, next.generation + 1, ahead)).toEqual({ ok: false, current: next });
+      expect(await store.get(r.id)).toEqual(next);
+
       const unknown = record({ ref: 'nobody' });
       const unknownNext = applyEvent(unknown, { type: 'release' }, 1_000, OWNER);
       expect(await store.compareAndSet(unknown.id, unknown.generation, unknownNext)).toEqual({
@@ -380,6 +391,21 @@ export function describeStoreContract(name: string, factory: StoreContractFactor
       expect(ids(await store.list({ tenant: odd.tenant }))).toEqual([odd.ref]);
       expect(await store.purge(10_000)).toBe(1);
       expect(await store.get(odd.id)).toBeUndefined();
+    });
+
+    // Processes, tabs and machines share one location through stores of their own: the fencing
+    // must hold between them, not only within one store object.
+    it.skipIf(!(factory.shared ?? factory.durable))('two stores open at once on one location see and fence each other', async () => {
+      const other = await open();
+      const r = record({ ref: 'r1' });
+      expect((await store.claim(r)).created).toBe(true);
+      expect(await other.claim(record({ ref: 'r1', key: 'key-other' }))).toEqual({ created: false, record: r });
+      const theirs = applyEvent(r, { type: 'attempt_started', attemptId: 'att-other' }, 1_010, OWNER);
+      expect(await other.compareAndSet(r.id, r.generation, theirs)).toEqual({ ok: true });
+      const mine = applyEvent(r, { type: 'cancel' }, 1_020, OWNER);
+      expect(await store.compareAndSet(r.id, r.generation, mine)).toEqual({ ok: false, current: theirs });
+      expect(await store.get(r.id)).toEqual(theirs);
+      expect(await store.list()).toEqual([theirs]);
     });
 
     it.skipIf(!factory.durable)('close and open again keeps every record and generation', async () => {
