@@ -147,7 +147,11 @@ export function createTelemetry(load: () => Promise<unknown> = importApi): Telem
     const id = recordId(scope);
     open.set(id, [...(open.get(id) ?? []), call]);
     try {
-      const result = await otel.context.with(context, run);
+      // The call runs exactly once, in its span's context if the context manager lets it: one that
+      // throws (before or after starting the call) must neither fail it nor run it a second time.
+      let running: Promise<T> | undefined;
+      safely(() => void otel.context.with(context, () => (running = run())));
+      const result = await (running ?? run());
       safely(() => {
         span.setAttribute('oncefetch.state', result.record.state);
         span.setAttribute('oncefetch.replayed', result.replayed);

@@ -255,3 +255,46 @@ describe('OpenTelemetry bridge without a tracer provider or without the API', ()
     expect(() => t.event({ type: 'operation_created', scope, at: 0 })).not.toThrow();
   });
 });
+
+describe('OpenTelemetry bridge with a broken context manager', () => {
+  it('a context.with() that throws neither fails the call nor runs the effect twice', async () => {
+    const span = { setAttribute: () => span, addEvent: () => span, setStatus: () => span, recordException: () => undefined, isRecording: () => true, end: () => undefined };
+    const broken = {
+      trace: { getTracer: () => ({ startSpan: () => span }), setSpan: () => ({}) },
+      context: {
+        active: () => ({}),
+        with: () => {
+          throw new Error('context manager broke');
+        },
+      },
+      SpanStatusCode: { ERROR: 2 },
+    };
+    const t = createTelemetry(async () => broken);
+    let effects = 0;
+    const scope = { tenant: 't', action: 'a', ref: 'r' };
+    const result = { record: { state: 'succeeded' as const }, replayed: false };
+    await expect(t.trace(scope, async () => (effects++, result))).resolves.toBe(result);
+    expect(effects).toBe(1);
+  });
+
+  it('a context.with() that throws after running the call does not run it again', async () => {
+    const span = { setAttribute: () => span, addEvent: () => span, setStatus: () => span, recordException: () => undefined, isRecording: () => true, end: () => undefined };
+    const broken = {
+      trace: { getTracer: () => ({ startSpan: () => span }), setSpan: () => ({}) },
+      context: {
+        active: () => ({}),
+        with: (_c: unknown, fn: () => unknown) => {
+          void fn();
+          throw new Error('context manager broke on the way out');
+        },
+      },
+      SpanStatusCode: { ERROR: 2 },
+    };
+    const t = createTelemetry(async () => broken);
+    let effects = 0;
+    const scope = { tenant: 't', action: 'a', ref: 'r' };
+    const result = { record: { state: 'succeeded' as const }, replayed: false };
+    await expect(t.trace(scope, async () => (effects++, result))).resolves.toBe(result);
+    expect(effects).toBe(1);
+  });
+});
