@@ -257,37 +257,21 @@ describe('OpenTelemetry bridge without a tracer provider or without the API', ()
 });
 
 describe('OpenTelemetry bridge with a broken context manager', () => {
-  it('a context.with() that throws neither fails the call nor runs the effect twice', async () => {
+  const throwsBefore = (): never => {
+    throw new Error('context manager broke');
+  };
+  const throwsAfter = (_c: unknown, fn: () => unknown): never => {
+    void fn();
+    throw new Error('context manager broke on the way out');
+  };
+  it.each([
+    ['before running the call', throwsBefore],
+    ['after running the call', throwsAfter],
+  ])('a context.with() that throws %s neither fails the call nor runs it twice', async (_when, withFn) => {
     const span = { setAttribute: () => span, addEvent: () => span, setStatus: () => span, recordException: () => undefined, isRecording: () => true, end: () => undefined };
     const broken = {
       trace: { getTracer: () => ({ startSpan: () => span }), setSpan: () => ({}) },
-      context: {
-        active: () => ({}),
-        with: () => {
-          throw new Error('context manager broke');
-        },
-      },
-      SpanStatusCode: { ERROR: 2 },
-    };
-    const t = createTelemetry(async () => broken);
-    let effects = 0;
-    const scope = { tenant: 't', action: 'a', ref: 'r' };
-    const result = { record: { state: 'succeeded' as const }, replayed: false };
-    await expect(t.trace(scope, async () => (effects++, result))).resolves.toBe(result);
-    expect(effects).toBe(1);
-  });
-
-  it('a context.with() that throws after running the call does not run it again', async () => {
-    const span = { setAttribute: () => span, addEvent: () => span, setStatus: () => span, recordException: () => undefined, isRecording: () => true, end: () => undefined };
-    const broken = {
-      trace: { getTracer: () => ({ startSpan: () => span }), setSpan: () => ({}) },
-      context: {
-        active: () => ({}),
-        with: (_c: unknown, fn: () => unknown) => {
-          void fn();
-          throw new Error('context manager broke on the way out');
-        },
-      },
+      context: { active: () => ({}), with: withFn },
       SpanStatusCode: { ERROR: 2 },
     };
     const t = createTelemetry(async () => broken);
