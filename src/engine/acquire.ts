@@ -23,20 +23,7 @@ export async function acquire(engine: Engine, spec: OperationSpec, deadline: Cal
   // `inFlightWaitMs` bounds the whole wait: with Web Locks it began before the lock was asked for.
   const waitStartedAt = waitFrom ?? now();
   for (;;) {
-    // A write of an earlier call of this id that gave up may still land (see `bounded`): until it is
-    // abandoned, its attempt would read as ours, opened, perhaps sent; wait for that first, until the
-    // lease it wrote would have expired (a store that never answers must not hold the id for good:
-    // compare-and-set keeps going on safe; the attempt then reads as possibly sent, reconciled first).
-    const abandoning = engine.abandoning.get(id);
-    if (abandoning !== undefined) {
-      const cap = new AbortController();
-      try {
-        await untilAborted(Promise.race([abandoning.done, sleep(abandoning.until - now(), cap.signal)]), deadline.signal);
-      } finally {
-        cap.abort();
-      }
-      if (engine.abandoning.get(id) === abandoning) engine.abandoning.delete(id);
-    }
+    await awaitAbandon(engine, id, deadline.signal);
     const claimedAt = now();
     const fresh = newRecord({
       scope: spec.scope,
@@ -91,6 +78,26 @@ export async function acquire(engine: Engine, spec: OperationSpec, deadline: Cal
     }
     return { kind: 'owned', owned: took() };
   }
+}
+
+/**
+ * A write of an earlier call of record `id` in this client that gave up may still land (see
+ * {@link bounded}): until it is abandoned, its attempt would read as ours, opened, perhaps sent.
+ * Waits for that abandon, under `signal`, until the lease that write took would have expired (a
+ * store that never answers must not hold the id for good: compare-and-set keeps going on safe; the
+ * attempt then reads as possibly sent, reconciled first). Whether there was one to wait for.
+ */
+export async function awaitAbandon(engine: Engine, id: string, signal: AbortSignal): Promise<boolean> {
+  const abandoning = engine.abandoning.get(id);
+  if (abandoning === undefined) return false;
+  const cap = new AbortController();
+  try {
+    await untilAborted(Promise.race([abandoning.done, sleep(abandoning.until - engine.opts.now(), cap.signal)]), signal);
+  } finally {
+    cap.abort();
+  }
+  if (engine.abandoning.get(id) === abandoning) engine.abandoning.delete(id);
+  return true;
 }
 
 /**

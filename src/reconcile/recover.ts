@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { sleep, untilAborted } from '../backoff/sleep.js';
+import { awaitAbandon } from '../engine/acquire.js';
 import { LeaseLostError, OwnedRecord } from '../engine/owned.js';
 import type { Engine } from '../engine/execute.js';
 import { responseLookup } from '../engine/fetch-operation.js';
@@ -96,15 +96,8 @@ export function scopeOfId(id: string): Scope | undefined {
  * Undefined when it is no longer stale.
  */
 async function afterAbandon(engine: Engine, found: OperationRecord, signal: AbortSignal): Promise<OperationRecord | undefined> {
-  const abandoning = engine.abandoning.get(found.id);
-  if (abandoning === undefined) return found;
+  if (!(await awaitAbandon(engine, found.id, signal))) return found;
   const { store, now } = engine.opts;
-  const cap = new AbortController();
-  try {
-    await untilAborted(Promise.race([abandoning.done, sleep(abandoning.until - now(), cap.signal)]), signal);
-  } finally {
-    cap.abort();
-  }
   const again = await store.get(found.id);
   const stale = again !== undefined && (again.state === 'in_flight' || again.state === 'ambiguous') && (again.lease === null || again.lease.expiresAt < now());
   return stale ? again : undefined;
