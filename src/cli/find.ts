@@ -3,9 +3,8 @@
  *
  * @module
  */
-import { recordId } from '../operation/record.js';
+import { recordId, scopeOfId } from '../operation/record.js';
 import type { OperationRecord, Scope } from '../operation/record.js';
-import { scopeOfId } from '../reconcile/recover.js';
 import type { ListQuery, OnceStore } from '../stores/contract.js';
 
 /**

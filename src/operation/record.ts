@@ -67,6 +67,20 @@ export function recordId(scope: Scope): string {
   return JSON.stringify([scope.tenant, scope.action, scope.ref]);
 }
 
+/** The scope a record id names (the inverse of {@link recordId}), or undefined for an id that names none. */
+export function scopeOfId(id: string): Scope | undefined {
+  try {
+    const parts: unknown = JSON.parse(id);
+    if (Array.isArray(parts) && parts.length === 3 && parts.every((p) => typeof p === 'string')) {
+      const [tenant, action, ref] = parts as [string, string, string];
+      return { tenant, action, ref };
+    }
+  } catch {
+    // not JSON: not an id oncefetch wrote
+  }
+  return undefined;
+}
+
 const STATES: readonly OperationState[] = ['pending', 'in_flight', 'ambiguous', 'succeeded', 'failed', 'cancelled'];
 const CLASSES: readonly RecordedClass[] = ['success', 'not_sent', 'retryable', 'ambiguous', 'terminal', 'conflict'];
 const EVIDENCE_KINDS: readonly EvidenceRecord['kind'][] = ['attempt', 'lookup', 'late_response', 'stale_write', 'takeover', 'cancel', 'stop'];

@@ -11,7 +11,7 @@ import { awaitAbandon } from '../engine/acquire.js';
 import { LeaseLostError, OwnedRecord } from '../engine/owned.js';
 import type { Engine } from '../engine/execute.js';
 import { responseLookup } from '../engine/fetch-operation.js';
-import { applyEvent } from '../operation/record.js';
+import { applyEvent, scopeOfId } from '../operation/record.js';
 import type { OperationRecord, Scope } from '../operation/record.js';
 import type { CorruptRow, OnceStore } from '../stores/contract.js';
 import { reconcile, settledAt } from './lookup.js';
@@ -72,20 +72,6 @@ export function recoveryOwner(owner: string): string {
 
 function scopeOf(r: OperationRecord): Scope {
   return { tenant: r.tenant, action: r.action, ref: r.ref };
-}
-
-/** The scope a record id names (ids are `recordId(scope)`), or undefined for an id that names none. */
-export function scopeOfId(id: string): Scope | undefined {
-  try {
-    const parts: unknown = JSON.parse(id);
-    if (Array.isArray(parts) && parts.length === 3 && parts.every((p) => typeof p === 'string')) {
-      const [tenant, action, ref] = parts as [string, string, string];
-      return { tenant, action, ref };
-    }
-  } catch {
-    // not JSON: not an id oncefetch wrote
-  }
-  return undefined;
 }
 
 /**
