@@ -12,7 +12,7 @@ import { SCAN_LIMIT, listReadable, unreadableLines } from './find.js';
 import type { UnreadableRow } from './find.js';
 import type { CliIo } from './format.js';
 import { duration, json, table, time } from './format.js';
-import { openStore, storeLabel } from './store.js';
+import { STORE_FLAG_HELP, openStore, storeLabel } from './store.js';
 
 export const INSPECT_HELP = `Usage: oncefetch inspect [--store PATH|URL] [--tenant NAME] [--limit N] [--json]
 
@@ -20,8 +20,7 @@ Counts the operations of a store by state and lists the oldest stuck ones:
 unfinished (pending, in_flight, ambiguous) with no live lease, so nobody is
 working on them. Settle them with client.recover() or \`oncefetch explain <ref>\`.
 
-  --store PATH|URL   SQLite file or postgres:// URL, ?schema=S&table=T for a store not in public.oncefetch_records
-                     (default: $ONCEFETCH_DB or ./.oncefetch/oncefetch.db)
+${STORE_FLAG_HELP}
   --tenant NAME      only this tenant
   --limit N          stuck records listed (default 10)
   --json             machine-readable output

@@ -11,15 +11,14 @@ import { SCAN_LIMIT, listReadable, unreadableLines } from './find.js';
 import type { UnreadableRow } from './find.js';
 import type { CliIo } from './format.js';
 import { json } from './format.js';
-import { openStore, storeLabel } from './store.js';
+import { STORE_FLAG_HELP, openStore, storeLabel } from './store.js';
 
 export const PURGE_HELP = `Usage: oncefetch purge [--store PATH|URL] [--dry-run] [--json]
 
 Removes succeeded, failed and cancelled records whose retention (expiresAt) has
 passed. Unfinished records are never removed: settle them with client.recover().
 
-  --store PATH|URL   SQLite file or postgres:// URL, ?schema=S&table=T for a store not in public.oncefetch_records
-                     (default: $ONCEFETCH_DB or ./.oncefetch/oncefetch.db)
+${STORE_FLAG_HELP}
   --dry-run          count what would be removed (reads up to ${SCAN_LIMIT.toLocaleString('en')} records), remove nothing
   --json             machine-readable output
 `;

@@ -10,7 +10,7 @@ import { EXIT, UsageError } from './args.js';
 import { MATCH_COLUMNS, SCAN_LIMIT, findRecords, matchRows, unreadableLines } from './find.js';
 import type { CliIo } from './format.js';
 import { json, table } from './format.js';
-import { openStore, storeLabel } from './store.js';
+import { STORE_FLAG_HELP, openStore, storeLabel } from './store.js';
 
 /** Flags every record command takes. */
 export const RECORD_FLAGS = {
@@ -22,8 +22,7 @@ export const RECORD_FLAGS = {
 } as const;
 
 /** Help text for {@link RECORD_FLAGS}. */
-export const RECORD_FLAGS_HELP = `  --store PATH|URL   SQLite file or postgres:// URL, ?schema=S&table=T for a store not in public.oncefetch_records
-                     (default: $ONCEFETCH_DB or ./.oncefetch/oncefetch.db)
+export const RECORD_FLAGS_HELP = `${STORE_FLAG_HELP}
   --action NAME      the operation's action; without it the ref is searched in every record
                      (a scan of up to ${SCAN_LIMIT.toLocaleString('en')} records: fine for a look, slow on huge stores)
   --tenant NAME      the tenant (default: 'default' with --action; any tenant when scanning)

@@ -19,6 +19,10 @@ export function isPostgresUrl(spec: string): boolean {
   return /^postgres(?:ql)?:\/\//i.test(spec);
 }
 
+/** The `--store` line of the store commands' help. */
+export const STORE_FLAG_HELP = `  --store PATH|URL   SQLite file or postgres:// URL, ?schema=S&table=T for a store not in public.oncefetch_records
+                     (default: $ONCEFETCH_DB or ./.oncefetch/oncefetch.db)`;
+
 /** The store named by `--store`, or the default one. A SQLite path must exist: inspecting never creates a database. */
 export async function openStore(spec: string | undefined): Promise<OnceStore> {
   const target = spec ?? defaultStorePath();
