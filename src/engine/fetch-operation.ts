@@ -8,6 +8,7 @@
 import type { ClassifyOverride } from '../classify/classify.js';
 import { applyOverride, classifyError, classifyResponse, needsBody } from '../classify/classify.js';
 import type { Classification } from '../classify/classify.js';
+import { AmbiguousOutcomeError } from '../errors.js';
 import { captureBody } from '../operation/body.js';
 import { fingerprintRequest, normaliseUrl } from '../operation/fingerprint.js';
 import type { Scope } from '../operation/record.js';
@@ -158,8 +159,22 @@ export async function onceFetch(engine: Engine, input: RequestInfo | URL, init?:
     lookup: lookupFn === undefined ? undefined : responseLookup(lookupFn, opts),
     send: (ctx) => sendAttempt(opts, req, captured.bytes, onceOptions.classify, ctx),
   };
-  const result = await engine.execute(spec);
+  const result = await engine.execute(spec).catch((error: unknown) => {
+    throw ownCause(error);
+  });
   return buildResponse(result.snapshot, result.live as LiveBody | undefined, result.replayed);
+}
+
+/**
+ * Calls that joined one execution share its error; a body reads once. So each caller gets its own
+ * copy of an ambiguous outcome whose cause is the response (a 500, say), with a clone of it: the
+ * shared original is never read, so every clone can be (as each gets its own success Response).
+ */
+function ownCause(error: unknown): unknown {
+  if (!(error instanceof AmbiguousOutcomeError && error.cause instanceof Response)) return error;
+  const own = new AmbiguousOutcomeError(error.message, { scope: error.scope, cause: error.cause.clone() });
+  if (error.stack !== undefined) own.stack = error.stack;
+  return own;
 }
 
 /** A caller's key, unquoted when it is an RFC 8941 string (`"..."`, with backslash escapes). */

@@ -132,6 +132,20 @@ describe('client.fetch against the loopback provider', () => {
     expect(provider.requests.length).toBe(1);
   });
 
+  it('three joined callers of an ambiguous 500: each gets the 500 as its cause and can read its body', async () => {
+    provider.fault({ kind: 'error_after_commit' });
+    const { client: c } = client();
+    const call = () => c.fetch(`${provider.url}/orders`, { ...orderInit('T-5b'), once: { action: 'create-order', ref: 'T-5b' } }).catch((e: unknown) => e);
+    const errors = await Promise.all([call(), call(), call()]);
+    expect(provider.requests.length).toBe(1); // one execution, joined by the other two
+    for (const err of errors) {
+      expect(err).toBeInstanceOf(AmbiguousOutcomeError);
+      const cause = (err as Error).cause as Response;
+      expect(cause.status).toBe(500);
+      expect(await cause.text()).toContain('error');
+    }
+  });
+
   it('with providerDedupes, an unresolved ambiguity is resent with the same key and replayed by the provider', async () => {
     provider.fault({ kind: 'error_after_commit' });
     const { client: c } = client({ providerDedupes: true });
