@@ -26,7 +26,7 @@
 import { get, promisifyRequest, type UseStore } from 'idb-keyval';
 import { StoreError } from '../errors.js';
 import type { OperationRecord, OperationState } from '../operation/record.js';
-import { TERMINAL_STATES } from '../operation/record.js';
+import { TERMINAL_STATES, scopeOfId } from '../operation/record.js';
 import type { ClaimResult, CompareAndSetResult, ListQuery, OnceStore } from './contract.js';
 import {
   checkCompareAndSet,
@@ -340,8 +340,9 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
         const rows = await rowsInStates(q.states);
         const matches: [string, unknown][] = [];
         for (const [key, row] of rows) {
-          // A row that is not ours cannot be filtered: it is listed first, and reading it rejects.
-          if (isRow(row) && q.tenant !== undefined && row.tenant !== q.tenant) continue;
+          // A row that is not ours has no tenant column: the key it is filed under names its tenant (a key
+          // that names none, no tenant's). Listed first, reading it rejects.
+          if (q.tenant !== undefined && (isRow(row) ? row.tenant : scopeOfId(String(key))?.tenant) !== q.tenant) continue;
           if (isRow(row) && q.leaseExpiredBefore !== undefined && row.leaseExpiresAt !== null && !(row.leaseExpiresAt < q.leaseExpiredBefore)) continue;
           matches.push([String(key), row]);
         }

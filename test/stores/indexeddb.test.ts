@@ -7,7 +7,7 @@ import 'fake-indexeddb/auto';
 import { describe, expect, it, vi } from 'vitest';
 import { isOnceError } from '../../src/errors.js';
 import { DeadlineExceededError, StoreError, createClient } from '../../src/index.js';
-import { applyEvent, newRecord, type OperationRecord } from '../../src/operation/record.js';
+import { applyEvent, newRecord, recordId, type OperationRecord } from '../../src/operation/record.js';
 import { indexedDbStore } from '../../src/stores/indexeddb.js';
 import { describeStoreContract } from '../../src/testing/store-contract.js';
 import { blockIdb, corruptIdbRecord, deleteIdb, freshDbName, putRawRow } from '../browser/idb-raw.js';
@@ -175,6 +175,33 @@ describe('indexedDbStore', () => {
     expect((await storeError(store.get(r.id))).message).toMatch(/not an oncefetch row/);
     await storeError(store.claim(r));
     await storeError(store.list());
+    await store.close();
+    await deleteIdb(dbName);
+  });
+
+  // Regression: a row that is not an oncefetch row skipped the tenant filter, so another tenant's
+  // corrupt row was reported to this tenant's list (and recover()). As in the SQL stores, where the
+  // tenant column filters every row, it is reported only to the tenant its key names.
+  it("a foreign row is reported only to the tenant its key names; a key that names none, only to a list of all tenants", async () => {
+    const dbName = freshDbName();
+    const store = indexedDbStore({ dbName });
+    const mine = sample();
+    await store.claim(mine); // tenant t1
+    const theirs = recordId({ tenant: 't2', action: 'create-order', ref: 'x' });
+    // `state` puts them in the state index, where recover()'s list finds them
+    await putRawRow(dbName, 'records', theirs, { state: 'ambiguous', note: 'hand-edited' });
+    await putRawRow(dbName, 'records', 'not-an-id', { state: 'ambiguous', note: 'another app' });
+    const corrupt = async (query: { tenant?: string; states?: OperationRecord['state'][] | undefined }): Promise<string[]> => {
+      const ids: string[] = [];
+      await store.list({ ...query, onCorrupt: ({ id }) => ids.push(id) });
+      return ids.sort();
+    };
+    for (const states of [undefined, ['pending', 'ambiguous'] as OperationRecord['state'][]]) {
+      expect(await corrupt({ tenant: 't1', states })).toEqual([]);
+      expect(await corrupt({ tenant: 't2', states })).toEqual([theirs]);
+      expect(await corrupt({ states })).toEqual(['not-an-id', theirs].sort());
+    }
+    expect((await store.list({ tenant: 't1', limit: 1, onCorrupt: () => undefined })).map((r) => r.id)).toEqual([mine.id]);
     await store.close();
     await deleteIdb(dbName);
   });
