@@ -128,7 +128,7 @@ export async function onceFetch(engine: Engine, input: RequestInfo | URL, init?:
   checkSendable(req, u.protocol);
   const captured = await captureBody(req.body, opts.maxBodyBytes);
   // A browser refuses a keepalive body over 64 KiB with the "Failed to fetch" of a lost answer (Node ignores keepalive).
-  if (req.rest['keepalive'] === true && onLine() !== undefined && (captured.bytes?.byteLength ?? 0) > 65_536) {
+  if (req.rest['keepalive'] === true && browserFetch() && (captured.bytes?.byteLength ?? 0) > 65_536) {
     throw new TypeError('client.fetch: a browser refuses a keepalive request whose body is over 64 KiB');
   }
   const given = req.headers.get('content-type');
@@ -248,6 +248,16 @@ export function responseLookup(lookup: LookupFn, opts: ResolvedOptions): Snapsho
 
 /** `navigator.onLine` in a browser or worker; undefined elsewhere (Node). */
 const onLine = (): boolean | undefined => (globalThis as { navigator?: { onLine?: boolean } }).navigator?.onLine;
+
+/**
+ * A browser's fetch: a page, a worker, an Electron renderer. jsdom and happy-dom give Node (or Bun)
+ * a `navigator.onLine` too, but there Node's fetch sends (`process.versions.node`, which a renderer
+ * with Node integration also has, beside `electron`, while its fetch is Chromium's).
+ */
+const browserFetch = (): boolean => {
+  const v = (globalThis as { process?: { versions?: { node?: string; electron?: string } } }).process?.versions;
+  return onLine() !== undefined && (v?.node === undefined || v.electron !== undefined);
+};
 
 const OPAQUE_REDIRECT = "opaque redirect: the provider answered with a redirect that redirect 'manual' hides in a browser; use redirect 'follow' for once-only calls";
 
