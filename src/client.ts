@@ -11,6 +11,7 @@ import { isOwned, waitWhileOwned } from './engine/wait.js';
 import type { Exclusive } from './engine/execute.js';
 import type { OnceRequestInit } from './engine/fetch-operation.js';
 import { onceFetch } from './engine/fetch-operation.js';
+import { wrappedFetch } from './engine/wrap.js';
 import type { RunContext, RunSpec } from './engine/run-operation.js';
 import { onceRun } from './engine/run-operation.js';
 import { applyEvent, isTerminal, recordId } from './operation/record.js';
@@ -138,7 +139,7 @@ export function createClientWith(options: OnceClientOptions, platform: PlatformD
   const client: OnceClient = {
     store: opts.store,
     fetch: (input, init) => onceFetch(engine, input, init),
-    wrap: () => ((input: RequestInfo | URL, init?: RequestInit) => onceFetch(engine, input, init)) as typeof globalThis.fetch,
+    wrap: () => ((input: RequestInfo | URL, init?: RequestInit) => wrappedFetch(engine, input, init)) as typeof globalThis.fetch,
     run: (spec, effect) => onceRun(engine, spec, effect),
     get: (scope) => opts.store.get(recordId(toScope(scope))),
     cancel: (scope, o) => cancel(engine, recordId(toScope(scope)), o?.waitMs ?? opts.inFlightWaitMs),

@@ -5,13 +5,19 @@
  * `Idempotent-Replayed: true`; another body: 400 idempotency error), lists
  * stored completions by metadata like the real API (`GET /v1/chat/completions?metadata[ref]=…`,
  * the lookup) and injects scripted faults after the commit point: the completion
- * is created, the client never learns it.
+ * is created, the client never learns it. A request with `stream: true` is answered
+ * with server-sent events (the effect commits before the first chunk); `holdStreams()`
+ * pauses every stream after its first chunk until released.
  */
 import { createServer } from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
-/** What happens to the next `POST /v1/chat/completions` after it commits. */
-export type OpenAIFault = 'drop_after_commit' | 'error_after_commit';
+/**
+ * What happens to the next `POST /v1/chat/completions`: after it commits (a dropped
+ * connection, a 500, a stream cut after its first chunk), or before (a 429 or 503 with
+ * `Retry-After: 0`; a 409 lock timeout, which openai-node retries; nothing is created).
+ */
+export type OpenAIFault = 'drop_after_commit' | 'error_after_commit' | 'drop_mid_stream' | 'rate_limited' | 'unavailable' | 'lock_timeout';
 
 /** One `POST /v1/chat/completions` as received. */
 export interface ReceivedRequest {
@@ -35,6 +41,8 @@ export interface FakeOpenAI {
   readonly lookups: number;
   /** queues faults for the next POSTs, in order */
   fault(...faults: OpenAIFault[]): void;
+  /** pauses streams after their first chunk until the returned function is called */
+  holdStreams(): () => void;
   close(): Promise<void>;
 }
 
@@ -57,6 +65,7 @@ export async function startFakeOpenAI(options: { dedupe?: boolean } = {}): Promi
   const faults: OpenAIFault[] = [];
   let effects = 0;
   let lookups = 0;
+  let held: Promise<void> = Promise.resolve();
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const url = new URL(req.url ?? '/', 'http://127.0.0.1');
@@ -74,6 +83,11 @@ export async function startFakeOpenAI(options: { dedupe?: boolean } = {}): Promi
     const key = typeof req.headers['idempotency-key'] === 'string' ? req.headers['idempotency-key'] : undefined;
     requests.push({ key, headers: { ...req.headers }, body });
     const fault = faults.shift();
+    if (fault === 'rate_limited' || fault === 'unavailable') {
+      res.setHeader('retry-after', '0');
+      return reply(res, fault === 'rate_limited' ? 429 : 503, { error: { type: 'requests', message: 'Rate limit reached' } });
+    }
+    if (fault === 'lock_timeout') return reply(res, 409, { error: { type: 'conflict', message: 'lock timeout' } });
 
     let completion: string;
     const seen = dedupe && key !== undefined ? byKey.get(key) : undefined;
@@ -90,6 +104,7 @@ export async function startFakeOpenAI(options: { dedupe?: boolean } = {}): Promi
       if (dedupe && key !== undefined) byKey.set(key, { body, completion });
     }
     if (fault === 'drop_after_commit') return void req.socket.destroy();
+    if ((JSON.parse(body) as { stream?: boolean }).stream === true) return stream(res, JSON.parse(completion) as Completion, fault === 'drop_mid_stream', held);
     if (fault === 'error_after_commit') return reply(res, 500, { error: { type: 'server_error', message: 'The server had an error while processing your request.' } });
     raw(res, 200, completion);
   };
@@ -114,6 +129,11 @@ export async function startFakeOpenAI(options: { dedupe?: boolean } = {}): Promi
       return lookups;
     },
     fault: (...f) => void faults.push(...f),
+    holdStreams: () => {
+      let release = (): void => undefined;
+      held = new Promise((resolve) => (release = resolve));
+      return release;
+    },
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());
@@ -133,6 +153,26 @@ function chatCompletion(n: number, requestBody: string): unknown {
     choices: [{ index: 0, message: { role: 'assistant', content: `order noted: ${String(last)}`, refusal: null }, logprobs: null, finish_reason: 'stop' }],
     usage: { prompt_tokens: 12, completion_tokens: 5, total_tokens: 17 },
   };
+}
+
+interface Completion {
+  id: string;
+  created: number;
+  model: string;
+  choices: { message: { content: string } }[];
+}
+
+/** The completion as SSE chunks: the first (role and half the text) at once, the rest after `held`. */
+async function stream(res: ServerResponse, c: Completion, dropMidStream: boolean, held: Promise<void>): Promise<void> {
+  const text = c.choices[0]?.message.content ?? '';
+  const chunk = (delta: Record<string, string>, finish: string | null): string =>
+    `data: ${JSON.stringify({ id: c.id, object: 'chat.completion.chunk', created: c.created, model: c.model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] })}\n\n`;
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+  res.write(chunk({ role: 'assistant', content: text.slice(0, 5) }, null));
+  await held;
+  if (dropMidStream) return void res.socket?.destroy();
+  res.write(chunk({ content: text.slice(5) }, 'stop'));
+  res.end('data: [DONE]\n\n');
 }
 
 function readBody(req: IncomingMessage): Promise<string> {

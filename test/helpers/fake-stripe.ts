@@ -35,8 +35,9 @@ interface Stored {
   body: string;
 }
 
-/** Starts the fake on 127.0.0.1. */
-export async function startFakeStripe(): Promise<FakeStripe> {
+/** Starts the fake on 127.0.0.1; `dedupe: false` ignores `Idempotency-Key` (every POST creates). */
+export async function startFakeStripe(options: { dedupe?: boolean } = {}): Promise<FakeStripe> {
+  const dedupe = options.dedupe ?? true;
   const byKey = new Map<string, Stored>();
   const keys: (string | undefined)[] = [];
   const faults: StripeFault[] = [];
@@ -52,7 +53,7 @@ export async function startFakeStripe(): Promise<FakeStripe> {
     keys.push(key);
     const fault = faults.shift();
 
-    const seen = key === undefined ? undefined : byKey.get(key);
+    const seen = key === undefined || !dedupe ? undefined : byKey.get(key);
     if (seen !== undefined && seen.params !== params) {
       return send(res, 400, JSON.stringify({
         error: {
