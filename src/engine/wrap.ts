@@ -29,5 +29,9 @@ export async function wrappedFetch(engine: Engine, input: RequestInfo | URL, ini
         `Not sent. Set the SDK's maxRetries: 0 (oncefetch retries with one key), or pass an ${keyHeader} header per call.`,
     );
   }
-  return onceFetch(engine, input, init);
+  const res = await onceFetch(engine, input, init);
+  // oncefetch returns a non-2xx only as final (terminal, or settled); the SDK would resend a 409 or a 5xx
+  // as a new operation, now refused: tell it not to, so its caller gets the response's own error.
+  if (isOnce && !res.ok) res.headers.set('x-should-retry', 'false');
+  return res;
 }

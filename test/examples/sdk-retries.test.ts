@@ -103,6 +103,15 @@ describe('openai-node with client.wrap() and its default maxRetries (2)', () => 
     expect(new Set(fake.requests.map((r) => r.key)).size).toBe(1);
   });
 
+  it('a 409 oncefetch holds terminal (openai-node would retry it): returned with x-should-retry: false, the SDK throws its ConflictError', async () => {
+    const { fake, openai } = await setup({});
+    fake.fault('lock_timeout');
+    const error: unknown = await openai.chat.completions.create(MESSAGE).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(OpenAI.ConflictError);
+    expect(fake.requests).toHaveLength(1);
+    expect(fake.effects).toBe(0);
+  });
+
   it('429s past oncefetch attempts: RetriesExhausted, the SDK retry is refused (nothing was created; loud, not resent under a new key)', async () => {
     const { fake, openai } = await setup({ retry: { maxAttempts: 2, baseDelayMs: 1, maxDelayMs: 5 } });
     fake.fault('rate_limited', 'rate_limited');
