@@ -40,14 +40,15 @@ export async function acquire(engine: Engine, spec: OperationSpec, deadline: Cal
     // gates the first send instead of two (claim, then pending -> in_flight). Not when a cancel is
     // already signalled: that one must end `cancelled` without an attempt.
     const startFirst = spec.cancelSignal?.aborted !== true;
-    const candidate = startFirst ? applyEvent(fresh, { type: 'attempt_started', attemptId: globalThis.crypto.randomUUID() }, claimedAt, owner) : fresh;
+    const attemptId = startFirst ? globalThis.crypto.randomUUID() : undefined;
+    const candidate = attemptId !== undefined ? applyEvent(fresh, { type: 'attempt_started', attemptId }, claimedAt, owner) : fresh;
     const ours = (rec: OperationRecord): OwnedRecord => {
       const owned = new OwnedRecord(rec, store, owner, now);
       owned.unsentAttempt = startFirst;
       return owned;
     };
     // The durable write that gates every send: if it fails, nothing is sent.
-    const { created, record } = await bounded(engine, id, deadline.signal, () => store.claim(candidate), (late) => (late?.created === true ? ours(late.record) : undefined));
+    const { created, record } = await bounded(engine, id, deadline.signal, () => store.claim(candidate), (late) => (late?.created === true ? ours(late.record) : undefined), attemptId);
     if (created) {
       engine.stats.operationsCreated++;
       engine.emit({ type: 'operation_created', scope: spec.scope, at: now() });
@@ -107,25 +108,51 @@ export async function awaitAbandon(engine: Engine, id: string, signal: AbortSign
  * IndexedDB holds a write until the store gives up). A write that lands after that is abandoned in
  * turn (best effort): its attempt closed as never sent, the lease released. Until then the abandon
  * is in `engine.abandoning`, which later calls of the record in this process wait for.
+ *
+ * `opens`: the id of the attempt the write opens. A write that failed may have been applied all the
+ * same, its acknowledgement lost (a connection dropped after COMMIT): that attempt would then read
+ * as ours and possibly sent, for good without a lookup or provider dedupe. So a failed one is read
+ * back and, found open under this owner, abandoned as a late one is, before the error is thrown.
  */
-export function bounded<T>(engine: Engine, id: string, signal: AbortSignal, write: () => Promise<T>, landed: (value: T | undefined) => OwnedRecord | undefined): Promise<T> {
+export function bounded<T>(
+  engine: Engine,
+  id: string,
+  signal: AbortSignal,
+  write: () => Promise<T>,
+  landed: (value: T | undefined) => OwnedRecord | undefined,
+  opens?: string,
+): Promise<T> {
   signal.throwIfAborted();
   const pending = write();
-  return untilAborted(pending, signal).catch((error: unknown) => {
-    if (signal.aborted) {
-      // (`landed` gets undefined when the write failed: an owned record is still released)
-      const abandon = (value?: T): Promise<unknown> | undefined => {
-        const owned = landed(value);
-        return owned && engine.abandon(owned, error);
+  return untilAborted(pending, signal).catch(async (error: unknown) => {
+    const gaveUp = signal.aborted;
+    if (gaveUp || opens !== undefined) {
+      const abandon = (owned: OwnedRecord | undefined): Promise<unknown> | undefined => owned && engine.abandon(owned, error);
+      // (`landed` gets undefined when the write failed: an owned record is still released after an abort)
+      const failed = async (): Promise<unknown> => {
+        const found = opens === undefined ? undefined : await openedUnsent(engine, id, opens).catch(() => undefined);
+        return abandon(found ?? (gaveUp ? landed(undefined) : undefined));
       };
-      const entry = { done: pending.then(abandon, () => abandon()).catch(() => undefined), until: engine.opts.now() + engine.opts.leaseMs };
+      const entry = { done: pending.then((value) => abandon(landed(value)), failed).catch(() => undefined), until: engine.opts.now() + engine.opts.leaseMs };
       void entry.done.finally(() => {
         if (engine.abandoning.get(id) === entry) engine.abandoning.delete(id);
       });
       engine.abandoning.set(id, entry);
+      if (!gaveUp) await untilAborted(entry.done, signal).catch(() => undefined);
     }
     throw error;
   });
+}
+
+/** The record as a failed write that opened attempt `attemptId` may have left it: held by this owner with that attempt open, or undefined. */
+async function openedUnsent(engine: Engine, id: string, attemptId: string): Promise<OwnedRecord | undefined> {
+  const { store, owner, now } = engine.opts;
+  const record = await store.get(id);
+  const last = record?.attempts.at(-1);
+  if (record === undefined || last?.id !== attemptId || last.finishedAt !== null || record.lease?.owner !== owner) return undefined;
+  const owned = new OwnedRecord(record, store, owner, now);
+  owned.unsentAttempt = true;
+  return owned;
 }
 
 /**

@@ -393,7 +393,7 @@ export class Engine {
     const write = (): Promise<unknown> => owned.commit(event).then(() => {
       if (opens) owned.unsentAttempt = true;
     });
-    return signal === undefined ? write() : bounded(this, owned.rec.id, signal, write, () => owned);
+    return signal === undefined ? write() : bounded(this, owned.rec.id, signal, write, () => owned, opens && event.type === 'attempt_started' ? event.attemptId : undefined);
   }
 
   private async sendOnce(owned: OwnedRecord, spec: OperationSpec, deadline: CallDeadline, n: number): Promise<StepResult> {

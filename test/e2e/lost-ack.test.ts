@@ -1,0 +1,198 @@
+/**
+ * Lost acknowledgements: a store write that is APPLIED but reported FAILED (PostgreSQL: the
+ * connection drops after COMMIT, before the client reads the ack; a store wrapper's timeout given
+ * up on while the write lands). `lossy()` wraps a real store: on the chosen write it performs the
+ * claim or compare-and-set, then throws a `StoreError` as if the ack were lost. Effects are counted
+ * at a loopback provider that does not dedupe (every POST that reaches it is a new order) unless a
+ * case says otherwise.
+ *
+ * The guarantee: at most one effect; no resend without a lookup's "absent" or provider dedupe; no
+ * ref left stuck by an attempt this process knows it never handed to the transport; the caller told
+ * the truth (a call that ends with its outcome unknown says so, whatever the store did with the
+ * writes that close it).
+ */
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { StoreError, createClient, memoryStore } from '../../src/index.js';
+import type { OnceClient, OnceClientOptions, OnceStore, OperationRecord } from '../../src/index.js';
+import { recordId } from '../../src/operation/record.js';
+import { sqliteStore } from '../../src/stores/sqlite.js';
+import { startProvider } from '../../src/testing/provider.js';
+import type { Provider } from '../../src/testing/provider.js';
+import { orderInit, tempDir } from '../helpers/setup.js';
+
+const ACTION = 'create-order';
+
+/** Which write a record change is, told from the record before and after it. */
+function writeOf(prev: OperationRecord | undefined, next: OperationRecord): string {
+  if (prev === undefined) return next.attempts.length > 0 ? 'claim+attempt' : 'claim';
+  if (next.attempts.length > prev.attempts.length) return 'attempt_started';
+  const a = prev.attempts.at(-1);
+  const b = next.attempts.at(-1);
+  if (a?.finishedAt === null && b?.finishedAt !== null) return b?.reason?.includes('before it was sent') === true ? 'never_sent' : `attempt_finished:${b?.class}`;
+  const e = next.evidence.length > prev.evidence.length ? next.evidence.at(-1) : undefined;
+  if (e?.kind === 'lookup') return `lookup:${e.detail.split(/[: ]/)[0]}`;
+  if (e !== undefined) return e.kind; // stop, cancel, takeover, …
+  if (prev.lease !== null && next.lease === null) return 'release';
+  return 'lease';
+}
+
+/**
+ * A store whose next write named `plan.lose` (see {@link writeOf}) is applied, then reported failed
+ * (once); optionally after `plan.delayMs`, so a caller can give up on it while it is pending.
+ */
+function lossy(inner: OnceStore) {
+  const plan: { lose: string; delayMs: number; lost: string[]; writes: string[] } = { lose: '', delayMs: 0, lost: [], writes: [] };
+  const after = async (label: string, applied: boolean, id: string): Promise<void> => {
+    plan.writes.push(label);
+    if (!applied || label !== plan.lose) return;
+    plan.lose = '';
+    plan.lost.push(label);
+    if (plan.delayMs > 0) await new Promise((r) => setTimeout(r, plan.delayMs));
+    throw new StoreError(`lossy: the acknowledgement of ${label} on ${id} was lost (the write was applied)`);
+  };
+  const store: OnceStore = {
+    name: 'lossy',
+    claim: async (record) => {
+      const res = await inner.claim(record);
+      await after(writeOf(undefined, record), res.created, record.id);
+      return res;
+    },
+    compareAndSet: async (id, expected, next) => {
+      const prev = await inner.get(id);
+      const res = await inner.compareAndSet(id, expected, next);
+      await after(writeOf(prev, next), res.ok, id);
+      return res;
+    },
+    get: (id) => inner.get(id),
+    list: (query) => inner.list(query),
+    purge: (now) => inner.purge(now),
+    close: () => inner.close(),
+  };
+  return { store, plan };
+}
+
+let provider: Provider;
+const cleanups: (() => unknown)[] = [];
+
+beforeEach(async () => {
+  provider = await startProvider({ ignoreKeys: true });
+});
+
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  await provider.close();
+});
+
+function clientOn(store: OnceStore, options: OnceClientOptions = {}): OnceClient {
+  const client = createClient({
+    store,
+    settleMs: 20,
+    leaseMs: 400,
+    ...options,
+    retry: { baseDelayMs: 1, maxDelayMs: 5, budget: false, ...options.retry },
+  });
+  cleanups.push(() => client.close());
+  return client;
+}
+
+function order(client: OnceClient, ref: string, signal?: AbortSignal): Promise<Response> {
+  return client.fetch(`${provider.url}/orders`, { ...orderInit(ref), ...(signal ? { signal } : {}), once: { action: ACTION, ref } });
+}
+
+const caught = (call: Promise<unknown>): Promise<unknown> => call.then(() => undefined, (error: unknown) => error);
+const idOf = (ref: string, action = ACTION): string => recordId({ tenant: 'default', action, ref });
+
+describe('the write that opens an attempt is applied, its acknowledgement lost', () => {
+  // Nothing was handed to the transport: the record must not read as "possibly sent" (in_flight
+  // under this owner, then ambiguous at the next call, an AmbiguousOutcomeError for good without a
+  // lookup or provider dedupe). Before the fix: the StoreError left attempt 1 open, and every later
+  // call, of this client or another, threw AmbiguousOutcomeError with 0 effects.
+  const cases = [
+    { write: 'claim+attempt', what: 'the claim of a new record (attempt 1 opened with it)', retry: {} },
+    { write: 'attempt_started', what: 'attempt_started of a retry after a 503', retry: { maxAttempts: 2 } },
+  ] as const;
+
+  for (const { write, what, retry } of cases) {
+    for (const next of ['same client', 'fresh client'] as const) {
+      it(`${what}: the caller gets the StoreError, nothing more is sent; the ${next} sends once, no lookup, no dedupe`, async () => {
+        const inner = memoryStore();
+        const { store, plan } = lossy(inner);
+        const ref = `LA-${write}-${next}`;
+        if (write === 'attempt_started') provider.fault({ kind: 'status_before_commit', status: 503, match: { ref } });
+        const client = clientOn(store, { retry });
+        plan.lose = write;
+
+        const error = await caught(order(client, ref));
+        expect(plan.lost).toEqual([write]);
+        expect(error).toBeInstanceOf(StoreError);
+        expect(provider.effectsFor(ref)).toBe(0);
+        const sentBefore = provider.requests.filter((r) => r.ref === ref).length;
+        expect(sentBefore).toBe(write === 'attempt_started' ? 1 : 0); // the 503, not processed
+        // the attempt the lost write opened is closed as never sent; the lease is released
+        const record = await inner.get(idOf(ref));
+        expect(record?.state).toBe('pending');
+        expect(record?.attempts.at(-1)?.class).toBe('not_sent');
+        expect(record?.lease).toBeNull();
+
+        const again = next === 'same client' ? client : clientOn(store, { retry });
+        expect((await order(again, ref)).status).toBe(201);
+        expect(provider.effectsFor(ref)).toBe(1);
+        expect(provider.requests.filter((r) => r.ref === ref)).toHaveLength(sentBefore + 1);
+        // and from then on a replay
+        expect((await order(clientOn(store), ref)).status).toBe(201);
+        expect(provider.effectsFor(ref)).toBe(1);
+      });
+    }
+  }
+
+  it('client.run: the claim applied, its ack lost; the next run performs the effect once', async () => {
+    const inner = memoryStore();
+    const { store, plan } = lossy(inner);
+    const client = clientOn(store);
+    let effects = 0;
+    const effect = async (): Promise<{ id: number }> => ({ id: ++effects });
+    plan.lose = 'claim+attempt';
+    expect(await caught(client.run({ action: 'charge', ref: 'LA-run' }, effect))).toBeInstanceOf(StoreError);
+    expect(effects).toBe(0);
+    expect(await client.run({ action: 'charge', ref: 'LA-run' }, effect)).toEqual({ id: 1 });
+    expect(await clientOn(store).run({ action: 'charge', ref: 'LA-run' }, effect)).toEqual({ id: 1 });
+    expect(effects).toBe(1);
+  });
+
+  it('on SQLite: the claim applied, its ack lost; a fresh client on the file sends once', async () => {
+    const dir = tempDir();
+    cleanups.push(() => dir.cleanup());
+    const path = join(dir.dir, 'once.db');
+    const inner = sqliteStore({ path });
+    cleanups.push(() => inner.close());
+    const { store, plan } = lossy(inner);
+    plan.lose = 'claim+attempt';
+    expect(await caught(order(clientOn(store), 'LA-sqlite'))).toBeInstanceOf(StoreError);
+    expect(provider.effectsFor('LA-sqlite')).toBe(0);
+    expect((await order(clientOn(sqliteStore({ path })), 'LA-sqlite')).status).toBe(201);
+    expect(provider.effectsFor('LA-sqlite')).toBe(1);
+  });
+
+  it('the caller gave up while the claim was pending, and it then failed though applied: the abandon closes the attempt; the next call sends once', async () => {
+    const inner = memoryStore();
+    const { store, plan } = lossy(inner);
+    const client = clientOn(store);
+    plan.lose = 'claim+attempt';
+    plan.delayMs = 100;
+    const reason = new Error('caller gave up');
+    const error = await caught(order(client, 'LA-abort', abortAfter(30, reason)));
+    expect(error).toBe(reason);
+    expect(provider.effectsFor('LA-abort')).toBe(0);
+    // the next call of this client waits for the abandon of the write it gave up on
+    expect((await order(client, 'LA-abort')).status).toBe(201);
+    expect(provider.effectsFor('LA-abort')).toBe(1);
+    expect(provider.requests.filter((r) => r.ref === 'LA-abort')).toHaveLength(1);
+  });
+});
+
+function abortAfter(ms: number, reason: unknown): AbortSignal {
+  const controller = new AbortController();
+  setTimeout(() => controller.abort(reason), ms);
+  return controller.signal;
+}
