@@ -16,6 +16,7 @@ import {
   OperationCancelledError,
   OperationFailedError,
   RetriesExhaustedError,
+  StoreError,
   isOnceError,
 } from '../errors.js';
 import type { OnceEvent, OnceStats } from '../events.js';
@@ -339,6 +340,9 @@ export class Engine {
     try {
       await owned.commit({ type: 'stopped', code: error.code, message: error.message });
     } catch (cause) {
+      // A call that ends with its outcome unknown says so: a store that failed the stop (or lost its
+      // ack) only leaves the lease to expire, and its StoreError would read as "nothing was sent".
+      if (cause instanceof StoreError && owned.rec.state === 'ambiguous') return error;
       if (!(cause instanceof LeaseLostError)) return cause instanceof Error ? cause : error;
     }
     this.emit({ type: 'stopped', scope: scopeOf(owned.rec), at: this.opts.now(), code: error.code, message: error.message });
@@ -528,7 +532,12 @@ export class Engine {
           await owned.commit({ type: 'resend_after_ambiguous', detail: `${result.detail}; the provider dedupes by key` });
           return;
         }
-        if (result.kind === 'unknown') await owned.commit({ type: 'lookup_unknown', detail: result.detail });
+        // (a note: a store that fails it must not turn the AmbiguousOutcomeError below into a StoreError)
+        if (result.kind === 'unknown') {
+          await owned.commit({ type: 'lookup_unknown', detail: result.detail }).catch((error: unknown) => {
+            if (!(error instanceof StoreError)) throw error;
+          });
+        }
         const why = cancelled
           ? 'a cancel was requested'
           : !keyStillRemembered && this.opts.providerDedupes

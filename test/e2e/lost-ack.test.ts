@@ -13,13 +13,13 @@
  */
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { StoreError, createClient, memoryStore } from '../../src/index.js';
+import { AmbiguousOutcomeError, StoreError, createClient, memoryStore } from '../../src/index.js';
 import type { OnceClient, OnceClientOptions, OnceStore, OperationRecord } from '../../src/index.js';
 import { recordId } from '../../src/operation/record.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
 import { startProvider } from '../../src/testing/provider.js';
 import type { Provider } from '../../src/testing/provider.js';
-import { orderInit, tempDir } from '../helpers/setup.js';
+import { lookupByRef, orderInit, tempDir } from '../helpers/setup.js';
 
 const ACTION = 'create-order';
 
@@ -39,10 +39,17 @@ function writeOf(prev: OperationRecord | undefined, next: OperationRecord): stri
 
 /**
  * A store whose next write named `plan.lose` (see {@link writeOf}) is applied, then reported failed
- * (once); optionally after `plan.delayMs`, so a caller can give up on it while it is pending.
+ * (once); optionally after `plan.delayMs`, so a caller can give up on it while it is pending. With
+ * `plan.fail`, the next write so named fails without being applied (the ordinary failure).
  */
 function lossy(inner: OnceStore) {
-  const plan: { lose: string; delayMs: number; lost: string[]; writes: string[] } = { lose: '', delayMs: 0, lost: [], writes: [] };
+  const plan: { lose: string; fail: string; delayMs: number; lost: string[]; writes: string[] } = { lose: '', fail: '', delayMs: 0, lost: [], writes: [] };
+  const before = (label: string, id: string): void => {
+    if (label !== plan.fail) return;
+    plan.fail = '';
+    plan.lost.push(`failed ${label}`);
+    throw new StoreError(`lossy: ${label} on ${id} failed (not applied)`);
+  };
   const after = async (label: string, applied: boolean, id: string): Promise<void> => {
     plan.writes.push(label);
     if (!applied || label !== plan.lose) return;
@@ -54,12 +61,14 @@ function lossy(inner: OnceStore) {
   const store: OnceStore = {
     name: 'lossy',
     claim: async (record) => {
+      before(writeOf(undefined, record), record.id);
       const res = await inner.claim(record);
       await after(writeOf(undefined, record), res.created, record.id);
       return res;
     },
     compareAndSet: async (id, expected, next) => {
       const prev = await inner.get(id);
+      before(writeOf(prev, next), id);
       const res = await inner.compareAndSet(id, expected, next);
       await after(writeOf(prev, next), res.ok, id);
       return res;
@@ -189,6 +198,46 @@ describe('the write that opens an attempt is applied, its acknowledgement lost',
     expect(provider.effectsFor('LA-abort')).toBe(1);
     expect(provider.requests.filter((r) => r.ref === 'LA-abort')).toHaveLength(1);
   });
+});
+
+describe('a call that ends with its outcome unknown says so, whatever the store did with the writes that close it', () => {
+  // The attempt got a 502 after the provider committed (one effect); nothing can settle it (no
+  // lookup that answers, no provider dedupe), so the call stops with AmbiguousOutcomeError. A
+  // StoreError instead would read as "nothing was sent" (README: StoreError). Before the fix the
+  // caller got the StoreError of the stop (or of the lookup_unknown note) in each case below.
+  const cases = [
+    { write: 'stop', how: 'lose', lookup: false, what: 'the stop applied, its ack lost' },
+    { write: 'stop', how: 'fail', lookup: false, what: 'the stop failed, not applied' },
+    { write: 'lookup:unknown', how: 'lose', lookup: true, what: "the lookup's 'unknown' note applied, its ack lost" },
+    { write: 'lookup:unknown', how: 'fail', lookup: true, what: "the lookup's 'unknown' note failed, not applied" },
+  ] as const;
+
+  for (const { write, how, lookup, what } of cases) {
+    it(`${what}: AmbiguousOutcomeError, one effect, never resent; the next call says ambiguous too`, async () => {
+      const inner = memoryStore();
+      const { store, plan } = lossy(inner);
+      const ref = `LA-${write}-${how}`;
+      provider.fault({ kind: 'error_after_commit', status: 502, match: { ref } });
+      const failingLookup = async (): Promise<Response | null> => {
+        throw new Error('lookup service down');
+      };
+      const client = clientOn(store, lookup ? { lookups: { [ACTION]: failingLookup } } : {});
+      plan[how] = write;
+
+      const error = await caught(order(client, ref));
+      expect(plan.lost).toEqual([how === 'lose' ? write : `failed ${write}`]);
+      expect(error).toBeInstanceOf(AmbiguousOutcomeError);
+      expect(provider.effectsFor(ref)).toBe(1);
+      expect((await inner.get(idOf(ref)))?.state).toBe('ambiguous');
+
+      expect(await caught(order(client, ref))).toBeInstanceOf(AmbiguousOutcomeError);
+      // with a lookup that answers, the next call settles it: found, not resent
+      const settled = clientOn(store, { lookups: { [ACTION]: lookupByRef(provider.url) } });
+      expect((await order(settled, ref)).status).toBe(200);
+      expect(provider.effectsFor(ref)).toBe(1);
+      expect(provider.requests.filter((r) => r.ref === ref)).toHaveLength(1);
+    });
+  }
 });
 
 function abortAfter(ms: number, reason: unknown): AbortSignal {
