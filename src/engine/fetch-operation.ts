@@ -7,6 +7,7 @@
  */
 import type { ClassifyOverride } from '../classify/classify.js';
 import { applyOverride, classifyError, classifyResponse, needsBody } from '../classify/classify.js';
+import { isSuccessStatus } from '../classify/status.js';
 import type { Classification } from '../classify/classify.js';
 import { AmbiguousOutcomeError } from '../errors.js';
 import { captureBody } from '../operation/body.js';
@@ -288,6 +289,15 @@ async function sendAttempt(
     response = await opts.fetch(req.url, { ...req.rest, method: req.method, headers, body: body?.slice() ?? null, signal: ctx.signal });
   } catch (error) {
     return { ...decide({ error }, classifyError(error, 'awaiting_response')), snapshot: null, live: error, cause: error };
+  }
+  // A 2xx event stream is handed over as it arrives, never read whole first: its 2xx says the effect
+  // happened (success, headers stored, body not: a replay is marked truncated), and a drop mid-stream
+  // reaches the caller's reader, never a resend. The caller's abort still ends it.
+  if (override === undefined && isSuccessStatus(response.status) && response.body !== null && /^\s*text\/event-stream/i.test(response.headers.get('content-type') ?? '')) {
+    const stream = response.body.pipeThrough(new TransformStream<Uint8Array, Uint8Array>(), req.signal === undefined ? {} : { signal: req.signal });
+    const snapshot = { ...responseSnapshot(response, new Uint8Array(0), 'attempt', opts.sensitiveHeaders, opts.maxStoredBodyBytes), bodyTruncated: true };
+    const live: LiveBody = { bytes: new Uint8Array(0), stream, headers: response.headers, url: response.url, redirected: response.redirected };
+    return { classification: { class: 'success', reason: `status ${response.status}, event stream` }, snapshot, live };
   }
   let bytes: Uint8Array;
   try {

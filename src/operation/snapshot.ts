@@ -81,6 +81,8 @@ export interface LiveBody {
   /** the final URL, after redirects, as the transport's response gave it */
   url?: string;
   redirected?: boolean;
+  /** a 2xx event stream, passed through as it arrives (`bytes` is then empty); for the live caller only */
+  stream?: ReadableStream<Uint8Array>;
 }
 
 /**
@@ -105,7 +107,9 @@ export function buildResponse(snapshot: ResultSnapshot, live: LiveBody | undefin
     if (snapshot.bodyTruncated) headers.set(TRUNCATED_HEADER, 'true');
   }
   const init: ResponseInit = { status: snapshot.status, statusText: snapshot.statusText, headers };
-  const response = new Response(NULL_BODY_STATUS.has(snapshot.status) ? null : bytes, init);
+  // A live stream has one reader: the live caller; joined callers get the (truncated) snapshot.
+  const body = live?.stream !== undefined && !replayed ? live.stream : bytes;
+  const response = new Response(NULL_BODY_STATUS.has(snapshot.status) ? null : body, init);
   // The live caller sees where the request ended up, as from fetch (a replay has no live URL).
   if (live?.url !== undefined && live.url !== '') Object.defineProperty(response, 'url', { value: live.url });
   if (live?.redirected === true) Object.defineProperty(response, 'redirected', { value: true });

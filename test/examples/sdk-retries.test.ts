@@ -123,6 +123,46 @@ describe('openai-node with client.wrap() and its default maxRetries (2)', () => 
 });
 
 describe('openai-node streams through client.wrap()', () => {
+  it('the first chunk reaches the caller before the server ends the stream', async () => {
+    const fake = await startFakeOpenAI();
+    fakes.push(fake);
+    const openai = new OpenAI({ apiKey: 'sk-test', baseURL: fake.baseURL, fetch: client({}).wrap(), maxRetries: 0 });
+    const release = fake.holdStreams();
+    try {
+      const stream = await Promise.race([
+        openai.chat.completions.create({ ...MESSAGE, stream: true }),
+        new Promise<never>((_, reject) => setTimeout(() => reject(new Error('no response before the stream ended (buffered)')), 2000)),
+      ]);
+      const it = stream[Symbol.asyncIterator]();
+      const first = await it.next();
+      expect(first.value?.choices[0]?.delta.role).toBe('assistant');
+      release();
+      const rest: string[] = [];
+      for (let r = await it.next(); r.done !== true; r = await it.next()) rest.push(r.value.choices[0]?.delta.content ?? '');
+      expect(rest.join('')).not.toBe('');
+    } finally {
+      release();
+    }
+    expect(fake.effects).toBe(1);
+  });
+
+  it("the caller's abort ends a stream still held open by the server", async () => {
+    const fake = await startFakeOpenAI();
+    fakes.push(fake);
+    const openai = new OpenAI({ apiKey: 'sk-test', baseURL: fake.baseURL, fetch: client({}).wrap(), maxRetries: 0 });
+    const release = fake.holdStreams();
+    try {
+      const stream = await openai.chat.completions.create({ ...MESSAGE, stream: true });
+      const it = stream[Symbol.asyncIterator]();
+      await it.next();
+      stream.controller.abort();
+      const ended = await Promise.race([it.next().then(() => 'ended', () => 'ended'), new Promise((r) => setTimeout(() => r('still open'), 1000))]);
+      expect(ended).toBe('ended');
+    } finally {
+      release();
+    }
+  });
+
   it('a drop mid-stream (default maxRetries): reported, never resent', async () => {
     const fake = await startFakeOpenAI({ dedupe: false });
     fakes.push(fake);
@@ -132,8 +172,30 @@ describe('openai-node streams through client.wrap()', () => {
       const stream = await openai.chat.completions.create({ ...MESSAGE, stream: true });
       for await (const chunk of stream) void chunk;
     })().catch((e: unknown) => e);
+    // the stream's own error (the connection closed), not our refusal of a retry: nothing was retried
     expect(error).toBeInstanceOf(Error);
+    expect(String(error)).not.toMatch(/maxRetries/);
     expect(fake.effects).toBe(1);
+    expect(fake.requests).toHaveLength(1);
+    expect(once?.stats()).toMatchObject({ attempts: 1, ambiguous: 0 });
+  });
+
+  it('a streamed success is stored without its body: the same key again is a replay marked truncated, nothing sent', async () => {
+    const fake = await startFakeOpenAI();
+    fakes.push(fake);
+    const wrapped = client({}).wrap();
+    const call = () =>
+      wrapped(`${fake.baseURL}/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'Idempotency-Key': 'task-11' },
+        body: JSON.stringify({ ...MESSAGE, stream: true }),
+      });
+    const first = await call();
+    expect(await first.text()).toContain('data: [DONE]');
+    const again = await call();
+    expect(again.headers.get('oncefetch-replayed')).toBe('true');
+    expect(again.headers.get('oncefetch-body-truncated')).toBe('true');
+    expect(await again.text()).toBe('');
     expect(fake.requests).toHaveLength(1);
   });
 });

@@ -168,9 +168,13 @@ async function stream(res: ServerResponse, c: Completion, dropMidStream: boolean
   const chunk = (delta: Record<string, string>, finish: string | null): string =>
     `data: ${JSON.stringify({ id: c.id, object: 'chat.completion.chunk', created: c.created, model: c.model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] })}\n\n`;
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-  res.write(chunk({ role: 'assistant', content: text.slice(0, 5) }, null));
+  await new Promise((resolve) => res.write(chunk({ role: 'assistant', content: text.slice(0, 5) }, null), resolve));
   await held;
-  if (dropMidStream) return void res.socket?.destroy();
+  if (dropMidStream) {
+    // after the client has the headers and the first chunk
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    return void res.socket?.destroy();
+  }
   res.write(chunk({ content: text.slice(5) }, 'stop'));
   res.end('data: [DONE]\n\n');
 }
