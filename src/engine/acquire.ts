@@ -112,7 +112,8 @@ export async function awaitAbandon(engine: Engine, id: string, signal: AbortSign
  * `opens`: the id of the attempt the write opens. A write that failed may have been applied all the
  * same, its acknowledgement lost (a connection dropped after COMMIT): that attempt would then read
  * as ours and possibly sent, for good without a lookup or provider dedupe. So a failed one is read
- * back and, found open under this owner, abandoned as a late one is, before the error is thrown.
+ * back and, found open under this owner, abandoned as a late one is, before the error is thrown
+ * (waited for as {@link awaitAbandon} waits).
  */
 export function bounded<T>(
   engine: Engine,
@@ -138,7 +139,8 @@ export function bounded<T>(
         if (engine.abandoning.get(id) === entry) engine.abandoning.delete(id);
       });
       engine.abandoning.set(id, entry);
-      if (!gaveUp) await untilAborted(entry.done, signal).catch(() => undefined);
+      // (no longer than a late one is waited for: a store that hangs now must not hold the error for good)
+      if (!gaveUp) await awaitAbandon(engine, id, signal).catch(() => undefined);
     }
     throw error;
   });

@@ -43,7 +43,7 @@ function writeOf(prev: OperationRecord | undefined, next: OperationRecord): stri
  * `plan.fail`, the next write so named fails without being applied (the ordinary failure).
  */
 function lossy(inner: OnceStore) {
-  const plan: { lose: string; fail: string; delayMs: number; lost: string[]; writes: string[] } = { lose: '', fail: '', delayMs: 0, lost: [], writes: [] };
+  const plan: { lose: string; fail: string; delayMs: number; hangReads: boolean; lost: string[]; writes: string[] } = { lose: '', fail: '', delayMs: 0, hangReads: false, lost: [], writes: [] };
   const before = (label: string, id: string): void => {
     if (label !== plan.fail) return;
     plan.fail = '';
@@ -73,7 +73,7 @@ function lossy(inner: OnceStore) {
       await after(writeOf(prev, next), res.ok, id);
       return res;
     },
-    get: (id) => inner.get(id),
+    get: (id) => (plan.hangReads ? new Promise<never>(() => undefined) : inner.get(id)),
     list: (query) => inner.list(query),
     purge: (now) => inner.purge(now),
     close: () => inner.close(),
@@ -197,6 +197,19 @@ describe('the write that opens an attempt is applied, its acknowledgement lost',
     expect((await order(client, 'LA-abort')).status).toBe(201);
     expect(provider.effectsFor('LA-abort')).toBe(1);
     expect(provider.requests.filter((r) => r.ref === 'LA-abort')).toHaveLength(1);
+  });
+});
+
+describe('the read-back after a lost acknowledgement', () => {
+  it('hangs: the caller still gets its StoreError within the lease, not at the deadline', async () => {
+    const { store, plan } = lossy(memoryStore());
+    const client = clientOn(store, { retry: { deadlineMs: 10_000 } });
+    plan.lose = 'claim+attempt';
+    plan.hangReads = true;
+    const startedAt = Date.now();
+    expect(await caught(order(client, 'LA-hang'))).toBeInstanceOf(StoreError);
+    expect(Date.now() - startedAt).toBeLessThan(3_000); // leaseMs is 400
+    expect(provider.requests).toHaveLength(0);
   });
 });
 
