@@ -13,7 +13,7 @@
  */
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { AmbiguousOutcomeError, StoreError, createClient, memoryStore } from '../../src/index.js';
+import { AmbiguousOutcomeError, OperationCancelledError, StoreError, createClient, memoryStore } from '../../src/index.js';
 import type { OnceClient, OnceClientOptions, OnceStore, OperationRecord } from '../../src/index.js';
 import { recordId } from '../../src/operation/record.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
@@ -251,6 +251,141 @@ describe('a call that ends with its outcome unknown says so, whatever the store 
       expect(provider.requests.filter((r) => r.ref === ref)).toHaveLength(1);
     });
   }
+});
+
+describe('every other engine write applied, its acknowledgement lost: at most one effect, the next call finishes', () => {
+  type Case = {
+    write: string;
+    what: string;
+    /** the call ends with this (a StoreError, unless said) */
+    first?: (error: unknown) => void;
+    /** what the provider has seen when the first call ended: [requests, effects] */
+    sent: [number, number];
+    /** the next call's status, or the error it throws */
+    next: number | typeof OperationCancelledError;
+    /** requests at the end (a resend only after an "absent" or with a provider that dedupes) */
+    requests: number;
+    effects: number;
+    fault?: 'ambiguous' | 'retryable' | 'unsent-ambiguous';
+    lookup?: boolean;
+    dedupes?: boolean;
+    options?: (signals: { abort: AbortController; cancel: AbortController }) => OnceClientOptions;
+    call?: { abort?: boolean; cancel?: boolean; classifyThrows?: boolean };
+    /** a record to take over: left pending under a crashed owner's expired lease */
+    crashed?: boolean;
+  };
+  const onCreated = (fn: () => void): OnceClientOptions => ({ onEvent: (e) => void (e.type === 'operation_created' && fn()) });
+  const cases: Case[] = [
+    { write: 'takeover', what: 'the takeover of a crashed owner\'s record', crashed: true, sent: [0, 0], next: 201, requests: 2, effects: 1 },
+    { write: 'attempt_finished:success', what: 'a 201 recorded (the record says succeeded)', sent: [1, 1], next: 201, requests: 1, effects: 1 },
+    { write: 'attempt_finished:retryable', what: 'a 503 recorded', fault: 'retryable', sent: [1, 0], next: 201, requests: 2, effects: 1 },
+    { write: 'attempt_finished:ambiguous', what: 'a 502 after commit recorded', fault: 'ambiguous', lookup: true, sent: [1, 1], next: 200, requests: 1, effects: 1 },
+    { write: 'lookup:found', what: "the lookup's 'found'", fault: 'ambiguous', lookup: true, sent: [1, 1], next: 200, requests: 1, effects: 1 },
+    { write: 'lookup:absent', what: "the lookup's 'absent'", fault: 'unsent-ambiguous', lookup: true, sent: [1, 0], next: 201, requests: 2, effects: 1 },
+    { write: 'lookup:resend', what: 'the same-key resend cleared by providerDedupes', fault: 'ambiguous', dedupes: true, sent: [1, 1], next: 201, requests: 2, effects: 1 },
+    {
+      write: 'release',
+      what: "the release after the caller's classify threw",
+      fault: 'retryable',
+      call: { classifyThrows: true },
+      first: (error) => expect((error as Error).message).toBe('classify failed'),
+      sent: [1, 0],
+      next: 201,
+      requests: 2,
+      effects: 1,
+    },
+    {
+      write: 'never_sent',
+      what: 'never_sent of an attempt the caller aborted before the send',
+      options: ({ abort }) => onCreated(() => abort.abort(new Error('caller gave up'))),
+      call: { abort: true },
+      first: (error) => expect((error as Error).message).toBe('caller gave up'),
+      sent: [0, 0],
+      next: 201,
+      requests: 1,
+      effects: 1,
+    },
+    {
+      write: 'cancel',
+      what: 'the cancel of a call whose once.signal aborted before the send',
+      options: ({ cancel }) => onCreated(() => cancel.abort()),
+      call: { cancel: true },
+      sent: [0, 0],
+      next: OperationCancelledError,
+      requests: 0,
+      effects: 0,
+    },
+  ];
+
+  for (const c of cases) {
+    it(`${c.write}: ${c.what}`, async () => {
+      if (c.dedupes === true) {
+        await provider.close();
+        provider = await startProvider();
+      }
+      const inner = memoryStore();
+      const { store, plan } = lossy(inner);
+      const ref = `LA-${c.write}`;
+      const signals = { abort: new AbortController(), cancel: new AbortController() };
+      const base: OnceClientOptions = { providerDedupes: c.dedupes === true, ...(c.lookup === true ? { lookups: { [ACTION]: lookupByRef(provider.url) } } : {}) };
+      if (c.crashed === true) {
+        provider.fault({ kind: 'status_before_commit', status: 503, match: { ref } });
+        await caught(order(clientOn(store, { ...base, retry: { maxAttempts: 1 } }), ref));
+        const left = await inner.get(idOf(ref));
+        if (left === undefined) throw new Error('no record');
+        await inner.compareAndSet(left.id, left.generation, { ...left, generation: left.generation + 1, lease: { owner: 'crashed', expiresAt: Date.now() - 1 } });
+      }
+      if (c.fault === 'ambiguous') provider.fault({ kind: 'error_after_commit', status: 502, match: { ref } });
+      if (c.fault === 'retryable') provider.fault({ kind: 'status_before_commit', status: 503, match: { ref } });
+      if (c.fault === 'unsent-ambiguous') provider.fault({ kind: 'reset_before_commit', match: { ref } });
+      const client = clientOn(store, { ...base, ...c.options?.(signals) });
+      const requestsBefore = provider.requests.length;
+      plan.lose = c.write;
+
+      const error = await caught(
+        client.fetch(`${provider.url}/orders`, {
+          ...orderInit(ref),
+          ...(c.call?.abort === true ? { signal: signals.abort.signal } : {}),
+          once: {
+            action: ACTION,
+            ref,
+            ...(c.call?.cancel === true ? { signal: signals.cancel.signal } : {}),
+            ...(c.call?.classifyThrows === true
+              ? {
+                  classify: () => {
+                    throw new Error('classify failed');
+                  },
+                }
+              : {}),
+          },
+        }),
+      );
+      expect(plan.lost).toEqual([c.write]);
+      if (c.first === undefined) expect(error).toBeInstanceOf(StoreError);
+      else c.first(error);
+      expect([provider.requests.length - requestsBefore, provider.effectsFor(ref)]).toEqual(c.sent);
+
+      for (const next of [client, clientOn(store, base), clientOn(store, base)]) {
+        if (c.next === OperationCancelledError) expect(await caught(order(next, ref))).toBeInstanceOf(OperationCancelledError);
+        else expect((await order(next, ref)).status).toBe(c.next);
+      }
+      expect(provider.requests.filter((r) => r.ref === ref)).toHaveLength(c.requests);
+      expect(provider.effectsFor(ref)).toBe(c.effects);
+    });
+  }
+
+  it('client.cancel: the cancel applied, its ack lost; the cancel is recorded all the same, and asked again it says so', async () => {
+    const inner = memoryStore();
+    const { store, plan } = lossy(inner);
+    const client = clientOn(store, { retry: { maxAttempts: 1 } });
+    provider.fault({ kind: 'status_before_commit', status: 503, match: { ref: 'LA-cancel' } });
+    await caught(order(client, 'LA-cancel')); // pending, nothing delivered
+    plan.lose = 'cancel';
+    expect(await caught(client.cancel({ action: ACTION, ref: 'LA-cancel' }))).toBeInstanceOf(StoreError);
+    expect(await client.cancel({ action: ACTION, ref: 'LA-cancel' })).toEqual({ outcome: 'cancelled', state: 'cancelled' });
+    expect(await caught(order(clientOn(store), 'LA-cancel'))).toBeInstanceOf(OperationCancelledError);
+    expect(provider.effectsFor('LA-cancel')).toBe(0);
+  });
 });
 
 function abortAfter(ms: number, reason: unknown): AbortSignal {
