@@ -35,7 +35,7 @@ const openai = new OpenAI({
   apiKey: process.env.OPENAI_API_KEY ?? 'sk-loopback',
   baseURL: baseURL ?? null,
   fetch: once.wrap(),
-  maxRetries: 0, // oncefetch retries; the SDK's own retries would each be a new request
+  maxRetries: 0, // oncefetch retries with one key; the SDK's own would be new operations (wrap() refuses them)
 });
 
 const ref = 'task-42'; // your stable id: sent as the key, so a restart resumes the same operation
