@@ -88,7 +88,10 @@ export interface CancelOptions {
 export interface OnceClient {
   /** fetch-compatible; POST and PATCH (or any call with `once` or an `Idempotency-Key` header) are once-only */
   fetch(input: RequestInfo | URL, init?: OnceRequestInit): Promise<Response>;
-  /** a plain `fetch` function with the same guarantee, to hand to other SDKs */
+  /**
+   * a plain `fetch` function with the same guarantee, to hand to other SDKs; turn their own retries off
+   * (a Stainless SDK's retry without an `Idempotency-Key`, `x-stainless-retry-count` ≥ 1, is refused unsent)
+   */
   wrap(): typeof globalThis.fetch;
   /** the same guarantee for any async side effect that takes an idempotency key */
   run<T>(spec: RunSpec<T>, effect: (ctx: RunContext) => Promise<T>): Promise<T>;
