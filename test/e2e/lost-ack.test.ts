@@ -200,6 +200,27 @@ describe('the write that opens an attempt is applied, its acknowledgement lost',
   });
 });
 
+describe('the caller gave up while attempt_started was pending, and it then failed though applied', () => {
+  it('the abandon closes the attempt it opened; the next call (same client, then a fresh one) sends once', async () => {
+    const inner = memoryStore();
+    const { store, plan } = lossy(inner);
+    const ref = 'LA-abort-started';
+    provider.fault({ kind: 'status_before_commit', status: 503, match: { ref } });
+    const controller = new AbortController();
+    const reason = new Error('caller gave up');
+    // the retry's backoff is at most 5 ms: 30 ms later its attempt_started is pending (100 ms)
+    const client = clientOn(store, { retry: { maxAttempts: 2 }, onEvent: (e) => void (e.type === 'retry_scheduled' && setTimeout(() => controller.abort(reason), 30)) });
+    plan.lose = 'attempt_started';
+    plan.delayMs = 100;
+    expect(await caught(order(client, ref, controller.signal))).toBe(reason);
+    expect(plan.lost).toEqual(['attempt_started']);
+    expect((await order(client, ref)).status).toBe(201);
+    expect((await order(clientOn(store), ref)).status).toBe(201);
+    expect(provider.effectsFor(ref)).toBe(1);
+    expect(provider.requests.filter((r) => r.ref === ref)).toHaveLength(2); // the 503, then the one send
+  });
+});
+
 describe('the read-back after a lost acknowledgement', () => {
   it('hangs: the caller still gets its StoreError within the lease, not at the deadline', async () => {
     const { store, plan } = lossy(memoryStore());
