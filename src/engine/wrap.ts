@@ -1,6 +1,6 @@
 /**
  * `client.wrap()`: `client.fetch` as another SDK's `fetch`, guarded against the SDK's own
- * retries. A Stainless-generated SDK (openai-node, anthropic) retries a failed call by
+ * retries. A Stainless-generated SDK (openai-node among them) retries a failed call by
  * itself and marks each retry `x-stainless-retry-count: N`. Without an Idempotency-Key
  * oncefetch cannot tie that retry to the call it repeats: sent, it would be a new operation
  * under a new key, a second effect whenever the first call took one. It is refused instead.
