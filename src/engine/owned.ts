@@ -7,6 +7,7 @@
  */
 import { MAX_TIMER_MS } from '../backoff/sleep.js';
 import { StoreError } from '../errors.js';
+import { canonicalJson } from '../operation/canonical-json.js';
 import { IllegalTransitionError, applyEvent, isTerminal } from '../operation/record.js';
 import type { OperationRecord, RecordEvent } from '../operation/record.js';
 import type { CompareAndSetResult, OnceStore } from '../stores/contract.js';
@@ -33,6 +34,12 @@ export class OwnedRecord {
   private chain: Promise<unknown> = Promise.resolve();
   /** true while the record's open attempt was started by the claim and not yet handed to the transport */
   unsentAttempt = false;
+  /**
+   * The last write whose compare-and-set threw (a StoreError): applied or not, nobody can tell from
+   * the error (its acknowledgement may have been lost after COMMIT). A later read that shows exactly
+   * `next` says it landed: it is then adopted as ours, never filed as another's.
+   */
+  private unacked: { event: RecordEvent; next: OperationRecord } | undefined;
 
   constructor(
     public rec: OperationRecord,
@@ -93,15 +100,30 @@ export class OwnedRecord {
         if (event.type === 'attempt_finished' || event.type === 'never_sent') await this.keep(base, event);
         throw new LeaseLostError(base, `record ${base.id} moved on under its owner (now ${base.state}): ${event.type} no longer applies`);
       }
-      const res = await this.store.compareAndSet(base.id, base.generation, next);
+      let res: CompareAndSetResult;
+      try {
+        res = await this.store.compareAndSet(base.id, base.generation, next);
+      } catch (error) {
+        if (base === this.rec) this.unacked = { event, next };
+        throw error;
+      }
       if (res.ok) {
         // (a never_sent that closed our attempt under another lease: the record is its holder's)
         if (base !== this.rec) throw new LeaseLostError(next);
         this.rec = next;
+        this.unacked = undefined;
         return next;
       }
       const current = res.current;
       if (current === undefined) throw new StoreError(`${this.store.name}: record ${base.id} vanished while owned`);
+      // Our own earlier write, applied though reported failed: ours, as if its ack had come. This
+      // very event tried again finds itself done; another one applies on top of it.
+      const again = this.unacked?.event === event;
+      if (base === this.rec && this.landed(current)) {
+        if (again) return current;
+        base = current;
+        continue;
+      }
       // Still ours (a cancel request or a note moved it, no send): follow it, as for any event; a
       // never_sent then leaves the record ours, and the abandon's release after it still applies.
       if (base === this.rec && current.lease?.owner === this.owner && !isTerminal(current.state) && sameAttempts(base, current, this.owner)) {
@@ -120,6 +142,14 @@ export class OwnedRecord {
       throw new LeaseLostError(current);
     }
     throw new StoreError(`${this.store.name}: record ${this.rec.id} keeps changing under its owner`);
+  }
+
+  /** Whether `current` is exactly what the last failed write would have made; if so it becomes ours. */
+  private landed(current: OperationRecord): boolean {
+    if (this.unacked === undefined || !sameRecord(current, this.unacked.next)) return false;
+    this.rec = current;
+    this.unacked = undefined;
+    return true;
   }
 
   /**
@@ -145,6 +175,16 @@ function sameAttempts(base: OperationRecord, current: OperationRecord, owner: st
   const a = base.attempts.at(-1);
   const b = current.attempts.at(-1);
   return a?.id === b?.id && (a?.finishedAt === b?.finishedAt || (b?.class === 'not_sent' && b.owner !== owner));
+}
+
+/** Whether two records are the same version, field for field (as a store gives it back). */
+function sameRecord(a: OperationRecord, b: OperationRecord): boolean {
+  if (a.generation !== b.generation || a.updatedAt !== b.updatedAt) return false;
+  try {
+    return canonicalJson(a) === canonicalJson(b);
+  } catch {
+    return false;
+  }
 }
 
 /**

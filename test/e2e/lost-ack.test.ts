@@ -409,6 +409,32 @@ describe('every other engine write applied, its acknowledgement lost: at most on
   });
 });
 
+describe('never_sent applied inside the abandon, its acknowledgement lost: the engine knows its own write', () => {
+  // The caller aborts before the send; the abandon closes attempt 1 never_sent (applied, ack lost),
+  // then writes `stopped`. Before the fix that write conflicted with our own closed attempt: it was
+  // filed as "superseded write (stopped)" evidence and the lease stayed held until it expired, so
+  // another process's call waited the whole leaseMs (30 s here; it gives up after 100 ms).
+  it('the stop applies on top of it: lease released, no misleading evidence; another process sends at once', async () => {
+    const inner = memoryStore();
+    const { store, plan } = lossy(inner);
+    const ref = 'LA-never_sent-abandon';
+    const abort = new AbortController();
+    const reason = new Error('caller gave up');
+    const client = clientOn(store, { leaseMs: 30_000, onEvent: (e) => void (e.type === 'operation_created' && abort.abort(reason)) });
+    plan.lose = 'never_sent';
+    expect(await caught(order(client, ref, abort.signal))).toBe(reason);
+    expect(plan.lost).toEqual(['never_sent']);
+    const record = await inner.get(idOf(ref));
+    expect(record).toMatchObject({ state: 'pending', lease: null, error: { code: 'ABORTED' } });
+    expect(record?.attempts.map((a) => a.class)).toEqual(['not_sent']);
+    expect(record?.evidence.map((e) => e.kind)).toEqual(['stop']);
+
+    expect((await order(clientOn(store, { inFlightWaitMs: 100 }), ref)).status).toBe(201);
+    expect(provider.effectsFor(ref)).toBe(1);
+    expect(provider.requests.filter((r) => r.ref === ref)).toHaveLength(1);
+  });
+});
+
 function abortAfter(ms: number, reason: unknown): AbortSignal {
   const controller = new AbortController();
   setTimeout(() => controller.abort(reason), ms);
