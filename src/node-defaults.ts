@@ -318,6 +318,42 @@ class BufferedResponse extends Response {
   }
 }
 
+/** Bodies handed out as web streams, destroyed (their connection closed) when the stream is collected unread. */
+const unreachable = new FinalizationRegistry<Readable>((body) => void body.destroy());
+
+/**
+ * undici's body as a web stream, pulled a chunk per read. Not `Readable.toWeb`: cancelling that
+ * while data still arrives throws ERR_INVALID_STATE ("Controller is already closed") as an
+ * uncaught exception, which ends the process (nodejs/node#54205; a caller stopping an event
+ * stream does it), and one never read keeps its connection for good. A cancel here destroys the
+ * body, as a collection of the stream unread does, as fetch's own Response does.
+ */
+function webBody(body: Readable): ReadableStream<Uint8Array> {
+  const chunks = body[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
+  const token = {};
+  const stream = new ReadableStream<Uint8Array>(
+    {
+      pull: async (controller) => {
+        // (a body that fails rejects here: the stream errors with undici's error, as toWeb's did)
+        const next = await chunks.next();
+        if (next.done === true) {
+          unreachable.unregister(token);
+          controller.close();
+        } else {
+          controller.enqueue(new Uint8Array(next.value.buffer, next.value.byteOffset, next.value.byteLength));
+        }
+      },
+      cancel: () => {
+        unreachable.unregister(token);
+        body.destroy();
+      },
+    },
+    { highWaterMark: 0 },
+  );
+  unreachable.register(stream, body, token);
+  return stream;
+}
+
 async function toResponse(res: Dispatcher.ResponseData, method: string, url: string, redirected: boolean, signal: AbortSignal | undefined): Promise<Response> {
   const status = res.statusCode;
   const init: ResponseInit = { status, statusText: (res as { statusText?: string }).statusText ?? '', headers: responseHeaders(res.headers) };
@@ -337,7 +373,7 @@ async function toResponse(res: Dispatcher.ResponseData, method: string, url: str
     }
     response = bytes === undefined ? new Response(failedBody(failure, signal), init) : new BufferedResponse(bytes, init);
   } else {
-    response = new Response(Readable.toWeb(res.body) as unknown as ReadableStream<Uint8Array>, init);
+    response = new Response(webBody(res.body), init);
   }
   Object.defineProperty(response, 'url', { value: url });
   if (redirected) Object.defineProperty(response, 'redirected', { value: true });
