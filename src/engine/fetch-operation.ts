@@ -260,6 +260,60 @@ const browserFetch = (): boolean => {
   return onLine() !== undefined && (v?.node === undefined || v.electron !== undefined);
 };
 
+/** Event streams handed to a caller: cancelled at their source once collected unread, as fetch's own Response is. */
+const unread = new FinalizationRegistry<ReadableStreamDefaultReader<Uint8Array>>((reader) => void reader.cancel('the response was garbage collected unread').catch(() => undefined));
+
+/**
+ * `body` for the live caller, a chunk per read; the caller's abort errors it and cancels the source.
+ * Not a pipe: a pipe holds the body locked and reachable, so a transport's own collection of an
+ * unread body (undici's fetch has one) never comes, and the connection stays open for good.
+ */
+function passThrough(body: ReadableStream<Uint8Array>, signal: AbortSignal | undefined): ReadableStream<Uint8Array> {
+  const reader = body.getReader();
+  const token = {};
+  let onAbort: (() => void) | undefined;
+  const settle = (): void => {
+    unread.unregister(token);
+    if (onAbort !== undefined) signal?.removeEventListener('abort', onAbort);
+  };
+  const stream = new ReadableStream<Uint8Array>(
+    {
+      start: (controller) => {
+        if (signal === undefined) return;
+        onAbort = () => {
+          settle();
+          controller.error(signal.reason);
+          reader.cancel(signal.reason).catch(() => undefined);
+        };
+        if (signal.aborted) onAbort();
+        else signal.addEventListener('abort', onAbort, { once: true });
+      },
+      pull: async (controller) => {
+        let next: ReadableStreamReadResult<Uint8Array>;
+        try {
+          next = await reader.read();
+        } catch (error) {
+          settle();
+          throw error;
+        }
+        if (next.done) {
+          settle();
+          controller.close();
+        } else {
+          controller.enqueue(next.value);
+        }
+      },
+      cancel: (reason) => {
+        settle();
+        return reader.cancel(reason);
+      },
+    },
+    { highWaterMark: 0 },
+  );
+  unread.register(stream, reader, token);
+  return stream;
+}
+
 const OPAQUE_REDIRECT = "opaque redirect: the provider answered with a redirect that redirect 'manual' hides in a browser; use redirect 'follow' for once-only calls";
 
 async function sendAttempt(
@@ -294,7 +348,7 @@ async function sendAttempt(
   // happened (success, headers stored, body not: a replay is marked truncated), and a drop mid-stream
   // reaches the caller's reader, never a resend. The caller's abort still ends it.
   if (override === undefined && isSuccessStatus(response.status) && response.body !== null && /^\s*text\/event-stream/i.test(response.headers.get('content-type') ?? '')) {
-    const stream = response.body.pipeThrough(new TransformStream<Uint8Array, Uint8Array>(), req.signal === undefined ? {} : { signal: req.signal });
+    const stream = passThrough(response.body, req.signal);
     const snapshot = { ...responseSnapshot(response, new Uint8Array(0), 'attempt', opts.sensitiveHeaders, opts.maxStoredBodyBytes), bodyTruncated: true };
     const live: LiveBody = { bytes: new Uint8Array(0), stream, headers: response.headers, url: response.url, redirected: response.redirected };
     return { classification: { class: 'success', reason: `status ${response.status}, event stream` }, snapshot, live };
