@@ -5,7 +5,7 @@
  * @module
  */
 import { sleep, untilAborted } from '../backoff/sleep.js';
-import { OperationInFlightError } from '../errors.js';
+import { OperationInFlightError, StoreError } from '../errors.js';
 import { applyEvent, isTerminal, newRecord, recordId } from '../operation/record.js';
 import type { OperationRecord } from '../operation/record.js';
 import type { CallDeadline } from './deadline.js';
@@ -69,7 +69,13 @@ export async function acquire(engine: Engine, spec: OperationSpec, deadline: Cal
     }
     const next = applyEvent(record, { type: 'acquire', owner, leaseExpiresAt: now() + leaseMs }, now(), owner);
     const took = (): OwnedRecord => new OwnedRecord(next, store, owner, now);
-    const res = await bounded(engine, id, deadline.signal, () => store.compareAndSet(id, record.generation, next), (late) => (late?.ok === true ? took() : undefined));
+    const res = await bounded(engine, id, deadline.signal, () => store.compareAndSet(id, record.generation, next), (late) => (late?.ok === true ? took() : undefined)).catch(
+      async (error: unknown) => {
+        // Applied all the same, its ack lost: the lease it took is released (see `letGo`).
+        if (error instanceof StoreError && !deadline.signal.aborted) await engine.letGo(took(), error, deadline.signal);
+        throw error;
+      },
+    );
     if (!res.ok) continue;
     if (lease !== null && lease.owner !== owner) {
       engine.stats.takeovers++;

@@ -28,7 +28,7 @@ import { reconcile, settledAt } from '../reconcile/lookup.js';
 import type { ReconcileOutcome, SnapshotLookup } from '../reconcile/lookup.js';
 import { CallDeadline } from './deadline.js';
 import { LeaseLostError, OwnedRecord } from './owned.js';
-import { acquire, bounded } from './acquire.js';
+import { acquire, awaitAbandon, bounded } from './acquire.js';
 import type { Telemetry } from '../telemetry.js';
 
 /** What one attempt gets from the engine. */
@@ -280,8 +280,36 @@ export class Engine {
       if (signal.aborted && (error === signal.reason || !isOnceError(error))) {
         throw this.abandoning.has(owned.rec.id) ? signal.reason : await this.abandon(owned, signal.reason);
       }
+      if (error instanceof StoreError) await this.letGo(owned, error, signal);
       throw error;
     }
+  }
+
+  /**
+   * After a StoreError while holding the record: releases the lease (best effort, as `abandon` does)
+   * when a read-back shows the record still ours, as this owner knows it or as the write that failed
+   * left it (applied, its ack lost), so that another process's next call need not wait for the lease
+   * to expire. Nothing of ours is on the wire then (a send's outcome is in hand when its write
+   * fails): open attempts stay as they are, evidence; only the lease goes. Waited for no longer than
+   * the lease (then it is moot; a store that hangs must not hold the error); later calls of this
+   * client wait for it as for the abandon of a write given up on (`abandoning`).
+   */
+  async letGo(owned: OwnedRecord, error: StoreError, signal: AbortSignal): Promise<void> {
+    const id = owned.rec.id;
+    const until = Math.min(owned.rec.lease?.expiresAt ?? 0, this.opts.now() + this.opts.leaseMs);
+    // (a write given up on, or one that opened an attempt, is being abandoned already: see `bounded`)
+    if (this.abandoning.has(id) || owned.rec.lease?.owner !== this.opts.owner || until <= this.opts.now()) return;
+    const release = async (): Promise<void> => {
+      const stored = await this.opts.store.get(id);
+      if (stored === undefined || stored.lease?.owner !== this.opts.owner || isTerminal(stored.state) || !owned.adopt(stored)) return;
+      await this.abandon(owned, error);
+    };
+    const entry = { done: release().catch(() => undefined), until };
+    this.abandoning.set(id, entry);
+    void entry.done.finally(() => {
+      if (this.abandoning.get(id) === entry) this.abandoning.delete(id);
+    });
+    await awaitAbandon(this, id, signal).catch(() => undefined);
   }
 
   /** After an abort: releases the lease (best effort) so the operation can be resumed at once. */

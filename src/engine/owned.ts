@@ -37,7 +37,7 @@ export class OwnedRecord {
   /**
    * The last write whose compare-and-set threw (a StoreError): applied or not, nobody can tell from
    * the error (its acknowledgement may have been lost after COMMIT). A later read that shows exactly
-   * `next` says it landed: it is then adopted as ours, never filed as another's.
+   * `next` says it landed: it is then adopted as ours (see {@link adopt}), never filed as another's.
    */
   private unacked: { event: RecordEvent; next: OperationRecord } | undefined;
 
@@ -142,6 +142,14 @@ export class OwnedRecord {
       throw new LeaseLostError(current);
     }
     throw new StoreError(`${this.store.name}: record ${this.rec.id} keeps changing under its owner`);
+  }
+
+  /**
+   * Whether `stored`, read back after a store error, is this record as this owner knows it, or as
+   * its last failed write left it (applied, the acknowledgement lost; then adopted).
+   */
+  adopt(stored: OperationRecord): boolean {
+    return sameRecord(stored, this.rec) || this.landed(stored);
   }
 
   /** Whether `current` is exactly what the last failed write would have made; if so it becomes ours. */

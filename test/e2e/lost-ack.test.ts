@@ -232,6 +232,18 @@ describe('the read-back after a lost acknowledgement', () => {
     expect(Date.now() - startedAt).toBeLessThan(3_000); // leaseMs is 400
     expect(provider.requests).toHaveLength(0);
   });
+
+  it("hangs after a 503's write lost its ack: the release is given up at the lease's end, the StoreError thrown", async () => {
+    const { store, plan } = lossy(memoryStore());
+    provider.fault({ kind: 'status_before_commit', status: 503, match: { ref: 'LA-hang-503' } });
+    const client = clientOn(store, { retry: { deadlineMs: 10_000 } });
+    plan.lose = 'attempt_finished:retryable';
+    plan.hangReads = true;
+    const startedAt = Date.now();
+    expect(await caught(order(client, 'LA-hang-503'))).toBeInstanceOf(StoreError);
+    expect(Date.now() - startedAt).toBeLessThan(3_000); // leaseMs is 400
+    expect(provider.requests).toHaveLength(1);
+  });
 });
 
 describe('a call that ends with its outcome unknown says so, whatever the store did with the writes that close it', () => {
@@ -385,6 +397,10 @@ describe('every other engine write applied, its acknowledgement lost: at most on
       if (c.first === undefined) expect(error).toBeInstanceOf(StoreError);
       else c.first(error);
       expect([provider.requests.length - requestsBefore, provider.effectsFor(ref)]).toEqual(c.sent);
+      // the lease is not left held (another process need not wait for it), and our own write is never filed as another's
+      const left = await inner.get(idOf(ref));
+      expect(left?.lease).toBeNull();
+      expect(left?.evidence.filter((e) => e.kind === 'stale_write')).toEqual([]);
 
       for (const next of [client, clientOn(store, base), clientOn(store, base)]) {
         if (c.next === OperationCancelledError) expect(await caught(order(next, ref))).toBeInstanceOf(OperationCancelledError);
@@ -432,6 +448,79 @@ describe('never_sent applied inside the abandon, its acknowledgement lost: the e
     expect((await order(clientOn(store, { inFlightWaitMs: 100 }), ref)).status).toBe(201);
     expect(provider.effectsFor(ref)).toBe(1);
     expect(provider.requests.filter((r) => r.ref === ref)).toHaveLength(1);
+  });
+});
+
+describe('a StoreError while owning the record: the lease is released before the error, so another process need not wait', () => {
+  // leaseMs is 30 s and the other process gives up after 100 ms: before the fix each case below
+  // left the lease held, and the other process's call threw OperationInFlightError (it would have
+  // waited the 30 s). The StoreError stands; only the lease goes (attempts stay as evidence).
+  type Case = { write: string; how: 'lose' | 'fail'; fault: 'retryable' | 'ambiguous' | 'unsent-ambiguous' | 'crashed'; lookup?: boolean; dedupes?: boolean; maxAttempts?: number; next: number | 'ambiguous'; requests: number; effects: number };
+  const cases: Case[] = [
+    { write: 'takeover', how: 'lose', fault: 'crashed', next: 201, requests: 2, effects: 1 },
+    { write: 'attempt_finished:retryable', how: 'lose', fault: 'retryable', next: 201, requests: 2, effects: 1 },
+    // not applied: the 503 is not on record, the attempt reads as possibly sent; a lookup settles it
+    { write: 'attempt_finished:retryable', how: 'fail', fault: 'retryable', lookup: true, next: 201, requests: 2, effects: 1 },
+    { write: 'attempt_finished:retryable', how: 'fail', fault: 'retryable', next: 'ambiguous', requests: 1, effects: 0 },
+    { write: 'attempt_finished:ambiguous', how: 'lose', fault: 'ambiguous', lookup: true, next: 200, requests: 1, effects: 1 },
+    // (the write that opens a retry's attempt, not applied: pending, nothing of it sent)
+    { write: 'attempt_started', how: 'fail', fault: 'retryable', maxAttempts: 2, next: 201, requests: 2, effects: 1 },
+    { write: 'lookup:absent', how: 'lose', fault: 'unsent-ambiguous', lookup: true, next: 201, requests: 2, effects: 1 },
+    { write: 'lookup:absent', how: 'fail', fault: 'unsent-ambiguous', lookup: true, next: 201, requests: 2, effects: 1 },
+    { write: 'lookup:resend', how: 'lose', fault: 'ambiguous', dedupes: true, next: 201, requests: 2, effects: 1 },
+    { write: 'lookup:resend', how: 'fail', fault: 'ambiguous', dedupes: true, next: 201, requests: 2, effects: 1 },
+  ];
+  for (const c of cases) {
+    it(`${c.write} ${c.how === 'lose' ? 'applied, its ack lost' : 'failed, not applied'}${c.lookup === true ? ', with a lookup' : ''}: StoreError; another process finishes at once`, async () => {
+      if (c.dedupes === true) {
+        await provider.close();
+        provider = await startProvider();
+      }
+      const inner = memoryStore();
+      const { store, plan } = lossy(inner);
+      const ref = `LA-release-${c.write}-${c.how}`;
+      const base: OnceClientOptions = { providerDedupes: c.dedupes === true, ...(c.lookup === true ? { lookups: { [ACTION]: lookupByRef(provider.url) } } : {}) };
+      if (c.fault === 'crashed') {
+        provider.fault({ kind: 'status_before_commit', status: 503, match: { ref } });
+        await caught(order(clientOn(store, { retry: { maxAttempts: 1 } }), ref));
+        const left = await inner.get(idOf(ref));
+        if (left === undefined) throw new Error('no record');
+        await inner.compareAndSet(left.id, left.generation, { ...left, generation: left.generation + 1, lease: { owner: 'crashed', expiresAt: Date.now() - 1 } });
+      }
+      if (c.fault === 'ambiguous') provider.fault({ kind: 'error_after_commit', status: 502, match: { ref } });
+      if (c.fault === 'retryable') provider.fault({ kind: 'status_before_commit', status: 503, match: { ref } });
+      if (c.fault === 'unsent-ambiguous') provider.fault({ kind: 'reset_before_commit', match: { ref } });
+      plan[c.how] = c.write;
+
+      expect(await caught(order(clientOn(store, { ...base, leaseMs: 30_000, retry: { maxAttempts: c.maxAttempts ?? 3 } }), ref))).toBeInstanceOf(StoreError);
+      expect(plan.lost).toEqual([c.how === 'lose' ? c.write : `failed ${c.write}`]);
+      const left = await inner.get(idOf(ref));
+      expect(left?.lease).toBeNull();
+      expect(left?.error?.code).toBe('STORE_ERROR');
+
+      const other = clientOn(store, { ...base, inFlightWaitMs: 100 });
+      if (c.next === 'ambiguous') expect(await caught(order(other, ref))).toBeInstanceOf(AmbiguousOutcomeError);
+      else expect((await order(other, ref)).status).toBe(c.next);
+      expect(provider.requests.filter((r) => r.ref === ref)).toHaveLength(c.requests);
+      expect(provider.effectsFor(ref)).toBe(c.effects);
+    });
+  }
+});
+
+describe('on SQLite (records serialised, read back parsed): a write applied, its ack lost, is still known as ours', () => {
+  it("a 503's write: the lease is released; a fresh client on the file sends once, at once", async () => {
+    const dir = tempDir();
+    cleanups.push(() => dir.cleanup());
+    const path = join(dir.dir, 'once.db');
+    const inner = sqliteStore({ path });
+    cleanups.push(() => inner.close());
+    const { store, plan } = lossy(inner);
+    provider.fault({ kind: 'status_before_commit', status: 503, match: { ref: 'LA-sqlite-503' } });
+    plan.lose = 'attempt_finished:retryable';
+    expect(await caught(order(clientOn(store, { leaseMs: 30_000 }), 'LA-sqlite-503'))).toBeInstanceOf(StoreError);
+    expect((await inner.get(idOf('LA-sqlite-503')))?.lease).toBeNull();
+    expect((await order(clientOn(sqliteStore({ path }), { inFlightWaitMs: 100 }), 'LA-sqlite-503')).status).toBe(201);
+    expect(provider.effectsFor('LA-sqlite-503')).toBe(1);
   });
 });
 
