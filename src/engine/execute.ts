@@ -31,6 +31,12 @@ import { LeaseLostError, OwnedRecord } from './owned.js';
 import { acquire, awaitAbandon, bounded } from './acquire.js';
 import type { Telemetry } from '../telemetry.js';
 
+/**
+ * The waits before each retry of a write that records a definitive answer in hand (see `settle`):
+ * three retries, the first at once (an ack lost finds its write landed), half a second in all.
+ */
+const SETTLE_RETRY_MS = [0, 100, 400] as const;
+
 /** What one attempt gets from the engine. */
 export interface AttemptContext {
   scope: Scope;
@@ -443,13 +449,14 @@ export class Engine {
     const c = outcome.classification;
     if (c.class === 'ambiguous') this.stats.ambiguous++;
     this.emit({ type: 'attempt_finished', scope: spec.scope, at: this.opts.now(), attempt, class: c.class, status: outcome.snapshot?.status ?? null, reason: c.reason });
-    const record = await owned.commit({
+    const finished: RecordEvent = {
       type: 'attempt_finished',
       class: c.class,
       status: outcome.snapshot?.status ?? null,
       reason: c.reason,
       result: c.class === 'success' || c.class === 'terminal' ? outcome.snapshot : null,
-    });
+    };
+    const record = await (c.class === 'success' || c.class === 'terminal' || c.class === 'conflict' ? this.settle(owned, finished) : owned.commit(finished));
     if (outcome.fault !== undefined) {
       // The caller's classify failed: the attempt stands as classified by default; the call ends with that error.
       if (!isTerminal(record.state)) await owned.commit({ type: 'release' }).catch(() => undefined);
@@ -473,6 +480,28 @@ export class Engine {
       if (isTerminal(owned.rec.state)) return { record: owned.rec, live: undefined };
     }
     throw new RetryLater(c, cause);
+  }
+
+  /**
+   * Writes `event`, which records a definitive answer this process holds (its attempt's 2xx or
+   * terminal 4xx, a lookup's "found"), trying again on a StoreError (`SETTLE_RETRY_MS`): a blip is
+   * absorbed and the record ends terminal; a retry after the write was applied with its ack lost
+   * finds it landed (OwnedRecord adopts it) and returns. When every try fails the last StoreError is
+   * thrown: the record still says in_flight (or ambiguous), and no success is returned while it does,
+   * since the next call could not replay it; that call reconciles it (lookup, or a same-key resend
+   * the provider dedupes), never resends blind. Not under the call's signal: the answer is worth
+   * recording after an abort too, and the waits are bounded.
+   */
+  private async settle(owned: OwnedRecord, event: RecordEvent): Promise<OperationRecord> {
+    for (const delayMs of SETTLE_RETRY_MS) {
+      try {
+        return await owned.commit(event);
+      } catch (error) {
+        if (!(error instanceof StoreError)) throw error;
+      }
+      if (delayMs > 0) await sleep(delayMs);
+    }
+    return owned.commit(event);
   }
 
   /** Sends one attempt, renewing the lease while it is on the wire. */
@@ -538,7 +567,7 @@ export class Engine {
     if (owned.rec.state !== 'ambiguous') return;
     switch (result.kind) {
       case 'found':
-        await owned.commit({ type: 'lookup_found', result: result.snapshot, detail: result.detail });
+        await this.settle(owned, { type: 'lookup_found', result: result.snapshot, detail: result.detail });
         return;
       case 'absent':
         await owned.commit({ type: 'lookup_absent', detail: result.detail, settled: result.settled, askedGeneration: result.askedGeneration });

@@ -35,11 +35,12 @@ export class OwnedRecord {
   /** true while the record's open attempt was started by the claim and not yet handed to the transport */
   unsentAttempt = false;
   /**
-   * The last write whose compare-and-set threw (a StoreError): applied or not, nobody can tell from
-   * the error (its acknowledgement may have been lost after COMMIT). A later read that shows exactly
-   * `next` says it landed: it is then adopted as ours (see {@link adopt}), never filed as another's.
+   * The writes since the last acknowledged one whose compare-and-set threw (a StoreError): applied
+   * or not, nobody can tell from the error (the acknowledgement may have been lost after COMMIT). A
+   * later read that shows exactly one's `next` says it landed: it is then adopted as ours (see
+   * {@link adopt}), never filed as another's.
    */
-  private unacked: { event: RecordEvent; next: OperationRecord } | undefined;
+  private unacked: { event: RecordEvent; next: OperationRecord }[] = [];
 
   constructor(
     public rec: OperationRecord,
@@ -104,23 +105,23 @@ export class OwnedRecord {
       try {
         res = await this.store.compareAndSet(base.id, base.generation, next);
       } catch (error) {
-        if (base === this.rec) this.unacked = { event, next };
+        if (base === this.rec) this.unacked = [...this.unacked.slice(1 - MAX_REAPPLY), { event, next }];
         throw error;
       }
       if (res.ok) {
         // (a never_sent that closed our attempt under another lease: the record is its holder's)
         if (base !== this.rec) throw new LeaseLostError(next);
         this.rec = next;
-        this.unacked = undefined;
+        this.unacked = [];
         return next;
       }
       const current = res.current;
       if (current === undefined) throw new StoreError(`${this.store.name}: record ${base.id} vanished while owned`);
       // Our own earlier write, applied though reported failed: ours, as if its ack had come. This
       // very event tried again finds itself done; another one applies on top of it.
-      const again = this.unacked?.event === event;
-      if (base === this.rec && this.landed(current)) {
-        if (again) return current;
+      const landed = base === this.rec ? this.landed(current) : undefined;
+      if (landed !== undefined) {
+        if (landed === event) return current;
         base = current;
         continue;
       }
@@ -146,18 +147,19 @@ export class OwnedRecord {
 
   /**
    * Whether `stored`, read back after a store error, is this record as this owner knows it, or as
-   * its last failed write left it (applied, the acknowledgement lost; then adopted).
+   * one of its failed writes left it (applied, the acknowledgement lost; then adopted).
    */
   adopt(stored: OperationRecord): boolean {
-    return sameRecord(stored, this.rec) || this.landed(stored);
+    return sameRecord(stored, this.rec) || this.landed(stored) !== undefined;
   }
 
-  /** Whether `current` is exactly what the last failed write would have made; if so it becomes ours. */
-  private landed(current: OperationRecord): boolean {
-    if (this.unacked === undefined || !sameRecord(current, this.unacked.next)) return false;
+  /** The event of the failed write that made exactly `current`, which then becomes ours; else undefined. */
+  private landed(current: OperationRecord): RecordEvent | undefined {
+    const found = this.unacked.find((u) => sameRecord(current, u.next));
+    if (found === undefined) return undefined;
     this.rec = current;
-    this.unacked = undefined;
-    return true;
+    this.unacked = [];
+    return found.event;
   }
 
   /**

@@ -40,13 +40,14 @@ function writeOf(prev: OperationRecord | undefined, next: OperationRecord): stri
 /**
  * A store whose next write named `plan.lose` (see {@link writeOf}) is applied, then reported failed
  * (once); optionally after `plan.delayMs`, so a caller can give up on it while it is pending. With
- * `plan.fail`, the next write so named fails without being applied (the ordinary failure).
+ * `plan.fail`, the next write so named fails without being applied (the ordinary failure); the next
+ * `plan.failTimes` writes so named, when set.
  */
 function lossy(inner: OnceStore) {
-  const plan: { lose: string; fail: string; delayMs: number; hangReads: boolean; lost: string[]; writes: string[] } = { lose: '', fail: '', delayMs: 0, hangReads: false, lost: [], writes: [] };
+  const plan: { lose: string; fail: string; failTimes: number; delayMs: number; hangReads: boolean; lost: string[]; writes: string[] } = { lose: '', fail: '', failTimes: 1, delayMs: 0, hangReads: false, lost: [], writes: [] };
   const before = (label: string, id: string): void => {
     if (label !== plan.fail) return;
-    plan.fail = '';
+    if (--plan.failTimes <= 0) plan.fail = '';
     plan.lost.push(`failed ${label}`);
     throw new StoreError(`lossy: ${label} on ${id} failed (not applied)`);
   };
@@ -292,6 +293,8 @@ describe('every other engine write applied, its acknowledgement lost: at most on
     what: string;
     /** the call ends with this (a StoreError, unless said) */
     first?: (error: unknown) => void;
+    /** the call returns a Response with this status instead */
+    firstStatus?: number;
     /** what the provider has seen when the first call ended: [requests, effects] */
     sent: [number, number];
     /** the next call's status, or the error it throws */
@@ -310,10 +313,10 @@ describe('every other engine write applied, its acknowledgement lost: at most on
   const onCreated = (fn: () => void): OnceClientOptions => ({ onEvent: (e) => void (e.type === 'operation_created' && fn()) });
   const cases: Case[] = [
     { write: 'takeover', what: 'the takeover of a crashed owner\'s record', crashed: true, sent: [0, 0], next: 201, requests: 2, effects: 1 },
-    { write: 'attempt_finished:success', what: 'a 201 recorded (the record says succeeded)', sent: [1, 1], next: 201, requests: 1, effects: 1 },
+    { write: 'attempt_finished:success', what: 'a 201 recorded (the record says succeeded)', firstStatus: 201, sent: [1, 1], next: 201, requests: 1, effects: 1 },
     { write: 'attempt_finished:retryable', what: 'a 503 recorded', fault: 'retryable', sent: [1, 0], next: 201, requests: 2, effects: 1 },
     { write: 'attempt_finished:ambiguous', what: 'a 502 after commit recorded', fault: 'ambiguous', lookup: true, sent: [1, 1], next: 200, requests: 1, effects: 1 },
-    { write: 'lookup:found', what: "the lookup's 'found'", fault: 'ambiguous', lookup: true, sent: [1, 1], next: 200, requests: 1, effects: 1 },
+    { write: 'lookup:found', what: "the lookup's 'found'", fault: 'ambiguous', lookup: true, firstStatus: 200, sent: [1, 1], next: 200, requests: 1, effects: 1 },
     { write: 'lookup:absent', what: "the lookup's 'absent'", fault: 'unsent-ambiguous', lookup: true, sent: [1, 0], next: 201, requests: 2, effects: 1 },
     { write: 'lookup:resend', what: 'the same-key resend cleared by providerDedupes', fault: 'ambiguous', dedupes: true, sent: [1, 1], next: 201, requests: 2, effects: 1 },
     {
@@ -375,6 +378,7 @@ describe('every other engine write applied, its acknowledgement lost: at most on
       const requestsBefore = provider.requests.length;
       plan.lose = c.write;
 
+      let status: number | undefined;
       const error = await caught(
         client.fetch(`${provider.url}/orders`, {
           ...orderInit(ref),
@@ -391,10 +395,11 @@ describe('every other engine write applied, its acknowledgement lost: at most on
                 }
               : {}),
           },
-        }),
+        }).then((res) => void (status = res.status)),
       );
       expect(plan.lost).toEqual([c.write]);
-      if (c.first === undefined) expect(error).toBeInstanceOf(StoreError);
+      if (c.firstStatus !== undefined) expect([status, error]).toEqual([c.firstStatus, undefined]);
+      else if (c.first === undefined) expect(error).toBeInstanceOf(StoreError);
       else c.first(error);
       expect([provider.requests.length - requestsBefore, provider.effectsFor(ref)]).toEqual(c.sent);
       // the lease is not left held (another process need not wait for it), and our own write is never filed as another's
@@ -522,6 +527,74 @@ describe('on SQLite (records serialised, read back parsed): a write applied, its
     expect((await order(clientOn(sqliteStore({ path }), { inFlightWaitMs: 100 }), 'LA-sqlite-503')).status).toBe(201);
     expect(provider.effectsFor('LA-sqlite-503')).toBe(1);
   });
+});
+
+describe('a definitive answer in hand (a 201, a 422, a lookup\'s found) whose write the store fails or loses the ack of', () => {
+  // The provider answered and this process holds the Response: the write that records it is tried
+  // again a few times on a StoreError. A retry after a lost ack finds its own write landed (the
+  // record says succeeded) and returns; one after a blip applies it. Before the fix the caller got
+  // the StoreError in every case below, though the provider had answered (and the record, after a
+  // lost ack, said succeeded).
+  type Case = { write: string; how: 'lose' | 'fail'; status: number; fault?: 'ambiguous' | 'terminal'; state: 'succeeded' | 'failed' };
+  const cases: Case[] = [
+    { write: 'attempt_finished:success', how: 'lose', status: 201, state: 'succeeded' },
+    { write: 'attempt_finished:success', how: 'fail', status: 201, state: 'succeeded' },
+    { write: 'attempt_finished:terminal', how: 'lose', status: 422, fault: 'terminal', state: 'failed' },
+    { write: 'attempt_finished:terminal', how: 'fail', status: 422, fault: 'terminal', state: 'failed' },
+    { write: 'lookup:found', how: 'lose', status: 200, fault: 'ambiguous', state: 'succeeded' },
+    { write: 'lookup:found', how: 'fail', status: 200, fault: 'ambiguous', state: 'succeeded' },
+  ];
+  for (const c of cases) {
+    it(`${c.write} ${c.how === 'lose' ? 'applied, its ack lost' : 'failed once, not applied'}: the caller gets the ${c.status}; the record says ${c.state}`, async () => {
+      const inner = memoryStore();
+      const { store, plan } = lossy(inner);
+      const ref = `LA-in-hand-${c.write}-${c.how}`;
+      if (c.fault === 'ambiguous') provider.fault({ kind: 'error_after_commit', status: 502, match: { ref } });
+      if (c.fault === 'terminal') provider.fault({ kind: 'status_before_commit', status: 422, match: { ref } });
+      const client = clientOn(store, { lookups: { [ACTION]: lookupByRef(provider.url) } });
+      plan[c.how] = c.write;
+
+      const res = await order(client, ref);
+      expect(res.status).toBe(c.status);
+      if (c.status !== 422) expect(await res.json()).toMatchObject({ ref });
+      expect(plan.lost).toEqual([c.how === 'lose' ? c.write : `failed ${c.write}`]);
+      expect(await inner.get(idOf(ref))).toMatchObject({ state: c.state, lease: null, result: { status: c.status } });
+      expect((await inner.get(idOf(ref)))?.evidence.filter((e) => e.kind === 'stale_write' || e.kind === 'late_response')).toEqual([]);
+      // replayed from then on, nothing sent
+      expect((await order(clientOn(store), ref)).status).toBe(c.status);
+      expect(provider.requests.filter((r) => r.ref === ref)).toHaveLength(1);
+      expect(provider.effectsFor(ref)).toBe(c.status === 422 ? 0 : 1);
+    });
+  }
+
+  // The store refuses the write every time: the StoreError stands (no success is returned while the
+  // record says in_flight), the lease is released, and the next call reconciles: never a resend
+  // without a lookup's "absent" or provider dedupe.
+  for (const next of ['lookup', 'dedupes', 'neither'] as const) {
+    it(`a 201 whose write fails every time: StoreError, the record stays in_flight, unleased; the next call (${next}) settles it without a second effect`, async () => {
+      if (next === 'dedupes') {
+        await provider.close();
+        provider = await startProvider();
+      }
+      const inner = memoryStore();
+      const { store, plan } = lossy(inner);
+      const ref = `LA-in-hand-down-${next}`;
+      const client = clientOn(store, { leaseMs: 30_000 });
+      plan.fail = 'attempt_finished:success';
+      plan.failTimes = 100;
+      expect(await caught(order(client, ref))).toBeInstanceOf(StoreError);
+      expect(plan.lost.length).toBeGreaterThan(1); // tried again
+      expect(provider.effectsFor(ref)).toBe(1);
+      expect(await inner.get(idOf(ref))).toMatchObject({ state: 'in_flight', lease: null });
+      plan.fail = '';
+
+      const other = clientOn(store, { inFlightWaitMs: 100, providerDedupes: next === 'dedupes', ...(next === 'lookup' ? { lookups: { [ACTION]: lookupByRef(provider.url) } } : {}) });
+      if (next === 'neither') expect(await caught(order(other, ref))).toBeInstanceOf(AmbiguousOutcomeError);
+      else expect((await order(other, ref)).status).toBe(next === 'lookup' ? 200 : 201);
+      expect(provider.effectsFor(ref)).toBe(1);
+      expect(provider.requests.filter((r) => r.ref === ref)).toHaveLength(next === 'dedupes' ? 2 : 1);
+    });
+  }
 });
 
 function abortAfter(ms: number, reason: unknown): AbortSignal {

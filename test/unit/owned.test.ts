@@ -5,6 +5,7 @@
  * never an IllegalTransitionError.
  */
 import { describe, expect, it } from 'vitest';
+import { StoreError } from '../../src/errors.js';
 import { LeaseLostError, OwnedRecord } from '../../src/engine/owned.js';
 import { applyEvent, lateSuccess, newRecord } from '../../src/operation/record.js';
 import type { OperationRecord, RecordedClass } from '../../src/operation/record.js';
@@ -126,6 +127,73 @@ describe('OwnedRecord: two holders under one owner id', () => {
     expect(lateSuccess(stored)).toBe(true);
     // so an "absent" no longer clears it for a resend
     expect(applyEvent(stored, { type: 'lookup_absent', detail: 'no such order' }, T0 + 20, 'A').state).toBe('ambiguous');
+  });
+});
+
+describe('OwnedRecord: its own write applied, the acknowledgement lost', () => {
+  /** A store whose compare-and-set follows `script`: 'ok', 'lose' (applied, then throws) or 'fail' (throws, not applied). */
+  function scripted(script: ('ok' | 'lose' | 'fail')[]): ReturnType<typeof memoryStore> {
+    const inner = memoryStore();
+    return {
+      ...inner,
+      claim: (record) => inner.claim(record),
+      get: (id) => inner.get(id),
+      compareAndSet: async (id, expected, next) => {
+        const step = script.shift() ?? 'ok';
+        if (step === 'fail') throw new StoreError('scripted: not applied');
+        const res = await inner.compareAndSet(id, expected, next);
+        if (step === 'lose') throw new StoreError('scripted: applied, ack lost');
+        return res;
+      },
+    };
+  }
+
+  async function owning(script: ('ok' | 'lose' | 'fail')[]): Promise<{ store: ReturnType<typeof memoryStore>; a: OwnedRecord }> {
+    const store = scripted(script);
+    let t = T0;
+    const fresh = newRecord({
+      scope: { tenant: 't', action: 'create-order', ref: 'R-3' },
+      key: 'k-3',
+      keySource: 'minted',
+      fingerprint: 'f'.repeat(64),
+      request: { method: 'POST', url: 'http://127.0.0.1/orders' },
+      owner: 'A',
+      now: t,
+      leaseMs: 30_000,
+      retentionMs: 60_000,
+    });
+    const { record } = await store.claim(applyEvent(fresh, { type: 'attempt_started', attemptId: 'a-1' }, t, 'A'));
+    return { store, a: new OwnedRecord(record, store, 'A', () => ++t) };
+  }
+
+  it('the same event tried again finds itself landed: returned, nothing written twice, no evidence', async () => {
+    const { store, a } = await owning(['lose']);
+    const event = finished('success');
+    expect(await a.commit(event).catch((e: unknown) => e)).toBeInstanceOf(StoreError);
+    const landed = (await store.get(a.rec.id)) as OperationRecord;
+    expect(landed.state).toBe('succeeded');
+    expect(await a.commit(event)).toEqual(landed);
+    expect(a.rec).toEqual(landed);
+    expect(await store.get(a.rec.id)).toEqual(landed);
+  });
+
+  it('found landed after a later try failed too (its own ack lost, then a write not applied)', async () => {
+    const { store, a } = await owning(['lose', 'fail']);
+    const event = finished('success');
+    expect(await a.commit(event).catch((e: unknown) => e)).toBeInstanceOf(StoreError);
+    expect(await a.commit(event).catch((e: unknown) => e)).toBeInstanceOf(StoreError);
+    const landed = (await store.get(a.rec.id)) as OperationRecord;
+    expect(await a.commit(event)).toEqual(landed);
+    expect(landed.evidence).toEqual([]);
+  });
+
+  it('another event applies on top of it; a record that is not exactly it is not adopted', async () => {
+    const { store, a } = await owning(['lose']);
+    expect(await a.commit(finished('retryable')).catch((e: unknown) => e)).toBeInstanceOf(StoreError);
+    expect(await a.commit({ type: 'release' })).toMatchObject({ state: 'pending', lease: null });
+    expect(((await store.get(a.rec.id)) as OperationRecord).evidence).toEqual([]);
+    expect(a.adopt({ ...a.rec, updatedAt: a.rec.updatedAt + 1 })).toBe(false);
+    expect(a.adopt((await store.get(a.rec.id)) as OperationRecord)).toBe(true);
   });
 });
 
