@@ -33,9 +33,11 @@ import type { Telemetry } from '../telemetry.js';
 
 /**
  * The waits before each retry of a write that records a definitive answer in hand (see `settle`):
- * three retries, the first at once (an ack lost finds its write landed), half a second in all.
+ * three retries, the first at once (an ack lost finds its write landed), half a second in all; none
+ * begun past `SETTLE_BUDGET_MS` after the first try (a store slow to fail is not asked again).
  */
 const SETTLE_RETRY_MS = [0, 100, 400] as const;
+const SETTLE_BUDGET_MS = 1_000;
 
 /** What one attempt gets from the engine. */
 export interface AttemptContext {
@@ -493,11 +495,12 @@ export class Engine {
    * recording after an abort too, and the waits are bounded.
    */
   private async settle(owned: OwnedRecord, event: RecordEvent): Promise<OperationRecord> {
+    const startedAt = this.opts.now();
     for (const delayMs of SETTLE_RETRY_MS) {
       try {
         return await owned.commit(event);
       } catch (error) {
-        if (!(error instanceof StoreError)) throw error;
+        if (!(error instanceof StoreError) || this.opts.now() - startedAt + delayMs > SETTLE_BUDGET_MS) throw error;
       }
       if (delayMs > 0) await sleep(delayMs);
     }

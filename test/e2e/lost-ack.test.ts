@@ -41,14 +41,15 @@ function writeOf(prev: OperationRecord | undefined, next: OperationRecord): stri
  * A store whose next write named `plan.lose` (see {@link writeOf}) is applied, then reported failed
  * (once); optionally after `plan.delayMs`, so a caller can give up on it while it is pending. With
  * `plan.fail`, the next write so named fails without being applied (the ordinary failure); the next
- * `plan.failTimes` writes so named, when set.
+ * `plan.failTimes` writes so named, when set; after `plan.delayMs` too (a store slow to fail).
  */
 function lossy(inner: OnceStore) {
   const plan: { lose: string; fail: string; failTimes: number; delayMs: number; hangReads: boolean; lost: string[]; writes: string[] } = { lose: '', fail: '', failTimes: 1, delayMs: 0, hangReads: false, lost: [], writes: [] };
-  const before = (label: string, id: string): void => {
+  const before = async (label: string, id: string): Promise<void> => {
     if (label !== plan.fail) return;
     if (--plan.failTimes <= 0) plan.fail = '';
     plan.lost.push(`failed ${label}`);
+    if (plan.delayMs > 0) await new Promise((r) => setTimeout(r, plan.delayMs));
     throw new StoreError(`lossy: ${label} on ${id} failed (not applied)`);
   };
   const after = async (label: string, applied: boolean, id: string): Promise<void> => {
@@ -62,14 +63,14 @@ function lossy(inner: OnceStore) {
   const store: OnceStore = {
     name: 'lossy',
     claim: async (record) => {
-      before(writeOf(undefined, record), record.id);
+      await before(writeOf(undefined, record), record.id);
       const res = await inner.claim(record);
       await after(writeOf(undefined, record), res.created, record.id);
       return res;
     },
     compareAndSet: async (id, expected, next) => {
       const prev = await inner.get(id);
-      before(writeOf(prev, next), id);
+      await before(writeOf(prev, next), id);
       const res = await inner.compareAndSet(id, expected, next);
       await after(writeOf(prev, next), res.ok, id);
       return res;
@@ -595,6 +596,19 @@ describe('a definitive answer in hand (a 201, a 422, a lookup\'s found) whose wr
       expect(provider.requests.filter((r) => r.ref === ref)).toHaveLength(next === 'dedupes' ? 2 : 1);
     });
   }
+
+  it('a store slow to fail (1.2 s a write) is not asked again: the StoreError comes after one try, not four', async () => {
+    const { store, plan } = lossy(memoryStore());
+    const client = clientOn(store);
+    plan.fail = 'attempt_finished:success';
+    plan.failTimes = 100;
+    plan.delayMs = 1_200;
+    const startedAt = Date.now();
+    expect(await caught(order(client, 'LA-in-hand-slow'))).toBeInstanceOf(StoreError);
+    expect(plan.lost).toEqual(['failed attempt_finished:success']);
+    expect(Date.now() - startedAt).toBeLessThan(2_500);
+    expect(provider.effectsFor('LA-in-hand-slow')).toBe(1);
+  });
 });
 
 function abortAfter(ms: number, reason: unknown): AbortSignal {
