@@ -28,7 +28,7 @@ import { reconcile, settledAt } from '../reconcile/lookup.js';
 import type { ReconcileOutcome, SnapshotLookup } from '../reconcile/lookup.js';
 import { CallDeadline } from './deadline.js';
 import { LeaseLostError, OwnedRecord } from './owned.js';
-import { acquire, awaitAbandon, bounded } from './acquire.js';
+import { acquire, bounded } from './acquire.js';
 import type { Telemetry } from '../telemetry.js';
 
 /**
@@ -38,6 +38,9 @@ import type { Telemetry } from '../telemetry.js';
  */
 const SETTLE_RETRY_MS = [0, 100, 400] as const;
 const SETTLE_BUDGET_MS = 1_000;
+
+/** How long a call that ends with a StoreError waits for the release of its lease (see `letGo`). */
+const LET_GO_WAIT_MS = 1_000;
 
 /** What one attempt gets from the engine. */
 export interface AttemptContext {
@@ -298,9 +301,10 @@ export class Engine {
    * when a read-back shows the record still ours, as this owner knows it or as the write that failed
    * left it (applied, its ack lost), so that another process's next call need not wait for the lease
    * to expire. Nothing of ours is on the wire then (a send's outcome is in hand when its write
-   * fails): open attempts stay as they are, evidence; only the lease goes. Waited for no longer than
-   * the lease (then it is moot; a store that hangs must not hold the error); later calls of this
-   * client wait for it as for the abandon of a write given up on (`abandoning`).
+   * fails): open attempts stay as they are, evidence; only the lease goes. The caller waits for it
+   * no longer than `LET_GO_WAIT_MS` (a store slow to answer must not hold the error); later calls of
+   * this client wait for it until the lease's end (then it is moot), as for the abandon of a write
+   * given up on (`abandoning`).
    */
   async letGo(owned: OwnedRecord, error: StoreError, signal: AbortSignal): Promise<void> {
     const id = owned.rec.id;
@@ -317,7 +321,14 @@ export class Engine {
     void entry.done.finally(() => {
       if (this.abandoning.get(id) === entry) this.abandoning.delete(id);
     });
-    await awaitAbandon(this, id, signal).catch(() => undefined);
+    const cap = new AbortController();
+    try {
+      await untilAborted(Promise.race([entry.done, sleep(Math.min(LET_GO_WAIT_MS, until - this.opts.now()), cap.signal)]), signal);
+    } catch {
+      // the caller's abort or deadline: its StoreError is thrown now, the release goes on
+    } finally {
+      cap.abort();
+    }
   }
 
   /** After an abort: releases the lease (best effort) so the operation can be resumed at once. */

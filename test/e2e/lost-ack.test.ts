@@ -246,6 +246,17 @@ describe('the read-back after a lost acknowledgement', () => {
     expect(Date.now() - startedAt).toBeLessThan(3_000); // leaseMs is 400
     expect(provider.requests).toHaveLength(1);
   });
+
+  it("hangs after a 503's write lost its ack, under a long lease: the caller waits about a second for the release, not the lease", async () => {
+    const { store, plan } = lossy(memoryStore());
+    provider.fault({ kind: 'status_before_commit', status: 503, match: { ref: 'LA-hang-long' } });
+    const client = clientOn(store, { leaseMs: 10_000, retry: { deadlineMs: 20_000 } });
+    plan.lose = 'attempt_finished:retryable';
+    plan.hangReads = true;
+    const startedAt = Date.now();
+    expect(await caught(order(client, 'LA-hang-long'))).toBeInstanceOf(StoreError);
+    expect(Date.now() - startedAt).toBeLessThan(3_000);
+  }, 15_000);
 });
 
 describe('a call that ends with its outcome unknown says so, whatever the store did with the writes that close it', () => {
