@@ -87,23 +87,29 @@ export async function acquire(engine: Engine, spec: OperationSpec, deadline: Cal
   }
 }
 
+/** How long a call that ends with a StoreError waits for the undo or release it set going (see `bounded`, `Engine.letGo`). */
+export const LET_GO_WAIT_MS = 1_000;
+
 /**
  * A write of an earlier call of record `id` in this client that gave up may still land (see
  * {@link bounded}): until it is abandoned, its attempt would read as ours, opened, perhaps sent.
  * Waits for that abandon, under `signal`, until the lease that write took would have expired (a
  * store that never answers must not hold the id for good: compare-and-set keeps going on safe; the
- * attempt then reads as possibly sent, reconciled first). Whether there was one to wait for.
+ * attempt then reads as possibly sent, reconciled first), or `capMs`. Whether there was one to wait for.
  */
-export async function awaitAbandon(engine: Engine, id: string, signal: AbortSignal): Promise<boolean> {
+export async function awaitAbandon(engine: Engine, id: string, signal: AbortSignal, capMs = Infinity): Promise<boolean> {
   const abandoning = engine.abandoning.get(id);
   if (abandoning === undefined) return false;
   const cap = new AbortController();
+  let over = false;
   try {
-    await untilAborted(Promise.race([abandoning.done, sleep(abandoning.until - engine.opts.now(), cap.signal)]), signal);
+    const leaseLeft = abandoning.until - engine.opts.now();
+    await untilAborted(Promise.race([abandoning.done.then(() => (over = true)), sleep(Math.min(capMs, leaseLeft), cap.signal).then(() => (over ||= leaseLeft <= capMs))]), signal);
   } finally {
     cap.abort();
   }
-  if (engine.abandoning.get(id) === abandoning) engine.abandoning.delete(id);
+  // (given up at `capMs`, before the lease's end: left for later calls to wait for)
+  if (over && engine.abandoning.get(id) === abandoning) engine.abandoning.delete(id);
   return true;
 }
 
@@ -136,20 +142,37 @@ export function bounded<T>(
     if (gaveUp || opens !== undefined) {
       const abandon = (owned: OwnedRecord | undefined): Promise<unknown> | undefined => owned && engine.abandon(owned, error);
       // (`landed` gets undefined when the write failed: an owned record is still released after an abort)
+      const until = engine.opts.now() + engine.opts.leaseMs;
       const failed = async (): Promise<unknown> => {
-        const found = opens === undefined ? undefined : await openedUnsent(engine, id, opens).catch(() => undefined);
+        const found = opens === undefined ? undefined : await readBack(engine, id, opens, until);
         return abandon(found ?? (gaveUp ? landed(undefined) : undefined));
       };
-      const entry = { done: pending.then((value) => abandon(landed(value)), failed).catch(() => undefined), until: engine.opts.now() + engine.opts.leaseMs };
+      const entry = { done: pending.then((value) => abandon(landed(value)), failed).catch(() => undefined), until };
       void entry.done.finally(() => {
         if (engine.abandoning.get(id) === entry) engine.abandoning.delete(id);
       });
       engine.abandoning.set(id, entry);
-      // (no longer than a late one is waited for: a store that hangs now must not hold the error for good)
-      if (!gaveUp) await awaitAbandon(engine, id, signal).catch(() => undefined);
+      // (no longer than LET_GO_WAIT_MS: a store that hangs or keeps failing must not hold the error; the
+      // read-back goes on until the lease's end, and later calls of this client wait for it)
+      if (!gaveUp) await awaitAbandon(engine, id, signal, LET_GO_WAIT_MS).catch(() => undefined);
     }
     throw error;
   });
+}
+
+/**
+ * {@link openedUnsent}, tried again while the read fails (a store whose connection dropped may fail
+ * the read too), until `until`, when the lease that write took ends and the point is moot.
+ */
+async function readBack(engine: Engine, id: string, attemptId: string, until: number): Promise<OwnedRecord | undefined> {
+  for (let waitMs = 25; ; waitMs = Math.min(waitMs * 2, 1_000)) {
+    try {
+      return await openedUnsent(engine, id, attemptId);
+    } catch {
+      if (engine.opts.now() + waitMs >= until) return undefined;
+      await sleep(waitMs);
+    }
+  }
 }
 
 /** The record as a failed write that opened attempt `attemptId` may have left it: held by this owner with that attempt open, or undefined. */

@@ -28,7 +28,7 @@ import { reconcile, settledAt } from '../reconcile/lookup.js';
 import type { ReconcileOutcome, SnapshotLookup } from '../reconcile/lookup.js';
 import { CallDeadline } from './deadline.js';
 import { LeaseLostError, OwnedRecord } from './owned.js';
-import { acquire, bounded } from './acquire.js';
+import { LET_GO_WAIT_MS, acquire, bounded } from './acquire.js';
 import type { Telemetry } from '../telemetry.js';
 
 /**
@@ -38,9 +38,6 @@ import type { Telemetry } from '../telemetry.js';
  */
 const SETTLE_RETRY_MS = [0, 100, 400] as const;
 const SETTLE_BUDGET_MS = 1_000;
-
-/** How long a call that ends with a StoreError waits for the release of its lease (see `letGo`). */
-const LET_GO_WAIT_MS = 1_000;
 
 /** What one attempt gets from the engine. */
 export interface AttemptContext {

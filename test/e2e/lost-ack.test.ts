@@ -42,9 +42,10 @@ function writeOf(prev: OperationRecord | undefined, next: OperationRecord): stri
  * (once); optionally after `plan.delayMs`, so a caller can give up on it while it is pending. With
  * `plan.fail`, the next write so named fails without being applied (the ordinary failure); the next
  * `plan.failTimes` writes so named, when set; after `plan.delayMs` too (a store slow to fail).
+ * `plan.failReads`: the next so many reads (`get`) fail; `plan.hangReads`: every read hangs.
  */
 function lossy(inner: OnceStore) {
-  const plan: { lose: string; fail: string; failTimes: number; delayMs: number; hangReads: boolean; lost: string[]; writes: string[] } = { lose: '', fail: '', failTimes: 1, delayMs: 0, hangReads: false, lost: [], writes: [] };
+  const plan: { lose: string; fail: string; failTimes: number; delayMs: number; hangReads: boolean; failReads: number; lost: string[]; writes: string[] } = { lose: '', fail: '', failTimes: 1, delayMs: 0, hangReads: false, failReads: 0, lost: [], writes: [] };
   const before = async (label: string, id: string): Promise<void> => {
     if (label !== plan.fail) return;
     if (--plan.failTimes <= 0) plan.fail = '';
@@ -75,7 +76,14 @@ function lossy(inner: OnceStore) {
       await after(writeOf(prev, next), res.ok, id);
       return res;
     },
-    get: (id) => (plan.hangReads ? new Promise<never>(() => undefined) : inner.get(id)),
+    get: async (id) => {
+      if (plan.hangReads) return new Promise<never>(() => undefined);
+      if (plan.failReads > 0) {
+        plan.failReads--;
+        throw new StoreError(`lossy: the read of ${id} failed`);
+      }
+      return inner.get(id);
+    },
     list: (query) => inner.list(query),
     purge: (now) => inner.purge(now),
     close: () => inner.close(),
@@ -256,6 +264,39 @@ describe('the read-back after a lost acknowledgement', () => {
     const startedAt = Date.now();
     expect(await caught(order(client, 'LA-hang-long'))).toBeInstanceOf(StoreError);
     expect(Date.now() - startedAt).toBeLessThan(3_000);
+  }, 15_000);
+});
+
+describe('the read-back after a lost acknowledgement fails too', () => {
+  it.each([1, 3])('%i failed read(s): the read-back is tried again; the attempt is closed unsent and another process sends once, at once', async (reads) => {
+    const inner = memoryStore();
+    const { store, plan } = lossy(inner);
+    const client = clientOn(store, { leaseMs: 30_000 });
+    plan.lose = 'claim+attempt';
+    plan.failReads = reads;
+    expect(await caught(order(client, `LA-read-${reads}`))).toBeInstanceOf(StoreError);
+    // (the read-back goes on after the caller's error; give it a moment)
+    let stored = await inner.get(idOf(`LA-read-${reads}`));
+    for (let i = 0; i < 50 && stored?.lease !== null; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      stored = await inner.get(idOf(`LA-read-${reads}`));
+    }
+    expect(stored?.state).toBe('pending');
+    expect(stored?.attempts.at(-1)?.class).toBe('not_sent');
+    const other = clientOn(inner, { inFlightWaitMs: 100 });
+    expect((await order(other, `LA-read-${reads}`)).status).toBe(201);
+    expect(provider.effects).toBe(1);
+  });
+
+  it('every read fails, under a long lease: the caller gets its StoreError in about a second, not at the lease\'s end', async () => {
+    const { store, plan } = lossy(memoryStore());
+    const client = clientOn(store, { leaseMs: 10_000, retry: { deadlineMs: 20_000 } });
+    plan.lose = 'claim+attempt';
+    plan.failReads = 1_000_000;
+    const startedAt = Date.now();
+    expect(await caught(order(client, 'LA-read-all'))).toBeInstanceOf(StoreError);
+    expect(Date.now() - startedAt).toBeLessThan(3_000);
+    expect(provider.requests).toHaveLength(0);
   }, 15_000);
 });
 
