@@ -21,7 +21,7 @@ import {
 } from '../errors.js';
 import type { OnceEvent, OnceStats } from '../events.js';
 import { emptyStats } from '../events.js';
-import { isTerminal, lateSuccess, recordId } from '../operation/record.js';
+import { isTerminal, lateSuccess, recordId, resendNeedsDedupe } from '../operation/record.js';
 import type { OperationRecord, RecordEvent, ResultSnapshot, Scope } from '../operation/record.js';
 import type { ResolvedOptions } from '../options.js';
 import { reconcile, settledAt } from '../reconcile/lookup.js';
@@ -419,8 +419,21 @@ export class Engine {
         await this.early(owned, deadline.signal, { type: 'cancel' });
         continue;
       }
+      // Cleared for a send only by a provider's dedupe (a client with providerDedupes, perhaps not this
+      // one, stopped before its same-key resend): sent from only by a call that trusts it, else
+      // reconciled first (a lookup, or AmbiguousOutcomeError), never resent blind.
+      if (!this.trustsDedupe(rec) && resendNeedsDedupe(rec)) {
+        const why = this.opts.providerDedupes ? 'the key is older than the provider retention' : 'this client does not trust the provider to dedupe';
+        await this.early(owned, deadline.signal, { type: 'reconcile_first', detail: `an earlier attempt may have been delivered and only a provider's dedupe cleared it for a resend; ${why}: reconcile first` });
+        continue;
+      }
       return this.sendOnce(owned, spec, deadline, n);
     }
+  }
+
+  /** Whether a same-key resend is deduplicated, by this client's policy: `providerDedupes`, and the key within the provider's retention (less a margin). */
+  private trustsDedupe(rec: OperationRecord): boolean {
+    return this.opts.providerDedupes && this.opts.now() - rec.createdAt < this.opts.providerRetentionMs * 0.9;
   }
 
   /**

@@ -40,6 +40,13 @@ export interface Facts {
    */
   deliveryUnresolved: boolean;
   /**
+   * only a provider's dedupe cleared the record for a send (record.ts's `resendNeedsDedupe`:
+   * `deliveryUnresolved` without its 409s): on a `pending` record, a call without `providerDedupes`
+   * (or past the key's retention) sends nothing first but reconciles it (`reconcile_first`); held to
+   * it by test/property/explain-facts.test.ts
+   */
+  needsDedupe: boolean;
+  /**
    * a superseded owner's late success or ambiguous end that nothing settled (record.ts's
    * `lateDeliveryUnsettled`): its first late success, else its last late ambiguous end with no
    * settled "absent" after it
@@ -190,6 +197,13 @@ function unresolvedOf(record: OperationRecord, attempts: AttemptRecord[], late: 
   return last !== undefined && !settledAbsentAfter(record, last.generation);
 }
 
+/** record.ts's `resendNeedsDedupe`: `unresolvedOf` on every attempt, a 409 "in progress" not counted (it shows that the provider tracks the key). */
+function needsDedupeOf(record: OperationRecord, late: EvidenceRecord | undefined): boolean {
+  if (late !== undefined) return true;
+  const last = record.attempts.findLast((a) => a.finishedAt === null || !(a.class === 'not_sent' || a.class === 'retryable'));
+  return last !== undefined && !settledAbsentAfter(record, last.generation);
+}
+
 /** Attempts that may have acted: unfinished, or an outcome other than "not processed". */
 const maybeActed = (record: OperationRecord): AttemptRecord[] => record.attempts.filter((a) => a.finishedAt === null || a.class === null || !NO_EFFECT.has(a.class));
 
@@ -282,6 +296,7 @@ export function factsOf(record: OperationRecord, now: number, providerRetentionM
     terminal: record.state === 'succeeded' || record.state === 'failed' || record.state === 'cancelled',
     earlierUnresolved: unresolved,
     deliveryUnresolved: unresolvedOf(record, record.attempts, late),
+    needsDedupe: needsDedupeOf(record, late),
     late,
     lateSuccess: late !== undefined && isSuccess(late),
     lateAttempt,

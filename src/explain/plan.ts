@@ -108,6 +108,27 @@ function unsettled(c: Ctx, lead: string[]): Decision {
   };
 }
 
+/**
+ * A `pending` record that only a provider's dedupe cleared for a send (`Facts.needsDedupe`), under a
+ * policy without `providerDedupes`: the next call sends nothing first (execute.ts, `step`:
+ * `reconcile_first`); it turns the record ambiguous and reconciles it: its lookup, else
+ * AmbiguousOutcomeError.
+ */
+function reconcileFirst(c: Ctx): Decision {
+  const cleared = `the record was cleared only for a same-key resend (key ${c.key}), not by a lookup, and an earlier attempt may have acted`;
+  if (c.p.lookupRegistered) {
+    return unsettled(c, [`Nothing is resent blind: ${cleared}; the next call from a client without providerDedupes sends nothing first, turns the record ambiguous and looks it up.`]);
+  }
+  return {
+    plan: [
+      `Do not call again from a client without providerDedupes to resend it: ${cleared}. Such a call sends nothing: it turns the record ambiguous and ends with AmbiguousOutcomeError.`,
+      `Check at the provider whether an effect exists for ref '${c.ref}'; call again only from a client whose provider dedupes by key${c.r.request === null ? ', or call client.run() again with a lookup (spec.lookup)' : `, or register a lookup for '${c.action}' (createClient({ lookups })) and call again`}.`,
+    ],
+    verification: [`${atProvider(c, possible(c))} Two would be a duplicate.`],
+    escalation: 'The record may be resent only with the same key to a provider that dedupes, and this policy says the provider does not.',
+  };
+}
+
 function decideCode(code: DiagnosisCode, c: Ctx): Decision {
   const { r, f } = c;
   const status = f.last?.status ?? r.result?.status;
@@ -171,6 +192,8 @@ function decideCode(code: DiagnosisCode, c: Ctx): Decision {
         verification: [`${atProvider(c, 'no')} (until a call succeeds; then exactly one).`],
       };
     case 'concurrent_duplicates':
+      // a 409 after an attempt only a provider's dedupe cleared: a call without providerDedupes reconciles that one first
+      if (r.state === 'pending' && !c.p.providerDedupes && f.needsDedupe) return reconcileFirst(c);
       if (f.inProgress409 !== undefined && r.state === 'pending') {
         return {
           plan: [
@@ -192,6 +215,7 @@ function decideCode(code: DiagnosisCode, c: Ctx): Decision {
       if (r.state === 'pending') {
         // cleared by a lookup after the last attempt, only when nothing earlier stays unresolved (a late success never is)
         const absent = f.clearedByLookup;
+        if (!absent && !c.p.providerDedupes && f.needsDedupe) return reconcileFirst(c);
         if (!absent && !c.p.providerDedupes) {
           // Cleared only for a same-key resend, by a client that declared a deduplicating provider.
           return {
@@ -271,9 +295,11 @@ export function decide(code: DiagnosisCode, r: OperationRecord, f: Facts, p: Exp
               r.state !== 'pending'
                 ? ', then run client.recover() (once the lease has expired) or call again: either looks it up before any send'
                 : `. client.recover() skips a pending record; the next call ${
-                    r.cancelRequestedAt === null
-                      ? `sends again with key ${c.key}, no lookup first: call again only if the check finds no effect${f.keyPastCutoff ? '' : ', or the provider dedupes by key'}`
-                      : 're-applies the cancel requested and sends nothing'
+                    r.cancelRequestedAt !== null
+                      ? 're-applies the cancel requested and sends nothing'
+                      : !p.providerDedupes && f.needsDedupe
+                        ? `sends nothing first: it turns the record ambiguous and ${p.lookupRegistered ? 'looks it up' : 'ends with AmbiguousOutcomeError'}`
+                        : `sends again with key ${c.key}, no lookup first: call again only if the check finds no effect${f.keyPastCutoff ? '' : ', or the provider dedupes by key'}`
                   }`
             }.`,
           ];

@@ -381,6 +381,15 @@ export type RecordEvent =
     }
   | { type: 'lookup_unknown'; detail: string }
   | { type: 'resend_after_ambiguous'; detail: string }
+  | {
+      /**
+       * A `pending` record that only a provider's dedupe cleared for a send ({@link resendNeedsDedupe}),
+       * met by a call that does not trust it (no `providerDedupes`, or the key past the provider's
+       * retention): back to `ambiguous`, to be reconciled before any send. Noted as a `stop`.
+       */
+      type: 'reconcile_first';
+      detail: string;
+    }
   | { type: 'stopped'; code: string; message: string }
   | { type: 'cancel' }
   | {
@@ -423,6 +432,7 @@ const ALLOWED_FROM: Partial<Record<RecordEvent['type'], readonly OperationState[
   lookup_absent: ['ambiguous'],
   lookup_unknown: ['ambiguous'],
   resend_after_ambiguous: ['ambiguous'],
+  reconcile_first: ['pending'],
   stopped: LIVE,
   cancel: LIVE,
 };
@@ -470,6 +480,9 @@ function targetState(record: OperationRecord, event: RecordEvent): OperationStat
       return record.cancelRequestedAt === null || event.settled === false ? 'pending' : 'cancelled';
     case 'resend_after_ambiguous':
       return 'pending';
+    case 'reconcile_first':
+      // only where a dedupe was all that cleared it (refused below otherwise)
+      return 'ambiguous';
     case 'cancel':
       // A pending record is cancelled only when no attempt can have been delivered; one that was
       // merely cleared for a same-key resend goes back to reconciliation, and is never resent.
@@ -494,6 +507,20 @@ export function deliveryUnresolved(record: Pick<OperationRecord, 'attempts' | 'e
   if (lateDeliveryUnsettled(record)) return true;
   const risky = record.attempts.findLast((a) => a.finishedAt === null || !(a.class === 'not_sent' || (a.class === 'retryable' && a.status !== 409)));
   return risky !== undefined && !settledAbsentAfter(record, risky.generation);
+}
+
+/**
+ * Whether a `pending` record was cleared for a send only because the provider dedupes: an attempt
+ * that never finished or ended ambiguous with no settled "absent" after it (a same-key resend after
+ * `resend_after_ambiguous`, or an "absent" asked before `settleMs`), or a superseded owner's late
+ * delivery nothing settled. Only a call that trusts the provider to dedupe (`providerDedupes`, the
+ * key within its retention) may send from it; any other reconciles first (`reconcile_first`).
+ * `deliveryUnresolved` without its 409s: a 409 "in progress" shows that the provider tracks the key.
+ */
+export function resendNeedsDedupe(record: Pick<OperationRecord, 'attempts' | 'evidence'>): boolean {
+  if (lateDeliveryUnsettled(record)) return true;
+  const unsure = record.attempts.findLast((a) => a.finishedAt === null || !(a.class === 'not_sent' || a.class === 'retryable'));
+  return unsure !== undefined && !settledAbsentAfter(record, unsure.generation);
 }
 
 /** The evidence `keepAsEvidence` writes for a superseded owner's late success or ambiguous end. */
@@ -544,6 +571,7 @@ export function applyEvent(record: OperationRecord, event: RecordEvent, now: num
   if (!NEXT[record.state].includes(to)) throw new IllegalTransitionError(record.state, to, event.type);
   const from = ALLOWED_FROM[event.type];
   if (from !== undefined && !from.includes(record.state)) throw new IllegalTransitionError(record.state, to, event.type);
+  if (event.type === 'reconcile_first' && !resendNeedsDedupe(record)) throw new IllegalTransitionError(record.state, to, event.type);
   const next: OperationRecord = {
     ...record,
     state: to,
@@ -627,6 +655,9 @@ export function applyEvent(record: OperationRecord, event: RecordEvent, now: num
       break;
     case 'resend_after_ambiguous':
       note('lookup', `resend with the same key: ${event.detail}`);
+      break;
+    case 'reconcile_first':
+      note('stop', `not sent: ${event.detail}`);
       break;
     case 'stopped':
       // The call gave up; release the lease so another call or recover() can resume at once.

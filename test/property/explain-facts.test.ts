@@ -34,7 +34,7 @@ import { describe, expect, it } from 'vitest';
 import { explain } from '../../src/explain/explain.js';
 import { factsOf } from '../../src/explain/facts.js';
 import type { ExplainPolicy } from '../../src/explain/types.js';
-import { IllegalTransitionError, applyEvent, deliveryUnresolved, isTerminal, lateDeliveryUnsettled, lateSuccess, newRecord } from '../../src/operation/record.js';
+import { IllegalTransitionError, applyEvent, deliveryUnresolved, isTerminal, lateDeliveryUnsettled, lateSuccess, newRecord, resendNeedsDedupe } from '../../src/operation/record.js';
 import type { AttemptRecord, EvidenceRecord, OperationRecord, RecordEvent, ResultSnapshot } from '../../src/operation/record.js';
 import { explainPolicy } from '../helpers/explain-policy.js';
 
@@ -118,6 +118,8 @@ const eventArb: fc.Arbitrary<EventSpec> = fc.oneof(
   },
   fc.constant<EventSpec>({ type: 'lookup_unknown', detail: 'lookup failed: 503' }),
   { weight: 3, arbitrary: fc.constant<EventSpec>({ type: 'resend_after_ambiguous', detail: 'the provider dedupes' }) },
+  // a call without providerDedupes meeting a pending record only a dedupe cleared (refused elsewhere)
+  fc.constant<EventSpec>({ type: 'reconcile_first', detail: 'this client does not trust the provider to dedupe' }),
   fc.constant<EventSpec>({ type: 'stopped', code: 'AMBIGUOUS_OUTCOME', message: 'gave up' }),
   fc.constant<EventSpec>({ type: 'cancel' }),
   // the owner of the open last attempt closing it as never sent (toEvent names that attempt)
@@ -243,6 +245,7 @@ describe('facts.ts agrees with record.ts on records reached through applyEvent',
       neverSent: 0,
       ambiguousUnresolved: 0,
       notSentButAnswered: 0,
+      reconcileFirst: 0,
     };
     fc.assert(
       fc.property(stepsArb, (steps) => {
@@ -251,6 +254,7 @@ describe('facts.ts agrees with record.ts on records reached through applyEvent',
           const expected = earlierUnresolvedOfRecordTs(rec);
           expect(f.earlierUnresolved, `earlierUnresolved of ${JSON.stringify({ attempts: rec.attempts, evidence: rec.evidence })}`).toBe(expected);
           expect(f.deliveryUnresolved, `deliveryUnresolved of ${JSON.stringify({ attempts: rec.attempts, evidence: rec.evidence })}`).toBe(deliveryUnresolved(rec));
+          expect(f.needsDedupe, `needsDedupe of ${JSON.stringify({ attempts: rec.attempts, evidence: rec.evidence })}`).toBe(resendNeedsDedupe(rec));
           expect(f.terminal, rec.state).toBe(isTerminal(rec.state));
           const evidence = JSON.stringify(rec.evidence);
           expect(f.late !== undefined, `late of ${evidence}`).toBe(lateDeliveryUnsettled(rec));
@@ -308,6 +312,25 @@ describe('facts.ts agrees with record.ts on records reached through applyEvent',
               expect(answered || deliveryUnresolved(rec) || rec.attempts.some((a) => a.class !== 'not_sent'), `never_sent of ${JSON.stringify({ attempts: rec.attempts, evidence: rec.evidence })}`).toBe(false);
               expect(f.effects).toBe(0);
             } else if (answered && rec.attempts.every((a) => a.class === 'not_sent')) seen.notSentButAnswered++;
+            if (rec.cancelRequestedAt === null) {
+              // what a call without providerDedupes does first (execute.ts, step): a record only a provider's
+              // dedupe cleared is reconciled (reconcile_first), never sent from; any other is sent from
+              let reconciles = true;
+              try {
+                applyEvent(rec, { type: 'reconcile_first', detail: 'x' }, rec.updatedAt + 1, 'A');
+              } catch (error) {
+                if (!(error instanceof IllegalTransitionError)) throw error;
+                reconciles = false;
+              }
+              expect(reconciles, `reconcile_first on ${JSON.stringify({ attempts: rec.attempts, evidence: rec.evidence })}`).toBe(f.needsDedupe);
+              if (f.needsDedupe) {
+                seen.reconcileFirst++;
+                for (const over of [{}, { lookupRegistered: true }]) {
+                  const plan = explain(rec, policy(rec, over)).plan.join('\n');
+                  expect(plan, `plan of ${JSON.stringify({ attempts: rec.attempts, evidence: rec.evidence })}`).not.toMatch(/^Call again|sends again with key|the resend cannot act twice|replays that outcome/m);
+                }
+              }
+            }
           }
           if (!isTerminal(rec.state) && rec.cancelRequestedAt !== null) {
             // after a cancel nothing is resent, so a key the provider may have forgotten changes nothing

@@ -481,10 +481,23 @@ describe('a pending record cleared for a same-key resend after an earlier "absen
     expect(x.handoff.effects).toBe('unknown');
   });
 
-  it('escalates under a policy without providerDedupes instead of "a lookup found no effect: call again"', () => {
-    const x = explain(rec(), policy({ lookupRegistered: true }));
+  it('escalates under a policy without providerDedupes and without a lookup instead of "a lookup found no effect: call again"', () => {
+    const x = explain(rec(), policy({}));
     expect(x.escalate).toBe(true);
     expect(x.plan[0]).toMatch(/^Do not call again from a client without providerDedupes/);
+    // what such a call does (execute.ts, step: reconcile_first): nothing sent
+    expect(x.plan[0]).toMatch(/Such a call sends nothing: it turns the record ambiguous and ends with AmbiguousOutcomeError\.$/);
+    expect(x.plan.join('\n')).not.toMatch(/a lookup found no effect/i);
+  });
+
+  // Was: escalated, "Do not call again from a client without providerDedupes", when such a call sent
+  // at once; it now looks the record up before any send (reconcile_first), which the plan says.
+  it('under a policy without providerDedupes but with a lookup: the next call sends nothing first and looks it up', () => {
+    const x = explain(rec(), policy({ lookupRegistered: true }));
+    expect(x.escalate).toBe(false);
+    expect(x.plan[0]).toMatch(/^Nothing is resent blind: the record was cleared only for a same-key resend .* the next call from a client without providerDedupes sends nothing first, turns the record ambiguous and looks it up\.$/);
+    expect(x.plan[1]).toMatch(/^Look up first: call again with the same ref and payload \(client\.recover\(\) skips a pending record\)/);
+    expect(x.plan[2]).toMatch(/; unknown → it stays ambiguous: escalate then\.$/);
     expect(x.plan.join('\n')).not.toMatch(/a lookup found no effect/i);
   });
 

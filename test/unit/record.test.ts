@@ -68,6 +68,9 @@ describe('state machine', () => {
     ['cancel after an "absent" asked before settleMs: back to ambiguous', [started, finished('ambiguous'), { type: 'lookup_absent', detail: 'x', settled: false }, { type: 'cancel' }], 'ambiguous'],
     ['cancel after 409 in progress', [started, { type: 'attempt_finished', class: 'retryable', status: 409, reason: 'status 409 in progress', result: null }, { type: 'cancel' }], 'ambiguous'],
     ['cancel after a send a lookup had cleared, then a retryable answer', [started, finished('ambiguous'), { type: 'lookup_absent', detail: 'x' }, started, finished('retryable'), { type: 'cancel' }], 'cancelled'],
+    ['reconcile first when only cleared for a same-key resend', [started, finished('ambiguous'), { type: 'resend_after_ambiguous', detail: 'x' }, { type: 'reconcile_first', detail: 'x' }], 'ambiguous'],
+    ['reconcile first after an "absent" asked before settleMs', [started, finished('ambiguous'), { type: 'lookup_absent', detail: 'x', settled: false }, { type: 'reconcile_first', detail: 'x' }], 'ambiguous'],
+    ['reconcile first when a retryable answer followed a same-key resend', [started, finished('ambiguous'), { type: 'resend_after_ambiguous', detail: 'x' }, started, finished('retryable'), { type: 'reconcile_first', detail: 'x' }], 'ambiguous'],
   ])('%s → %s', (_name, events, state) => {
     expect(drive(events).state).toBe(state);
   });
@@ -78,6 +81,11 @@ describe('state machine', () => {
     ['finishing an attempt that never started', [finished('success')]],
     ['anything moving a terminal record', [started, finished('success'), started]],
     ['lookup result on a pending record', [{ type: 'lookup_found', result: snapshot, detail: 'x' }]],
+    // reconcile_first only where a provider's dedupe was all that cleared the record for a send
+    ['reconcile first on a record nothing was sent for', [{ type: 'reconcile_first', detail: 'x' }]],
+    ['reconcile first after a settled "absent"', [started, finished('ambiguous'), { type: 'lookup_absent', detail: 'x' }, { type: 'reconcile_first', detail: 'x' }]],
+    ['reconcile first after a 409 "in progress" alone', [started, { type: 'attempt_finished', class: 'retryable', status: 409, reason: 'status 409 in progress', result: null }, { type: 'reconcile_first', detail: 'x' }]],
+    ['reconcile first on an ambiguous record', [started, finished('ambiguous'), { type: 'reconcile_first', detail: 'x' }]],
   ])('rejects %s', (_name, events) => {
     expect(() => drive(events)).toThrow(IllegalTransitionError);
   });
