@@ -438,11 +438,20 @@ export class Engine {
 
   /**
    * Records the open attempt as never sent (back to pending), also after a takeover; under `signal`
-   * when given (see `early`).
+   * when given (see `early`). Only this process knows that the attempt never left it: a StoreError
+   * (a blip, a lost ack) is tried again as an answer in hand is (`settle`), else the attempt would
+   * read as possibly sent for good without a lookup or provider dedupe.
    */
-  private closeUnsent(owned: OwnedRecord, reason: string, signal?: AbortSignal): Promise<unknown> {
+  private async closeUnsent(owned: OwnedRecord, reason: string, signal?: AbortSignal): Promise<unknown> {
     owned.unsentAttempt = false;
-    return this.early(owned, signal, { type: 'never_sent', attemptId: owned.rec.attempts.at(-1)?.id ?? '', reason });
+    const event: RecordEvent = { type: 'never_sent', attemptId: owned.rec.attempts.at(-1)?.id ?? '', reason };
+    try {
+      return await this.early(owned, signal, event);
+    } catch (error) {
+      // (given up on at an abort: `bounded` abandons it once it lands)
+      if (!(error instanceof StoreError) || signal?.aborted === true) throw error;
+      return this.settle(owned, event);
+    }
   }
 
   /**

@@ -300,6 +300,45 @@ describe('the read-back after a lost acknowledgement fails too', () => {
   }, 15_000);
 });
 
+describe('never_sent of an attempt opened and never handed to the transport fails once, not applied', () => {
+  // The claim opened attempt 1; the caller aborts (or cancels) before the send, and the store fails
+  // the write that closes it as never sent (a blip). Only this process knows that attempt never left
+  // it. Before the fix the abandon's `stopped` released the lease over the still-open attempt: every
+  // later call took it for possibly sent and, with no lookup and no provider dedupe, threw
+  // AmbiguousOutcomeError for good (0 effects). The write is tried again, as an answer in hand is.
+  for (const how of ['abort', 'cancel'] as const) {
+    it(`${how} before the send: the attempt is closed all the same; the next call sends once, no lookup, no dedupe`, async () => {
+      const inner = memoryStore();
+      const { store, plan } = lossy(inner);
+      const ref = `LA-never_sent-fail-${how}`;
+      const ctl = new AbortController();
+      const reason = new Error('caller gave up');
+      const client = clientOn(store, { leaseMs: 30_000, onEvent: (e) => void (e.type === 'operation_created' && ctl.abort(reason)) });
+      plan.fail = 'never_sent';
+      const error = await caught(
+        client.fetch(`${provider.url}/orders`, {
+          ...orderInit(ref),
+          ...(how === 'abort' ? { signal: ctl.signal } : {}),
+          once: { action: ACTION, ref, ...(how === 'cancel' ? { signal: ctl.signal } : {}) },
+        }),
+      );
+      expect(plan.lost).toEqual(['failed never_sent']);
+      if (how === 'abort') expect(error).toBe(reason);
+      else expect(error).toBeInstanceOf(OperationCancelledError);
+      const record = await inner.get(idOf(ref));
+      expect(record?.attempts.map((a) => a.class)).toEqual(['not_sent']);
+      expect(record).toMatchObject({ state: how === 'abort' ? 'pending' : 'cancelled', lease: null });
+      expect(provider.requests).toHaveLength(0);
+
+      const next = clientOn(store, { inFlightWaitMs: 100 });
+      if (how === 'abort') expect((await order(next, ref)).status).toBe(201);
+      else expect(await caught(order(next, ref))).toBeInstanceOf(OperationCancelledError);
+      expect(provider.effectsFor(ref)).toBe(how === 'abort' ? 1 : 0);
+      expect(provider.requests.filter((r) => r.ref === ref)).toHaveLength(how === 'abort' ? 1 : 0);
+    });
+  }
+});
+
 describe('a call that ends with its outcome unknown says so, whatever the store did with the writes that close it', () => {
   // The attempt got a 502 after the provider committed (one effect); nothing can settle it (no
   // lookup that answers, no provider dedupe), so the call stops with AmbiguousOutcomeError. A
