@@ -157,7 +157,10 @@ export function createClientWith(options: OnceClientOptions, platform: PlatformD
       return explain(record, explainPolicy(opts, record.action, opts.now()));
     },
     stats: () => ({ ...engine.stats }),
-    close: () => opts.store.close(),
+    close: () => {
+      engine.close();
+      return opts.store.close();
+    },
   };
   return client;
 }

@@ -162,7 +162,8 @@ export function bounded<T>(
 
 /**
  * {@link openedUnsent}, tried again while the read fails (a store whose connection dropped may fail
- * the read too), until `until`, when the lease that write took ends and the point is moot.
+ * the read too), until `until`, when the lease that write took ends and the point is moot, or until
+ * the client is closed (`engine.closed`: its timers must not hold the process open).
  */
 async function readBack(engine: Engine, id: string, attemptId: string, until: number): Promise<OwnedRecord | undefined> {
   for (let waitMs = 25; ; waitMs = Math.min(waitMs * 2, 1_000)) {
@@ -170,7 +171,7 @@ async function readBack(engine: Engine, id: string, attemptId: string, until: nu
       return await openedUnsent(engine, id, attemptId);
     } catch {
       if (engine.opts.now() + waitMs >= until) return undefined;
-      await sleep(waitMs);
+      await sleep(waitMs, engine.closed);
     }
   }
 }

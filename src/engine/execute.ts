@@ -134,6 +134,9 @@ export class Engine {
   private readonly inflight = new Map<string, Running>();
   /** by record id: the abandon of a write given up on before the send, pending until it lands (see `bounded`), and until when a call waits for it */
   readonly abandoning = new Map<string, { done: Promise<unknown>; until: number }>();
+  private readonly closer = new AbortController();
+  /** aborted by {@link close}: work left going in the background (a read-back that keeps failing) stops, its timers with it */
+  readonly closed: AbortSignal = this.closer.signal;
 
   /**
    * @param exclusive optional: runs one record's execution exclusively across
@@ -146,6 +149,11 @@ export class Engine {
     private readonly exclusive?: Exclusive,
     private readonly telemetry?: Telemetry,
   ) {}
+
+  /** The client closes (its store next): background retries end now, not at a lease's end. */
+  close(): void {
+    this.closer.abort(new StoreError('the client was closed'));
+  }
 
   emit(event: OnceEvent): void {
     const listener = this.opts.onEvent;

@@ -43,9 +43,10 @@ function writeOf(prev: OperationRecord | undefined, next: OperationRecord): stri
  * `plan.fail`, the next write so named fails without being applied (the ordinary failure); the next
  * `plan.failTimes` writes so named, when set; after `plan.delayMs` too (a store slow to fail).
  * `plan.failReads`: the next so many reads (`get`) fail; `plan.hangReads`: every read hangs.
+ * `plan.reads` counts the reads asked for.
  */
 function lossy(inner: OnceStore) {
-  const plan: { lose: string; fail: string; failTimes: number; delayMs: number; hangReads: boolean; failReads: number; lost: string[]; writes: string[] } = { lose: '', fail: '', failTimes: 1, delayMs: 0, hangReads: false, failReads: 0, lost: [], writes: [] };
+  const plan: { lose: string; fail: string; failTimes: number; delayMs: number; hangReads: boolean; failReads: number; reads: number; lost: string[]; writes: string[] } = { lose: '', fail: '', failTimes: 1, delayMs: 0, hangReads: false, failReads: 0, reads: 0, lost: [], writes: [] };
   const before = async (label: string, id: string): Promise<void> => {
     if (label !== plan.fail) return;
     if (--plan.failTimes <= 0) plan.fail = '';
@@ -77,6 +78,7 @@ function lossy(inner: OnceStore) {
       return res;
     },
     get: async (id) => {
+      plan.reads++;
       if (plan.hangReads) return new Promise<never>(() => undefined);
       if (plan.failReads > 0) {
         plan.failReads--;
@@ -298,6 +300,24 @@ describe('the read-back after a lost acknowledgement fails too', () => {
     expect(Date.now() - startedAt).toBeLessThan(3_000);
     expect(provider.requests).toHaveLength(0);
   }, 15_000);
+});
+
+describe('client.close() while the read-back after a lost acknowledgement is still being tried', () => {
+  // Every read fails (the connection is gone): the read-back goes on after the caller's StoreError,
+  // until the lease's end. Before the fix it went on after close() too (a closed store fails every
+  // read), its timers holding the process open for up to leaseMs (30 s by default) after close().
+  it('close() ends it: no read is asked for, no timer kept, after close()', async () => {
+    const { store, plan } = lossy(memoryStore());
+    const client = clientOn(store, { leaseMs: 30_000 });
+    plan.lose = 'claim+attempt';
+    plan.failReads = 1_000_000;
+    expect(await caught(order(client, 'LA-close'))).toBeInstanceOf(StoreError);
+    await client.close();
+    const readsAtClose = plan.reads;
+    await new Promise((r) => setTimeout(r, 1_500)); // the read-back's waits grow to 1 s
+    expect(plan.reads).toBe(readsAtClose);
+    expect(provider.requests).toHaveLength(0);
+  });
 });
 
 describe('never_sent of an attempt opened and never handed to the transport fails once, not applied', () => {
