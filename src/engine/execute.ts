@@ -622,11 +622,10 @@ export class Engine {
         return;
       case 'unknown':
       case 'none': {
-        const keyAgeMs = this.opts.now() - owned.rec.createdAt;
-        const keyStillRemembered = keyAgeMs < this.opts.providerRetentionMs * 0.9;
+        const trusted = this.trustsDedupe(owned.rec);
         // A requested cancel withdrew the authority to send: a resend could make the very effect it stops.
         const cancelled = owned.rec.cancelRequestedAt !== null;
-        if (this.opts.providerDedupes && keyStillRemembered && !cancelled) {
+        if (trusted && !cancelled) {
           await owned.commit({ type: 'resend_after_ambiguous', detail: `${result.detail}; the provider dedupes by key` });
           return;
         }
@@ -638,7 +637,7 @@ export class Engine {
         }
         const why = cancelled
           ? 'a cancel was requested'
-          : !keyStillRemembered && this.opts.providerDedupes
+          : !trusted && this.opts.providerDedupes
             ? 'the key is older than the provider retention'
             : 'the provider does not dedupe';
         throw await this.stop(owned, new AmbiguousOutcomeError(
