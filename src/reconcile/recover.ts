@@ -1,7 +1,10 @@
 /**
  * `client.recover()`: after a restart, settle every operation of the
  * client's tenant left `in_flight` or `ambiguous` under an expired lease,
- * without the original caller, using the lookups registered per action. Those lookups answer for
+ * without the original caller, using the lookups registered per action. A `pending` record that
+ * only a provider's dedupe cleared for a resend (`resendNeedsDedupe`) is settled too when this
+ * client does not trust that dedupe, as its own call would (`reconcile_first`, then a lookup); it
+ * never sends. Those lookups answer for
  * `client.fetch` operations (a `Response`); a `client.run()` operation takes
  * its lookup per call, so recovery leaves it `ambiguous` for its next call.
  *
@@ -11,7 +14,7 @@ import { awaitAbandon } from '../engine/acquire.js';
 import { LeaseLostError, OwnedRecord } from '../engine/owned.js';
 import type { Engine } from '../engine/execute.js';
 import { responseLookup } from '../engine/fetch-operation.js';
-import { applyEvent, scopeOfId } from '../operation/record.js';
+import { applyEvent, resendNeedsDedupe, scopeOfId } from '../operation/record.js';
 import type { OperationRecord, Scope } from '../operation/record.js';
 import type { CorruptRow, OnceStore } from '../stores/contract.js';
 import { reconcile, settledAt } from './lookup.js';
@@ -32,7 +35,11 @@ export interface RecoveryReport {
   resolved: Scope[];
   /** the lookup (or the record: its last attempt was closed as never sent) says it never happened: back to `pending`, to be re-sent by its caller with the same ref and key */
   absent: Scope[];
-  /** no lookup (always so for a `client.run()` operation), or the lookup could not tell: still `ambiguous` */
+  /**
+   * no lookup (always so for a `client.run()` operation), or the lookup could not tell: still
+   * `ambiguous` (also a `pending` record only a provider's dedupe cleared, met by a client that does
+   * not trust it: made `ambiguous`, as that client's own call would)
+   */
   stillAmbiguous: Scope[];
   /** re-sent by recover itself; always empty, since request bodies are not stored */
   resent: Scope[];
@@ -75,6 +82,23 @@ function scopeOf(r: OperationRecord): Scope {
 }
 
 /**
+ * Whether recover() settles `rec` (lease aside): `in_flight` or `ambiguous`, or `pending` where only a
+ * provider's dedupe cleared it for a send and this client does not trust that dedupe (its own call
+ * would reconcile first, `reconcile_first`). A client that trusts it leaves such a record to its
+ * caller: the same-key resend it is cleared for needs the request body, which recover() lacks.
+ */
+function settles(engine: Engine, rec: OperationRecord): boolean {
+  if (rec.state === 'in_flight' || rec.state === 'ambiguous') return true;
+  return rec.state === 'pending' && resendNeedsDedupe(rec) && !trustsDedupe(engine, rec);
+}
+
+/** Whether this client trusts a same-key resend of `rec` to be deduplicated: the rule of the engine's own `trustsDedupe` (`providerDedupes`, the key younger than 90 % of `providerRetentionMs`). */
+function trustsDedupe(engine: Engine, rec: OperationRecord): boolean {
+  const { providerDedupes, providerRetentionMs, now } = engine.opts;
+  return providerDedupes && now() - rec.createdAt < providerRetentionMs * 0.9;
+}
+
+/**
  * A write that a call of this client gave up on before its send may still land, and is then undone
  * (`engine.abandoning`: its attempt closed as never sent, its lease released). Taken over first, that
  * attempt would read as possibly sent and leave the record ambiguous: wait for the undo as a call
@@ -85,7 +109,7 @@ async function afterAbandon(engine: Engine, found: OperationRecord, signal: Abor
   if (!(await awaitAbandon(engine, found.id, signal))) return found;
   const { store, now } = engine.opts;
   const again = await store.get(found.id);
-  const stale = again !== undefined && (again.state === 'in_flight' || again.state === 'ambiguous') && (again.lease === null || again.lease.expiresAt < now());
+  const stale = again !== undefined && settles(engine, again) && (again.lease === null || again.lease.expiresAt < now());
   return stale ? again : undefined;
 }
 
@@ -102,12 +126,21 @@ function backToPending(rec: OperationRecord, owner: string): boolean {
 const MAX_LIST_ROUNDS = 8;
 
 /**
- * Up to `limit` stale records of `tenant`. A row that is not a valid record is reported in
- * `report.errors`, not settled: the others still are. Such a row keeps its place in the list's
- * order and counts toward its limit, and is never updated, so it stays first: the list is asked
- * again past the corrupt rows, else `limit` of them would hold every other record back for good.
+ * Up to `limit` records of `tenant` in `states` under no live lease, those `keep` selects. A row that
+ * is not a valid record is reported in `report.errors`, not settled: the others still are. Such a
+ * row keeps its place in the list's order and counts toward its limit, and is never updated, so it
+ * stays first: the list is asked again past the corrupt rows, else `limit` of them would hold every
+ * other record back for good. So for records `keep` leaves out (`pending` ones recover() does not
+ * settle, which it does not update either): past them the list is asked for twice as many rows each
+ * round, at most `MAX_LIST_ROUNDS` rounds.
  */
-async function listStale(store: OnceStore, tenant: string, before: number, limit: number, report: RecoveryReport): Promise<OperationRecord[]> {
+async function listStale(
+  store: OnceStore,
+  q: { tenant: string; before: number; limit: number; states: OperationRecord['state'][] },
+  keep: (rec: OperationRecord) => boolean,
+  report: RecoveryReport,
+): Promise<OperationRecord[]> {
+  const { tenant, before, limit, states } = q;
   const corrupt = new Map<string, CorruptRow>();
   let asked = limit;
   let stale: OperationRecord[] = [];
@@ -117,16 +150,33 @@ async function listStale(store: OnceStore, tenant: string, before: number, limit
       bad++;
       corrupt.set(row.id, row);
     };
-    stale = await store.list({ states: ['in_flight', 'ambiguous'], leaseExpiredBefore: before, tenant, limit: asked, onCorrupt });
+    const listed = await store.list({ states, leaseExpiredBefore: before, tenant, limit: asked, onCorrupt });
+    stale = listed.filter(keep);
+    const left = listed.length - stale.length;
     // enough records, the end of the list (fewer rows than asked), or nothing in the way
-    if (stale.length >= limit || stale.length + bad < asked || bad === 0) break;
-    asked = limit + bad;
+    if (stale.length >= limit || listed.length + bad < asked || bad + left === 0) break;
+    asked = left === 0 ? limit + bad : Math.max(limit + bad + left, asked * 2);
   }
   for (const { id, error } of corrupt.values()) report.errors.push({ id, scope: scopeOfId(id), message: error.message });
   return stale.slice(0, limit);
 }
 
-/** Reconciles stale `in_flight`/`ambiguous` records. */
+/**
+ * The records recover() settles, oldest `updatedAt` first, at most `limit`: the stale `in_flight`
+ * and `ambiguous` ones, and the `pending` ones only a dedupe this client does not trust cleared.
+ */
+async function listToSettle(engine: Engine, tenant: string, before: number, limit: number, report: RecoveryReport): Promise<OperationRecord[]> {
+  const { store } = engine.opts;
+  const q = { tenant, before, limit };
+  const stale = await listStale(store, { ...q, states: ['in_flight', 'ambiguous'] }, () => true, report);
+  // (no such record when this client trusts the provider to dedupe every key it still remembers)
+  const cleared = await listStale(store, { ...q, states: ['pending'] }, (r) => settles(engine, r), report);
+  if (cleared.length === 0) return stale;
+  const order = (a: OperationRecord, b: OperationRecord): number => a.updatedAt - b.updatedAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+  return [...stale, ...cleared].sort(order).slice(0, limit);
+}
+
+/** Reconciles stale `in_flight`/`ambiguous` records, and `pending` ones only a dedupe this client does not trust cleared. */
 export async function recover(engine: Engine, options: RecoverOptions = {}): Promise<RecoveryReport> {
   const { store, now, leaseMs, lookups } = engine.opts;
   // Its own lease holder: a call of this client that meets a record recover() holds waits for it,
@@ -137,7 +187,7 @@ export async function recover(engine: Engine, options: RecoverOptions = {}): Pro
   // provider may hold an order this one's lookup calls absent.
   const tenant = options.tenant ?? engine.opts.tenant;
   if (typeof tenant !== 'string' || tenant === '') throw new TypeError('client.recover: option "tenant" must be a non-empty string');
-  const stale = await listStale(store, tenant, now(), options.limit ?? 100, report);
+  const stale = await listToSettle(engine, tenant, now(), options.limit ?? 100, report);
   const signal = options.signal ?? new AbortController().signal;
   for (const listed of stale) {
     signal.throwIfAborted();
@@ -149,8 +199,13 @@ export async function recover(engine: Engine, options: RecoverOptions = {}): Pro
     try {
       const found = await afterAbandon(engine, listed, signal);
       if (found === undefined) continue; // no longer stale
-      // Take the lease (in_flight becomes ambiguous: the old owner may have sent).
-      const taken = applyEvent(found, { type: 'acquire', owner, leaseExpiresAt: now() + leaseMs }, now(), owner);
+      // Take the lease (in_flight becomes ambiguous: the old owner may have sent), and with it turn a
+      // pending record only a dedupe cleared ambiguous (as this client's own call would): one write.
+      const acquired = applyEvent(found, { type: 'acquire', owner, leaseExpiresAt: now() + leaseMs }, now(), owner);
+      const taken =
+        acquired.state !== 'pending'
+          ? acquired
+          : applyEvent(acquired, { type: 'reconcile_first', detail: "recover: an earlier attempt may have been delivered and only a provider's dedupe cleared it for a resend, which this client does not trust: reconcile first" }, now(), owner);
       const cas = await store.compareAndSet(found.id, found.generation, taken);
       if (!cas.ok) continue; // someone else is on it
       owned = new OwnedRecord(taken, store, owner, now);
@@ -167,8 +222,10 @@ export async function recover(engine: Engine, options: RecoverOptions = {}): Pro
       let outcome = await owned.renewing(leaseMs, () =>
         reconcile(lookupFn === undefined ? undefined : responseLookup(lookupFn, engine.opts), { scope, key: taken.key, record: taken, signal }),
       );
-      // "Absent" is trusted only when asked after the last attempt can no longer take effect.
-      if (outcome.kind === 'absent' && !engine.opts.providerDedupes && askedAt < settleAt) {
+      // "Absent" is trusted only when asked after the last attempt can no longer take effect (or when a
+      // same-key resend is deduplicated: not for a key past the provider's retention, whose early
+      // "absent" would only clear the record for a resend this client then reconciles first again).
+      if (outcome.kind === 'absent' && !trustsDedupe(engine, taken) && askedAt < settleAt) {
         outcome = { kind: 'unknown', detail: `lookup said absent, but the last attempt may still take effect until ${new Date(settleAt).toISOString()}`, error: undefined };
       }
       if (outcome.kind !== 'none') engine.stats.lookups++;
