@@ -14,6 +14,7 @@ import { awaitAbandon } from '../engine/acquire.js';
 import { LeaseLostError, OwnedRecord } from '../engine/owned.js';
 import type { Engine } from '../engine/execute.js';
 import { responseLookup } from '../engine/fetch-operation.js';
+import { StoreError } from '../errors.js';
 import { applyEvent, resendNeedsDedupe, scopeOfId } from '../operation/record.js';
 import type { OperationRecord, Scope } from '../operation/record.js';
 import type { CorruptRow, OnceStore } from '../stores/contract.js';
@@ -176,6 +177,19 @@ async function listToSettle(engine: Engine, tenant: string, before: number, limi
   return [...stale, ...cleared].sort(order).slice(0, limit);
 }
 
+/**
+ * After the takeover's compare-and-set failed with a StoreError: it may have been applied all the
+ * same, its acknowledgement lost. Read back (once, as the engine's `letGo` does): found exactly as
+ * that write left it (`OwnedRecord.adopt`), the lease it took is released, best effort, so that the
+ * record's next call need not wait for it to expire.
+ */
+async function releaseTaken(engine: Engine, taken: OperationRecord, owner: string): Promise<void> {
+  const { store, now } = engine.opts;
+  const owned = new OwnedRecord(taken, store, owner, now);
+  const stored = await store.get(taken.id);
+  if (stored !== undefined && owned.adopt(stored)) await owned.commit({ type: 'release' });
+}
+
 /** Reconciles stale `in_flight`/`ambiguous` records, and `pending` ones only a dedupe this client does not trust cleared. */
 export async function recover(engine: Engine, options: RecoverOptions = {}): Promise<RecoveryReport> {
   const { store, now, leaseMs, lookups } = engine.opts;
@@ -206,7 +220,11 @@ export async function recover(engine: Engine, options: RecoverOptions = {}): Pro
         acquired.state !== 'pending'
           ? acquired
           : applyEvent(acquired, { type: 'reconcile_first', detail: "recover: an earlier attempt may have been delivered and only a provider's dedupe cleared it for a resend, which this client does not trust: reconcile first" }, now(), owner);
-      const cas = await store.compareAndSet(found.id, found.generation, taken);
+      const cas = await store.compareAndSet(found.id, found.generation, taken).catch(async (error: unknown) => {
+        // applied all the same, its ack lost: the lease it took is released (see releaseTaken)
+        if (error instanceof StoreError) await releaseTaken(engine, taken, owner).catch(() => undefined);
+        throw error;
+      });
       if (!cas.ok) continue; // someone else is on it
       owned = new OwnedRecord(taken, store, owner, now);
       if (found.lease !== null && found.lease.owner !== owner) {
