@@ -530,19 +530,40 @@ export class Engine {
    * thrown: the record still says in_flight (or ambiguous), and no success is returned while it does,
    * since the next call could not replay it; that call reconciles it (lookup, or a same-key resend
    * the provider dedupes), never resends blind. Not under the call's signal: the answer is worth
-   * recording after an abort too, and the waits are bounded.
+   * recording after an abort too, and the waits are bounded. Under lease renewal, as a send is: a
+   * short lease does not lapse while it tries (another caller would take over a record whose answer
+   * is in hand and find it ambiguous); a renewal that finds the lease lost ends the tries (the new
+   * owner's view wins, the answer kept on its record as evidence).
    */
-  private async settle(owned: OwnedRecord, event: RecordEvent): Promise<OperationRecord> {
-    const startedAt = this.opts.now();
-    for (const delayMs of SETTLE_RETRY_MS) {
-      try {
-        return await owned.commit(event);
-      } catch (error) {
-        if (!(error instanceof StoreError) || this.opts.now() - startedAt + delayMs > SETTLE_BUDGET_MS) throw error;
+  private settle(owned: OwnedRecord, event: RecordEvent): Promise<OperationRecord> {
+    return this.leased(owned, async (lost) => {
+      const startedAt = this.opts.now();
+      for (const delayMs of SETTLE_RETRY_MS) {
+        try {
+          return await owned.commit(event);
+        } catch (error) {
+          if (!(error instanceof StoreError) || this.opts.now() - startedAt + delayMs > SETTLE_BUDGET_MS) throw error;
+        }
+        if (delayMs > 0) await this.settleWait(delayMs, lost);
+        // A renewal found the lease lost: no more tries, the new owner's view wins. One last write
+        // keeps the answer as evidence on its record (never applied there), then LeaseLostError.
+        if (lost.aborted) return owned.commit(event).catch((error: unknown) => Promise.reject(error instanceof StoreError ? lost.reason : error));
       }
-      if (delayMs > 0) await sleep(delayMs);
+      return owned.commit(event);
+    });
+  }
+
+  /** Waits `ms` before settle's next try; a lost lease ends the wait. */
+  private async settleWait(ms: number, lost: AbortSignal): Promise<void> {
+    const wake = new AbortController();
+    const onAbort = (): void => wake.abort();
+    lost.addEventListener('abort', onAbort, { once: true });
+    if (lost.aborted) wake.abort();
+    try {
+      await sleep(ms, wake.signal).catch(() => undefined);
+    } finally {
+      lost.removeEventListener('abort', onAbort);
     }
-    return owned.commit(event);
   }
 
   /** Sends one attempt, renewing the lease while it is on the wire. */
@@ -560,7 +581,7 @@ export class Engine {
   }
 
   /** Runs `fn` while renewing the lease, so a slow send, lookup or settle wait keeps ownership. */
-  private leased<T>(owned: OwnedRecord, fn: () => Promise<T>): Promise<T> {
+  private leased<T>(owned: OwnedRecord, fn: (lost: AbortSignal) => Promise<T>): Promise<T> {
     return owned.renewing(this.opts.leaseMs, fn);
   }
 

@@ -41,6 +41,11 @@ export class OwnedRecord {
    * {@link adopt}), never filed as another's.
    */
   private unacked: { event: RecordEvent; next: OperationRecord }[] = [];
+  /**
+   * Events of failed writes found landed and adopted (see {@link landed}), perhaps by another write
+   * (a renewal) before the event itself was tried again: tried again, it is done, never re-applied.
+   */
+  private adopted = new WeakSet<RecordEvent>();
 
   constructor(
     public rec: OperationRecord,
@@ -52,23 +57,29 @@ export class OwnedRecord {
   /**
    * Runs `fn` while renewing the lease every third of `leaseMs`, so that a slow send, lookup or wait
    * keeps ownership. A renewal the store fails is tried again at the next tick: only a lost lease
-   * ends the renewals. One renewal at a time: a slow store is not sent a queue of them.
+   * ends the renewals, and aborts `lost` (given to `fn`) with the LeaseLostError. One renewal at a
+   * time: a slow store is not sent a queue of them; none while the record holds no lease of ours
+   * (our own terminal write landed: nothing left to renew).
    */
-  async renewing<T>(leaseMs: number, fn: () => Promise<T>): Promise<T> {
+  async renewing<T>(leaseMs: number, fn: (lost: AbortSignal) => Promise<T>): Promise<T> {
     let busy = false;
+    const lost = new AbortController();
     const renew = setInterval(() => {
-      if (busy) return;
+      if (busy || this.rec.lease?.owner !== this.owner) return;
       busy = true;
       this.commit({ type: 'renew', leaseExpiresAt: this.now() + leaseMs }).then(
         () => (busy = false),
         (error: unknown) => {
           busy = false;
-          if (error instanceof LeaseLostError) clearInterval(renew);
+          if (error instanceof LeaseLostError) {
+            clearInterval(renew);
+            lost.abort(error);
+          }
         },
       );
     }, Math.min(MAX_TIMER_MS, Math.max(50, Math.floor(leaseMs / 3))));
     try {
-      return await fn();
+      return await fn(lost.signal);
     } finally {
       clearInterval(renew);
     }
@@ -87,6 +98,7 @@ export class OwnedRecord {
   }
 
   private async write(event: RecordEvent): Promise<OperationRecord> {
+    if (this.adopted.has(event)) return this.rec;
     let base = this.rec;
     for (let i = 0; i < MAX_REAPPLY; i++) {
       let next: OperationRecord;
@@ -122,6 +134,9 @@ export class OwnedRecord {
       const landed = base === this.rec ? this.landed(current) : undefined;
       if (landed !== undefined) {
         if (landed === event) return current;
+        // A renewal after our own write that ended the lease (an answer recorded): nothing to renew,
+        // and nothing lost (not a LeaseLostError, which would stop a settle still trying that write).
+        if (event.type === 'renew' && current.lease?.owner !== this.owner) return current;
         base = current;
         continue;
       }
@@ -159,6 +174,7 @@ export class OwnedRecord {
     if (found === undefined) return undefined;
     this.rec = current;
     this.unacked = [];
+    this.adopted.add(found.event);
     return found.event;
   }
 

@@ -1,0 +1,224 @@
+/**
+ * `settle` (the write that records an answer this process holds: a 201, a terminal 4xx, a lookup's
+ * "found", a never_sent) tries a write the store fails again for about a second. Under a short lease
+ * that is longer than the lease: this owner keeps it while it tries (renewed), so another caller
+ * waits and replays instead of taking over a record whose answer is in hand. A renewal that finds
+ * the answer's write landed (its ack lost) adopts it; the next try then returns it, never an
+ * IllegalTransitionError. A renewal that finds the lease lost ends the tries: the new owner's record
+ * is never overwritten, the answer is kept on it as evidence.
+ *
+ * Effects are counted at a loopback provider that does not dedupe (every POST is a new order), and
+ * no lookup is configured unless a case says so: a record left in_flight reads as ambiguous to the
+ * next owner, an AmbiguousOutcomeError for good.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { StoreError, createClient, memoryStore } from '../../src/index.js';
+import type { OnceClient, OnceClientOptions, OnceStore, OperationRecord } from '../../src/index.js';
+import { recordId } from '../../src/operation/record.js';
+import { startProvider } from '../../src/testing/provider.js';
+import type { Provider } from '../../src/testing/provider.js';
+import { orderInit } from '../helpers/setup.js';
+
+const ACTION = 'create-order';
+
+/** Whether a write moves the record from `prev` to `next` as a renewal does (the lease's end, nothing else). */
+function isRenewal(prev: OperationRecord | undefined, next: OperationRecord): boolean {
+  if (prev === undefined || prev.lease === null || next.lease?.owner !== prev.lease.owner) return false;
+  const same = (r: OperationRecord): string => JSON.stringify({ ...r, lease: null, generation: 0, updatedAt: 0 });
+  return same(prev) === same(next);
+}
+
+/** Whether a write records the answer of the open attempt (`attempt_finished`). */
+function isAnswer(prev: OperationRecord | undefined, next: OperationRecord): boolean {
+  return prev !== undefined && prev.attempts.at(-1)?.finishedAt === null && next.attempts.length === prev.attempts.length && next.attempts.at(-1)?.finishedAt !== null;
+}
+
+type Step = 'ok' | 'fail' | 'lose';
+
+/**
+ * A store whose writes of an attempt's answer follow `plan.answers` (one step a write, then `ok`):
+ * `fail` is not applied, `lose` is applied and its ack lost, both after `plan.answerDelayMs`; renewals
+ * follow `plan.renewals` the same way (each told from the version it was computed from, which is not
+ * the stored one after a takeover or a landed write). `plan.log` says what happened, in order. One
+ * record a store.
+ */
+function scripted(inner: OnceStore) {
+  const plan = { answers: [] as Step[], renewals: [] as Step[], answerDelayMs: 0, renewalDelayMs: 0, log: [] as string[], closed: false, afterClose: 0 };
+  const versions = new Map<number, OperationRecord>();
+  const wait = (ms: number): Promise<void> => (ms > 0 ? new Promise((r) => setTimeout(r, ms)) : Promise.resolve());
+  const store: OnceStore = {
+    name: 'scripted',
+    claim: async (record) => {
+      const res = await inner.claim(record);
+      if (res.created) versions.set(record.generation, record);
+      return res;
+    },
+    compareAndSet: async (id, expected, next) => {
+      if (plan.closed) plan.afterClose++;
+      // (the version the writer based `next` on, which a takeover or a landed write may have replaced)
+      const prev = versions.get(expected);
+      const kind = isAnswer(prev, next) ? 'answer' : isRenewal(prev, next) ? 'renewal' : 'other';
+      const queue = kind === 'answer' ? plan.answers : kind === 'renewal' ? plan.renewals : [];
+      const step = queue.shift() ?? 'ok';
+      const delayMs = kind === 'answer' ? plan.answerDelayMs : kind === 'renewal' ? plan.renewalDelayMs : 0;
+      if (step === 'fail') {
+        await wait(delayMs);
+        plan.log.push(`${kind}:failed`);
+        throw new StoreError(`scripted: ${kind} on ${id} failed (not applied)`);
+      }
+      const res = await inner.compareAndSet(id, expected, next);
+      if (res.ok) versions.set(next.generation, next);
+      plan.log.push(`${kind}:${res.ok ? (step === 'lose' ? 'lost-ack' : 'ok') : 'refused'}`);
+      if (step === 'lose' && res.ok) {
+        await wait(delayMs);
+        throw new StoreError(`scripted: the acknowledgement of ${kind} on ${id} was lost (the write was applied)`);
+      }
+      return res;
+    },
+    get: (id) => inner.get(id),
+    list: (query) => inner.list(query),
+    purge: (now) => inner.purge(now),
+    close: () => {
+      plan.closed = true;
+      return inner.close();
+    },
+  };
+  return { store, plan };
+}
+
+let provider: Provider;
+const cleanups: (() => unknown)[] = [];
+
+beforeEach(async () => {
+  provider = await startProvider({ ignoreKeys: true });
+});
+
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  await provider.close();
+});
+
+function clientOn(store: OnceStore, options: OnceClientOptions = {}): OnceClient {
+  const client = createClient({ store, settleMs: 20, leaseMs: 150, ...options, retry: { baseDelayMs: 1, maxDelayMs: 5, budget: false, ...options.retry } });
+  cleanups.push(() => client.close().catch(() => undefined));
+  return client;
+}
+
+function order(client: OnceClient, ref: string, signal?: AbortSignal): Promise<Response> {
+  return client.fetch(`${provider.url}/orders`, { ...orderInit(ref), ...(signal ? { signal } : {}), once: { action: ACTION, ref } });
+}
+
+/** What a call ended with, as a word: its status, or its error's name. */
+const outcome = (call: Promise<Response>): Promise<string> =>
+  call.then(
+    (res) => String(res.status),
+    (error: unknown) => (error instanceof Error ? error.name : String(error)),
+  );
+
+async function until(check: () => boolean | Promise<boolean>, timeoutMs = 3_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error('timed out waiting');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+const idOf = (ref: string): string => recordId({ tenant: 'default', action: ACTION, ref });
+
+describe('settle under a short lease: the owner that holds the answer keeps its lease while it tries', () => {
+  it('a slow 201 write that fails three times (150 ms lease): another caller waits and replays the 201; one effect', async () => {
+    // Before the fix: B took the lease over during settle's 400 ms wait, and with no lookup and no
+    // provider dedupe both callers got AmbiguousOutcomeError though A held the 201.
+    const inner = memoryStore();
+    const { store, plan } = scripted(inner);
+    plan.answers = ['fail', 'fail', 'fail'];
+    plan.answerDelayMs = 50;
+    const ref = 'SL-slow-201';
+    const a = clientOn(store);
+    const b = clientOn(store);
+    const first = outcome(order(a, ref));
+    await until(() => plan.log.filter((l) => l === 'answer:failed').length >= 3); // ~250 ms: past the lease taken at the claim
+    const second = outcome(order(b, ref));
+    expect({ a: await first, b: await second }).toEqual({ a: '201', b: '201' });
+    expect(provider.effectsFor(ref)).toBe(1);
+    expect(provider.requests.filter((r) => r.ref === ref)).toHaveLength(1);
+    const record = await inner.get(idOf(ref));
+    expect(record).toMatchObject({ state: 'succeeded', lease: null, result: { status: 201 } });
+    expect(record?.evidence.filter((e) => e.kind === 'takeover' || e.kind === 'late_response' || e.kind === 'stale_write')).toEqual([]);
+    expect(plan.log).toContain('renewal:ok');
+  });
+});
+
+describe('a renewal or a try that finds the answer landed returns it; a lost lease ends the tries', () => {
+  it('the 201 write applied, its ack lost slowly: a renewal adopts it first; the next try returns it (no IllegalTransitionError)', async () => {
+    const inner = memoryStore();
+    const { store, plan } = scripted(inner);
+    plan.answers = ['lose'];
+    plan.answerDelayMs = 120; // a renewal (every 50 ms) is queued behind it, before settle's retry
+    const ref = 'SL-landed-renewal';
+    const a = clientOn(store);
+    expect(await outcome(order(a, ref))).toBe('201');
+    expect(plan.log.slice(plan.log.indexOf('answer:lost-ack'))).toEqual(['answer:lost-ack', 'renewal:refused']);
+    const record = await inner.get(idOf(ref));
+    expect(record).toMatchObject({ state: 'succeeded', lease: null, result: { status: 201 } });
+    expect(record?.evidence.filter((e) => e.kind === 'late_response' || e.kind === 'stale_write')).toEqual([]);
+    expect(await outcome(order(clientOn(store), ref))).toBe('201');
+    expect(provider.effectsFor(ref)).toBe(1);
+    expect(provider.requests.filter((r) => r.ref === ref)).toHaveLength(1);
+  });
+
+  for (const after of ['fail', 'ok'] as const) {
+    it(`the lease lost all the same (renewals fail too), another caller took over; A's write after that would ${after === 'fail' ? 'fail' : 'be refused'}: the tries stop, A follows the new owner's view, never overwrites it`, async () => {
+      const inner = memoryStore();
+      const { store, plan } = scripted(inner);
+      plan.answers = ['fail', 'fail', 'fail', ...(after === 'fail' ? ['fail', 'fail', 'fail'] as Step[] : [])];
+      plan.answerDelayMs = 50;
+      plan.renewals = Array<Step>(100).fill('fail');
+      const ref = `SL-lost-${after}`;
+      const a = clientOn(store);
+      const b = clientOn(store);
+      const startedAt = Date.now();
+      let aEndedAt = 0;
+      const first = outcome(order(a, ref)).finally(() => (aEndedAt = Date.now()));
+      await until(() => plan.log.filter((l) => l === 'answer:failed').length >= 3);
+      const second = outcome(order(b, ref));
+      // the store is back once B took the lease over: A's next renewal finds the lease lost
+      await until(async () => (await inner.get(idOf(ref)))?.evidence.some((e) => e.kind === 'takeover') === true);
+      plan.renewals = [];
+      // B: in_flight under an expired lease, no lookup, no provider dedupe: ambiguous. A follows it.
+      expect({ a: await first, b: await second }).toEqual({ a: 'AmbiguousOutcomeError', b: 'AmbiguousOutcomeError' });
+      expect(aEndedAt - startedAt).toBeLessThan(900); // not after settle's whole budget
+      expect(provider.effectsFor(ref)).toBe(1);
+      expect(provider.requests.filter((r) => r.ref === ref)).toHaveLength(1);
+      const record = (await inner.get(idOf(ref))) as OperationRecord;
+      // never overwritten by A: the attempt A sent stays open under the takeover, no result
+      expect(record).toMatchObject({ state: 'ambiguous', result: null });
+      expect(record.attempts.map((x) => x.finishedAt)).toEqual([null]);
+      expect(record.evidence.some((e) => e.kind === 'takeover')).toBe(true);
+      // the 201 is kept as evidence when the store takes the write
+      expect(record.evidence.some((e) => e.kind === 'late_response' && e.status === 201)).toBe(after === 'ok');
+    });
+  }
+});
+
+describe("the caller's abort during settle's tries", () => {
+  it("the caller aborts while settle waits to try again: the answer is recorded all the same; another caller replays it", async () => {
+    const inner = memoryStore();
+    const { store, plan } = scripted(inner);
+    plan.answers = ['fail', 'fail', 'fail'];
+    plan.answerDelayMs = 50;
+    const ref = 'SL-abort';
+    const a = clientOn(store);
+    const controller = new AbortController();
+    const first = outcome(order(a, ref, controller.signal));
+    await until(() => plan.log.filter((l) => l === 'answer:failed').length >= 3);
+    controller.abort(new Error('caller gave up'));
+    const result = await first;
+    expect(result).toBe('201');
+    expect(await inner.get(idOf(ref))).toMatchObject({ state: 'succeeded', lease: null, result: { status: 201 } });
+    expect(await outcome(order(clientOn(store), ref))).toBe('201');
+    expect(provider.effectsFor(ref)).toBe(1);
+    expect(provider.requests.filter((r) => r.ref === ref)).toHaveLength(1);
+  });
+
+});
