@@ -533,7 +533,7 @@ export class Engine {
    * recording after an abort too, and the waits are bounded. Under lease renewal, as a send is: a
    * short lease does not lapse while it tries (another caller would take over a record whose answer
    * is in hand and find it ambiguous); a renewal that finds the lease lost ends the tries (the new
-   * owner's view wins, the answer kept on its record as evidence).
+   * owner's view wins, the answer kept on its record as evidence), and so does the client's close.
    */
   private settle(owned: OwnedRecord, event: RecordEvent): Promise<OperationRecord> {
     return this.leased(owned, async (lost) => {
@@ -545,6 +545,8 @@ export class Engine {
           if (!(error instanceof StoreError) || this.opts.now() - startedAt + delayMs > SETTLE_BUDGET_MS) throw error;
         }
         if (delayMs > 0) await this.settleWait(delayMs, lost);
+        // (the client closed: its store goes next, and its timers must not hold the process open)
+        this.closed.throwIfAborted();
         // A renewal found the lease lost: no more tries, the new owner's view wins. One last write
         // keeps the answer as evidence on its record (never applied there), then LeaseLostError.
         if (lost.aborted) return owned.commit(event).catch((error: unknown) => Promise.reject(error instanceof StoreError ? lost.reason : error));
@@ -553,16 +555,18 @@ export class Engine {
     });
   }
 
-  /** Waits `ms` before settle's next try; a lost lease ends the wait. */
+  /** Waits `ms` before settle's next try; a lost lease or the client's close ends the wait. */
   private async settleWait(ms: number, lost: AbortSignal): Promise<void> {
     const wake = new AbortController();
     const onAbort = (): void => wake.abort();
     lost.addEventListener('abort', onAbort, { once: true });
-    if (lost.aborted) wake.abort();
+    this.closed.addEventListener('abort', onAbort, { once: true });
+    if (lost.aborted || this.closed.aborted) wake.abort();
     try {
       await sleep(ms, wake.signal).catch(() => undefined);
     } finally {
       lost.removeEventListener('abort', onAbort);
+      this.closed.removeEventListener('abort', onAbort);
     }
   }
 

@@ -201,7 +201,7 @@ describe('a renewal or a try that finds the answer landed returns it; a lost lea
   }
 });
 
-describe("the caller's abort during settle's tries", () => {
+describe("the caller's abort and client.close() during settle's tries", () => {
   it("the caller aborts while settle waits to try again: the answer is recorded all the same; another caller replays it", async () => {
     const inner = memoryStore();
     const { store, plan } = scripted(inner);
@@ -221,4 +221,20 @@ describe("the caller's abort during settle's tries", () => {
     expect(provider.requests.filter((r) => r.ref === ref)).toHaveLength(1);
   });
 
+  it('client.close() while settle waits to try again: the call ends at once, nothing written after close, no second effect later', async () => {
+    const inner = memoryStore();
+    const { store, plan } = scripted(inner);
+    plan.answers = ['fail', 'fail', 'fail'];
+    plan.answerDelayMs = 50;
+    const ref = 'SL-close';
+    const a = clientOn(store);
+    const first = outcome(order(a, ref));
+    await until(() => plan.log.filter((l) => l === 'answer:failed').length >= 3);
+    const closedAt = Date.now();
+    await a.close();
+    expect(await first).toBe('StoreError');
+    expect(Date.now() - closedAt).toBeLessThan(200);
+    expect(plan.afterClose).toBe(0);
+    expect(provider.effectsFor(ref)).toBe(1);
+  });
 });
