@@ -103,6 +103,10 @@ function summaryOf(code: DiagnosisCode, r: OperationRecord, f: Facts): string {
         : `Another owner (${r.lease?.owner ?? '?'}) holds the operation under a live lease until ${iso(r.lease?.expiresAt ?? r.updatedAt)}; other calls wait for it.`;
     case 'timeout_before_response':
       if (f.earlierUnresolved && last?.class !== 'ambiguous' && last?.finishedAt !== null) {
+        // only a 409 "in progress" is unresolved (needsDedupe counts none): the next call resends, reconciling nothing first
+        if (r.state === 'pending' && cancel === undefined && !f.needsDedupe && f.inProgress409 !== undefined) {
+          return `Attempt ${f.inProgress409.number} got 409 "in progress": a request with this key was being processed at the provider, which tracks the key; attempt ${n} then got ${last?.reason ?? 'no outcome'}. It may be resent with the same key.`;
+        }
         return `${f.lateSuccess ? 'A superseded owner got a success late' : 'An earlier attempt may have reached the provider'} and nothing settled it (it was only cleared for a same-key resend); attempt ${n} then got ${last?.reason ?? 'no outcome'}. ${cancel ?? (r.state === 'pending' ? 'Resend only with the same key, where the provider dedupes.' : 'Not resent: it is looked up first.')}`;
       }
       return r.state === 'pending'

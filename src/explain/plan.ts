@@ -43,6 +43,15 @@ function possible(c: Ctx): string {
   return listOf(Array.from({ length: Math.max(1, c.f.sends) - low + 1 }, (_, i) => low + i), 'or');
 }
 
+/** Whether the policy trusts a same-key resend to be deduplicated (the engine's `trustsDedupe`): `providerDedupes`, the key within 90 % of the provider's retention. */
+const trusts = (c: Ctx): boolean => c.p.providerDedupes && !c.f.keyPastCutoff;
+
+/**
+ * Whether client.recover() takes the record (once its lease expired): any live one but a `pending`
+ * one, which it takes only where a dedupe the policy does not trust was all that cleared it (recover.ts).
+ */
+const recoverTakes = (c: Ctx): boolean => c.r.state !== 'pending' || (c.f.needsDedupe && !trusts(c));
+
 /** `value` as one shell word: as is when plain, else single-quoted. */
 const sh = (value: string): string => (/^[\w.:/@%+=,-]+$/.test(value) ? value : `'${value.replace(/'/g, "'\\''")}'`);
 
@@ -58,14 +67,14 @@ const showCmd = (c: Ctx): string =>
 function unsettled(c: Ctx, lead: string[]): Decision {
   const late = c.f.lateSuccess;
   const cancelRequested = c.r.cancelRequestedAt !== null;
-  // a pending record (one with a cancel requested): recover() skips it, the next call re-applies the cancel
-  const pending = c.r.state === 'pending';
+  // a pending record recover() skips (one with a cancel requested, say): the next call acts on it
+  const pending = !recoverTakes(c);
   const verification = [
     `${atProvider(c, possible(c))} Two would be a duplicate.`,
     `After reconciliation, ${showCmd(c)} shows succeeded (found) or ${late ? 'still ambiguous' : cancelRequested ? 'cancelled' : 'pending'} (absent) and a new lookup line.`,
   ];
   // what the engine does on "unknown" (a failed lookup): a call resends with the same key where the provider dedupes
-  const resend = c.p.providerDedupes && !c.f.keyPastCutoff && !cancelRequested;
+  const resend = trusts(c) && !cancelRequested;
   if (c.p.lookupRegistered) {
     const unknown = resend
       ? `unknown → a call resends with the same key ${c.key}, which the provider dedupes (client.recover() leaves it ambiguous)`
@@ -110,22 +119,36 @@ function unsettled(c: Ctx, lead: string[]): Decision {
 
 /**
  * A `pending` record that only a provider's dedupe cleared for a send (`Facts.needsDedupe`), under a
- * policy without `providerDedupes`: the next call sends nothing first (execute.ts, `step`:
+ * policy that does not trust it (no `providerDedupes`, or the key past 90 % of the provider's
+ * retention): the next call, or client.recover(), sends nothing first (execute.ts, `step`:
  * `reconcile_first`); it turns the record ambiguous and reconciles it: its lookup, else
- * AmbiguousOutcomeError.
+ * AmbiguousOutcomeError (recover(): still ambiguous).
  */
 function reconcileFirst(c: Ctx): Decision {
   const cleared = `the record was cleared only for a same-key resend (key ${c.key}), not by a lookup, and an earlier attempt may have acted`;
+  const stale = c.p.providerDedupes ? `, and the key is past ${iso(c.f.resendCutoffAt)} (90 % of the provider's retention)` : '';
+  const from = stale === '' ? ' from a client without providerDedupes' : '';
   if (c.p.lookupRegistered) {
-    return unsettled(c, [`Nothing is resent blind: ${cleared}; the next call from a client without providerDedupes sends nothing first, turns the record ambiguous and looks it up.`]);
+    return unsettled(c, [`Nothing is resent blind: ${cleared}${stale}; the next call${from} sends nothing first, turns the record ambiguous and looks it up.`]);
   }
   return {
     plan: [
-      `Do not call again from a client without providerDedupes to resend it: ${cleared}. Such a call sends nothing: it turns the record ambiguous and ends with AmbiguousOutcomeError.`,
-      `Check at the provider whether an effect exists for ref '${c.ref}'; call again only from a client whose provider dedupes by key${c.r.request === null ? ', or call client.run() again with a lookup (spec.lookup)' : `, or register a lookup for '${c.action}' (createClient({ lookups })) and call again`}.`,
+      `Do not call again${from} to resend it: ${cleared}${stale}. Such a call sends nothing: it turns the record ambiguous and ends with AmbiguousOutcomeError.`,
+      `Check at the provider whether an effect exists for ref '${c.ref}'; ${stale === '' ? 'call again only from a client whose provider dedupes by key, or ' : ''}${c.r.request === null ? 'call client.run() again with a lookup (spec.lookup)' : `register a lookup for '${c.action}' (createClient({ lookups })) and call again`}.`,
     ],
     verification: [`${atProvider(c, possible(c))} Two would be a duplicate.`],
-    escalation: 'The record may be resent only with the same key to a provider that dedupes, and this policy says the provider does not.',
+    escalation: `The record may be resent only with the same key to a provider that dedupes, and ${stale === '' ? 'this policy says the provider does not' : 'the provider may no longer recognise the key'}.`,
+  };
+}
+
+/** After a 409 "in progress": the provider tracks the key, so the next call sends it again (it is never reconciled first for a 409). */
+function inProgress(c: Ctx): Decision {
+  return {
+    plan: [
+      `Call again later with the same ref and payload: the provider answered 409 because a request with key ${c.key} was still being processed; it replays that outcome once done.`,
+      'Never mint a new key to get past a 409: that is how duplicates are made.',
+    ],
+    verification: [atProvider(c, 'at most one'), 'Every attempt in the record carries the same key (one key per operation).'],
   };
 }
 
@@ -192,17 +215,9 @@ function decideCode(code: DiagnosisCode, c: Ctx): Decision {
         verification: [`${atProvider(c, 'no')} (until a call succeeds; then exactly one).`],
       };
     case 'concurrent_duplicates':
-      // a 409 after an attempt only a provider's dedupe cleared: a call without providerDedupes reconciles that one first
-      if (r.state === 'pending' && !c.p.providerDedupes && f.needsDedupe) return reconcileFirst(c);
-      if (f.inProgress409 !== undefined && r.state === 'pending') {
-        return {
-          plan: [
-            `Call again later with the same ref and payload: the provider answered 409 because a request with key ${c.key} was still being processed; it replays that outcome once done.`,
-            'Never mint a new key to get past a 409: that is how duplicates are made.',
-          ],
-          verification: [atProvider(c, 'at most one'), 'Every attempt in the record carries the same key (one key per operation).'],
-        };
-      }
+      // a 409 after an attempt only a provider's dedupe cleared: a call that does not trust it reconciles that one first
+      if (r.state === 'pending' && !trusts(c) && f.needsDedupe) return reconcileFirst(c);
+      if (f.inProgress409 !== undefined && r.state === 'pending') return inProgress(c);
       return {
         plan: [
           `Let the one owner finish: ${r.lease?.owner ?? 'another owner'} holds the lease until ${iso(r.lease?.expiresAt ?? r.updatedAt)}. Do not start a parallel request with another key or ref.`,
@@ -215,18 +230,9 @@ function decideCode(code: DiagnosisCode, c: Ctx): Decision {
       if (r.state === 'pending') {
         // cleared by a lookup after the last attempt, only when nothing earlier stays unresolved (a late success never is)
         const absent = f.clearedByLookup;
-        if (!absent && !c.p.providerDedupes && f.needsDedupe) return reconcileFirst(c);
-        if (!absent && !c.p.providerDedupes) {
-          // Cleared only for a same-key resend, by a client that declared a deduplicating provider.
-          return {
-            plan: [
-              `Do not call again from a client without providerDedupes: the record was cleared only for a same-key resend (key ${c.key}), not by a lookup, and an earlier attempt may have acted.`,
-              `Check at the provider whether an effect exists for ref '${c.ref}'; call again only from a client whose provider dedupes by key.`,
-            ],
-            verification: [`${atProvider(c, '0 or 1')} Two would be a duplicate.`],
-            escalation: 'The record may be resent only with the same key to a provider that dedupes, and this policy says the provider does not.',
-          };
-        }
+        if (!absent && !trusts(c) && f.needsDedupe) return reconcileFirst(c);
+        // Else only a 409 "in progress" left an attempt unresolved (needsDedupe counts no 409): the next call sends.
+        if (!absent && !c.p.providerDedupes && f.inProgress409 !== undefined) return inProgress(c);
         return {
           plan: [
             absent
@@ -294,13 +300,13 @@ export function decide(code: DiagnosisCode, r: OperationRecord, f: Facts, p: Exp
             `Fix or verify the lookup for '${c.action}'${
               r.state !== 'pending'
                 ? ', then run client.recover() (once the lease has expired) or call again: either looks it up before any send'
-                : `. client.recover() skips a pending record; the next call ${
-                    r.cancelRequestedAt !== null
-                      ? 're-applies the cancel requested and sends nothing'
-                      : !p.providerDedupes && f.needsDedupe
-                        ? `sends nothing first: it turns the record ambiguous and ${p.lookupRegistered ? 'looks it up' : 'ends with AmbiguousOutcomeError'}`
+                : recoverTakes(c)
+                  ? `, then run client.recover() or call again: either sends nothing first, turns the record ambiguous and ${p.lookupRegistered ? 'looks it up' : 'cannot settle it (a call ends with AmbiguousOutcomeError)'}`
+                  : `. client.recover() skips a pending record; the next call ${
+                      r.cancelRequestedAt !== null
+                        ? 're-applies the cancel requested and sends nothing'
                         : `sends again with key ${c.key}, no lookup first: call again only if the check finds no effect${f.keyPastCutoff ? '' : ', or the provider dedupes by key'}`
-                  }`
+                    }`
             }.`,
           ];
     }

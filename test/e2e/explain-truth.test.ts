@@ -610,3 +610,62 @@ describe('explain of a client.run() operation beside a registered lookup', () =>
     expect(effects).toBe(1);
   });
 });
+
+// Regression: explain was more cautious than the engine on two pending records. (a) After a 409 "in
+// progress" and a 503 (no ambiguous attempt): "Do not call again from a client without
+// providerDedupes", escalated, where such a call sends (only a dedupe-cleared attempt is reconciled
+// first; a 409 shows the provider tracks the key). (b) A record only a dedupe cleared, under a policy
+// with providerDedupes whose key is past 90 % of providerRetentionMs, with a lookup: only "Do not
+// resend with key …", where the call sends nothing and asks the lookup.
+describe('explain of a pending record says what the next call does', () => {
+  it('(a) after a 409 "in progress" then a 503: call again; a client without providerDedupes sends, one effect', async () => {
+    const ref = 'X-409-503';
+    const scope = { action: 'create-order', ref };
+    const c = client({ retry: { maxAttempts: 1 } });
+    provider.setMisbehave({ conflictForever: { ref } });
+    await expect(post(c, ref)).rejects.toMatchObject({ code: 'RETRIES_EXHAUSTED' });
+    provider.setMisbehave({});
+    provider.fault({ kind: 'status_before_commit', status: 503, match: { ref } });
+    await expect(post(c, ref)).rejects.toMatchObject({ code: 'RETRIES_EXHAUSTED' });
+    const record = await c.get(scope);
+    expect(record).toMatchObject({ state: 'pending', attempts: [{ class: 'retryable', status: 409 }, { class: 'retryable', status: 503 }] });
+    expect(provider.effectsFor(ref)).toBe(0);
+
+    const x = await c.explain(scope);
+    expect(x?.escalate).toBe(false);
+    expect(x?.plan[0]).toMatch(/^Call again later with the same ref and payload: the provider answered 409/);
+    expect(x?.plan.join('\n')).not.toMatch(/Do not call again/);
+    // what the next call does: it sends (same key), no lookup first
+    const sent = provider.requests.length;
+    expect((await post(c, ref)).status).toBe(201);
+    expect(provider.requests.length).toBe(sent + 1);
+    expect(new Set(provider.requests.map((r) => r.key)).size).toBe(1);
+    expect(provider.effectsFor(ref)).toBe(1);
+  });
+
+  it('(b) cleared only by a dedupe, the key past the provider retention, a lookup: the plan is the lookup first, and the call sends nothing and finds it', async () => {
+    const ref = 'X-stale-lookup';
+    const scope = { action: 'create-order', ref };
+    provider.fault({ kind: 'drop_after_commit', match: { ref } });
+    const down = async (): Promise<Response | null> => {
+      throw new Error('lookup down');
+    };
+    const d = client({ providerDedupes: true, lookups: { 'create-order': down }, retry: { maxAttempts: 1 } });
+    await expect(post(d, ref)).rejects.toMatchObject({ code: 'RETRIES_EXHAUSTED' });
+    expect((await d.get(scope))?.state).toBe('pending');
+    expect(provider.effectsFor(ref)).toBe(1);
+    const sent = provider.requests.length;
+
+    const later = client({ store: d.store, providerDedupes: true, providerRetentionMs: 1_000, settleMs: 0, now: () => Date.now() + 60_000, lookups: { 'create-order': lookupByRef(provider.url) } });
+    const x = await later.explain(scope);
+    const plan = x?.plan.join('\n') ?? '';
+    expect(plan).toMatch(/the next call sends nothing first, turns the record ambiguous and looks it up\.$/m);
+    expect(plan).toMatch(/^Look up first: /m);
+    expect(plan).toMatch(/^found → succeeded, later calls replay it/m);
+    const res = await post(later, ref);
+    expect(res.status).toBe(200);
+    expect(await later.get(scope)).toMatchObject({ state: 'succeeded', result: { source: 'lookup' } });
+    expect(provider.requests.length).toBe(sent);
+    expect(provider.effectsFor(ref)).toBe(1);
+  });
+});

@@ -95,6 +95,8 @@ describe.each(['memory', 'sqlite'] as const)('recover() and a record left pendin
       const store = await leftPending(kind, how, ref);
       const sent = provider.requests.length;
       const strict = client({ store, settleMs: 0, lookups: { 'create-order': lookupByRef(provider.url) } });
+      // explain names recover() for it (it said "client.recover() skips a pending record")
+      expect((await strict.explain({ action: 'create-order', ref }))?.plan.join('\n')).toMatch(/^Look up first: run client\.recover\(\) \(or call again with the same ref and payload\)/m);
       const report = await strict.recover();
       expect(report).toEqual({ resolved: [scope(ref)], absent: [], stillAmbiguous: [], resent: [], errors: [] });
       expect(await strict.get(scope(ref))).toMatchObject({ state: 'succeeded', result: { source: 'lookup' } });

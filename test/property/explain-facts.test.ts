@@ -246,6 +246,7 @@ describe('facts.ts agrees with record.ts on records reached through applyEvent',
       ambiguousUnresolved: 0,
       notSentButAnswered: 0,
       reconcileFirst: 0,
+      sendsFrom: 0,
     };
     fc.assert(
       fc.property(stepsArb, (steps) => {
@@ -325,9 +326,19 @@ describe('facts.ts agrees with record.ts on records reached through applyEvent',
               expect(reconciles, `reconcile_first on ${JSON.stringify({ attempts: rec.attempts, evidence: rec.evidence })}`).toBe(f.needsDedupe);
               if (f.needsDedupe) {
                 seen.reconcileFirst++;
-                for (const over of [{}, { lookupRegistered: true }]) {
+                // (a policy with providerDedupes and the key past 90 % of the provider's retention does not trust it either)
+                for (const over of [{}, { lookupRegistered: true }, { providerDedupes: true, providerRetentionMs: 1 }, { providerDedupes: true, providerRetentionMs: 1, lookupRegistered: true }]) {
                   const plan = explain(rec, policy(rec, over)).plan.join('\n');
                   expect(plan, `plan of ${JSON.stringify({ attempts: rec.attempts, evidence: rec.evidence })}`).not.toMatch(/^Call again|sends again with key|the resend cannot act twice|replays that outcome/m);
+                  // with a lookup, the plan is the lookup the call makes first, not only "Do not resend"
+                  if (over.lookupRegistered === true && f.contradictions.length === 0) expect(plan, `plan of ${JSON.stringify({ attempts: rec.attempts, evidence: rec.evidence })}`).toMatch(/sends nothing first, turns the record ambiguous and looks it up\.$/m);
+                }
+              } else {
+                // and a call without providerDedupes sends from any other: the plan never says it sends nothing
+                seen.sendsFrom++;
+                for (const over of [{}, { lookupRegistered: true }]) {
+                  const plan = explain(rec, policy(rec, over)).plan.join('\n');
+                  expect(plan, `plan of ${JSON.stringify({ attempts: rec.attempts, evidence: rec.evidence })}`).not.toMatch(/Do not call again|sends nothing/);
                 }
               }
             }

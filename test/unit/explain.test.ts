@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { explain } from '../../src/explain/explain.js';
 import { factsOf } from '../../src/explain/facts.js';
 import type { DiagnosisCode, ExplainPolicy, Explanation } from '../../src/explain/types.js';
-import { applyEvent, isTerminal, lateDeliveryUnsettled, newRecord, recordId } from '../../src/operation/record.js';
+import { applyEvent, isTerminal, lateDeliveryUnsettled, newRecord, recordId, resendNeedsDedupe } from '../../src/operation/record.js';
 import type { OperationRecord, OperationState, RecordEvent, RecordedClass, ResultSnapshot } from '../../src/operation/record.js';
 import { createClient, memoryStore } from '../../src/index.js';
 import { explainPolicy } from '../helpers/explain-policy.js';
@@ -496,7 +496,8 @@ describe('a pending record cleared for a same-key resend after an earlier "absen
     const x = explain(rec(), policy({ lookupRegistered: true }));
     expect(x.escalate).toBe(false);
     expect(x.plan[0]).toMatch(/^Nothing is resent blind: the record was cleared only for a same-key resend .* the next call from a client without providerDedupes sends nothing first, turns the record ambiguous and looks it up\.$/);
-    expect(x.plan[1]).toMatch(/^Look up first: call again with the same ref and payload \(client\.recover\(\) skips a pending record\)/);
+    // client.recover() takes such a record too (recover.ts: reconcile_first, then the lookup); it skips other pending ones
+    expect(x.plan[1]).toMatch(/^Look up first: run client\.recover\(\) \(or call again with the same ref and payload\)/);
     expect(x.plan[2]).toMatch(/; unknown → it stays ambiguous: escalate then\.$/);
     expect(x.plan.join('\n')).not.toMatch(/a lookup found no effect/i);
   });
@@ -998,5 +999,57 @@ describe('a client.run() operation and the lookups registered on the client', ()
     expect(x.plan.at(-1)).toMatch(/^Then call client\.run\(\) again with a lookup \(spec\.lookup\) that reports what you found: found settles it as succeeded/);
     // a client.fetch() operation: the registered lookup does settle it
     expect(explain(new Rec().attempt('ambiguous', null, 'attempt timeout').stop('AMBIGUOUS_OUTCOME', 'unknown').rec, policy({ lookupRegistered: true })).escalate).toBe(false);
+  });
+});
+
+// Regression: explain was more cautious than the engine in two cases (src/engine/execute.ts, `step`:
+// a pending record is reconciled first, `reconcile_first`, exactly where record.ts's
+// `resendNeedsDedupe` holds and the client does not trust the provider's dedupe; else it is sent from).
+describe('explain says what the next call does on a pending record', () => {
+  // (a) a 409 "in progress" and then a 503: no attempt a dedupe alone cleared; the engine sends (same key)
+  const after409 = (): Rec => new Rec().attempt('retryable', 409, '409 in progress').attempt('retryable', 503, 'status 503').stop('RETRIES_EXHAUSTED', 'attempts');
+
+  it('after a 409 "in progress" alone, under a policy without providerDedupes: call again later (the engine sends), no escalation', () => {
+    const r = after409();
+    expect(r.rec.state).toBe('pending');
+    expect(resendNeedsDedupe(r.rec)).toBe(false); // the engine sends from it
+    for (const over of [{}, { lookupRegistered: true }]) {
+      const x = explain(r.rec, policy(over));
+      expect(x.diagnosis.code).toBe('timeout_before_response');
+      expect(x.diagnosis.summary).toBe('Attempt 1 got 409 "in progress": a request with this key was being processed at the provider, which tracks the key; attempt 2 then got status 503. It may be resent with the same key.');
+      expect(x.escalate).toBe(false);
+      expect(x.plan[0]).toMatch(/^Call again later with the same ref and payload: the provider answered 409 because a request with key …4abc was still being processed; it replays that outcome once done\.$/);
+      expect(x.plan.join('\n')).not.toMatch(/Do not call again/);
+      expect(x.verification[0]).toMatch(/^At the provider: at most one effect/);
+    }
+    expect(() => applyEvent(r.rec, { type: 'reconcile_first', detail: 'x' }, r.t + 10, B)).toThrow();
+  });
+
+  // (b) a record only a dedupe cleared, under a policy with providerDedupes whose key is past 90 % of
+  // the provider's retention: the engine does not trust the dedupe, reconciles first and asks the lookup
+  const cleared = (): Rec => new Rec().attempt('ambiguous', null, 'headers timeout').on({ type: 'resend_after_ambiguous', detail: 'the provider dedupes' }).stop('ABORTED', 'aborted');
+  const stale = { providerDedupes: true, providerRetentionMs: 60_000, now: T0 + 120_000 };
+
+  it('a record only a dedupe cleared, the key past the retention, a lookup: the lookup-first plan, not only "Do not resend with key"', () => {
+    const r = cleared();
+    expect(resendNeedsDedupe(r.rec)).toBe(true);
+    const x = explain(r.rec, policy({ ...stale, lookupRegistered: true }));
+    expect(x.diagnosis.code).toBe('timeout_before_response');
+    const plan = x.plan.join('\n');
+    expect(plan).toMatch(/^Nothing is resent blind: the record was cleared only for a same-key resend \(key …4abc\), not by a lookup, and an earlier attempt may have acted, and the key is past \S+ \(90 % of the provider's retention\); the next call sends nothing first, turns the record ambiguous and looks it up\.$/m);
+    expect(plan).toMatch(/^Look up first: run client\.recover\(\) \(or call again with the same ref and payload\)/m);
+    expect(plan).toMatch(/; unknown → it stays ambiguous: escalate then\.$/m);
+    expect(plan).not.toMatch(/^Call again|the resend cannot act twice/m);
+    // the stale key's caution stays, as for an ambiguous record with a lookup (an "absent" lets the next call resend)
+    expect(x.escalation).toMatch(/^The key is stale/);
+    expect(applyEvent(r.rec, { type: 'reconcile_first', detail: 'x' }, r.t + 10, B).state).toBe('ambiguous');
+  });
+
+  it('the same without a lookup: such a call sends nothing and ends with AmbiguousOutcomeError; no advice to call from a deduping client', () => {
+    const x = explain(cleared().rec, policy(stale));
+    expect(x.escalate).toBe(true);
+    expect(x.plan[0]).toMatch(/^Do not call again to resend it: .*, and the key is past \S+ \(90 % of the provider's retention\)\. Such a call sends nothing: it turns the record ambiguous and ends with AmbiguousOutcomeError\.$/);
+    expect(x.plan[1]).toBe("Check at the provider whether an effect exists for ref 'A-17'; register a lookup for 'create-order' (createClient({ lookups })) and call again.");
+    expect(x.escalation).toMatch(/^The record may be resent only with the same key to a provider that dedupes, and the provider may no longer recognise the key\./);
   });
 });
