@@ -440,7 +440,7 @@ export class Engine {
   }
 
   /** Whether a same-key resend is deduplicated, by this client's policy: `providerDedupes`, and the key within the provider's retention (less a margin). */
-  private trustsDedupe(rec: OperationRecord): boolean {
+  trustsDedupe(rec: OperationRecord): boolean {
     return this.opts.providerDedupes && this.opts.now() - rec.createdAt < this.opts.providerRetentionMs * 0.9;
   }
 
@@ -614,9 +614,9 @@ export class Engine {
       const current = (await untilAborted(this.opts.store.get(owned.rec.id), deadline.signal)) ?? owned.rec;
       const settleAt = settledAt(current, this.opts.settleMs, this.opts.now());
       if (askedAt >= settleAt) return { ...first, settled: true, askedGeneration };
-      // A provider that dedupes makes an early "absent" enough for a same-key resend, but not for a
-      // requested cancel: that one needs proof that nothing was delivered.
-      if (this.opts.providerDedupes && owned.rec.cancelRequestedAt === null) return { ...first, settled: false, askedGeneration };
+      // A provider that dedupes (and still remembers the key) makes an early "absent" enough for a same-key
+      // resend, but not for a requested cancel: that one needs proof that nothing was delivered.
+      if (this.trustsDedupe(owned.rec) && owned.rec.cancelRequestedAt === null) return { ...first, settled: false, askedGeneration };
       const waitMs = Math.max(0, settleAt - this.opts.now());
       if (waitMs > deadline.remaining(this.opts.now())) {
         throw await this.stop(owned, unlessAmbiguous(owned.rec, new DeadlineExceededError(`the lookup of ${text(scope)} said absent, but the attempt may still take effect for ${waitMs} ms, past the deadline; the record stays ambiguous`, { scope })));

@@ -90,14 +90,9 @@ function scopeOf(r: OperationRecord): Scope {
  */
 function settles(engine: Engine, rec: OperationRecord): boolean {
   if (rec.state === 'in_flight' || rec.state === 'ambiguous') return true;
-  return rec.state === 'pending' && resendNeedsDedupe(rec) && !trustsDedupe(engine, rec);
+  return rec.state === 'pending' && resendNeedsDedupe(rec) && !engine.trustsDedupe(rec);
 }
 
-/** Whether this client trusts a same-key resend of `rec` to be deduplicated: the rule of the engine's own `trustsDedupe` (`providerDedupes`, the key younger than 90 % of `providerRetentionMs`). */
-function trustsDedupe(engine: Engine, rec: OperationRecord): boolean {
-  const { providerDedupes, providerRetentionMs, now } = engine.opts;
-  return providerDedupes && now() - rec.createdAt < providerRetentionMs * 0.9;
-}
 
 /**
  * A write that a call of this client gave up on before its send may still land, and is then undone
@@ -243,7 +238,7 @@ export async function recover(engine: Engine, options: RecoverOptions = {}): Pro
       // "Absent" is trusted only when asked after the last attempt can no longer take effect (or when a
       // same-key resend is deduplicated: not for a key past the provider's retention, whose early
       // "absent" would only clear the record for a resend this client then reconciles first again).
-      if (outcome.kind === 'absent' && !trustsDedupe(engine, taken) && askedAt < settleAt) {
+      if (outcome.kind === 'absent' && !engine.trustsDedupe(taken) && askedAt < settleAt) {
         outcome = { kind: 'unknown', detail: `lookup said absent, but the last attempt may still take effect until ${new Date(settleAt).toISOString()}`, error: undefined };
       }
       if (outcome.kind !== 'none') engine.stats.lookups++;

@@ -165,3 +165,24 @@ describe('the reverse: a record left ambiguous by a client without providerDedup
     expect(provider.effectsFor(ref)).toBe(1);
   });
 });
+
+describe('a client with providerDedupes whose key is past the provider retention, on its own ambiguous attempt', () => {
+  it('an early "absent" is not trusted for a resend: one wait for settleMs, then one more lookup (no lookup loop), one effect', async () => {
+    provider = await startProvider({ ignoreKeys: true });
+    const ref = 'stale-early-absent';
+    provider.fault({ kind: 'delay_before_commit', delayMs: 300, match: { ref } });
+    const c = client({
+      store: memoryStore(),
+      providerDedupes: true,
+      providerRetentionMs: 1, // every key is past 90 % of it: a same-key resend is not trusted
+      settleMs: 600,
+      lookups: { 'create-order': lookupByRef(provider.url) },
+      retry: { maxAttempts: 3, attemptTimeoutMs: 100, deadlineMs: 5_000 },
+    });
+    const res = await post(c, ref);
+    expect(res.status).toBe(200); // the lookup found the order the held request made
+    expect(provider.effectsFor(ref)).toBe(1);
+    expect(provider.requests.filter((r) => r.ref === ref)).toHaveLength(1);
+    expect(provider.lookups).toBeLessThanOrEqual(2);
+  });
+});
