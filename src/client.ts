@@ -101,7 +101,8 @@ export interface OnceClient {
   cancel(scope: ScopeInput, options?: CancelOptions): Promise<CancelResult>;
   /**
    * reconciles the client tenant's (or `options.tenant`'s) `in_flight`/`ambiguous` records whose lease
-   * expired (up to `limit`, default 100; corrupt rows are reported in `errors`, not counted) with the registered `lookups`; a `client.run()` operation is left to its
+   * expired, and `pending` ones that only a provider dedupe this client does not trust cleared for a
+   * resend (up to `limit`, default 100; corrupt rows are reported in `errors`, not counted) with the registered `lookups`; a `client.run()` operation is left to its
    * next call's lookup
    */
   recover(options?: RecoverOptions): Promise<RecoveryReport>;
