@@ -535,21 +535,34 @@ export class Engine {
    * is in hand and find it ambiguous); a renewal that finds the lease lost ends the tries (the new
    * owner's view wins, the answer kept on its record as evidence), and so does the client's close.
    */
-  private settle(owned: OwnedRecord, event: RecordEvent): Promise<OperationRecord> {
-    return this.leased(owned, async (lost) => {
-      const startedAt = this.opts.now();
-      for (const delayMs of SETTLE_RETRY_MS) {
-        try {
-          return await owned.commit(event);
-        } catch (error) {
-          if (!(error instanceof StoreError) || this.opts.now() - startedAt + delayMs > SETTLE_BUDGET_MS) throw error;
-        }
+  private async settle(owned: OwnedRecord, event: RecordEvent): Promise<OperationRecord> {
+    const startedAt = this.opts.now();
+    /** Throws `error` unless it is a StoreError and a try after `delayMs` more would begin within the budget. */
+    const unlessRetry = (error: unknown, delayMs: number): void => {
+      if (!(error instanceof StoreError) || this.opts.now() - startedAt + delayMs > SETTLE_BUDGET_MS) throw error;
+    };
+    try {
+      // The usual case: one write, no renewal timer (a renewal would queue behind the write anyway).
+      return await owned.commit(event);
+    } catch (error) {
+      unlessRetry(error, SETTLE_RETRY_MS[0]);
+    }
+    return this.leased(owned, async (lostSignal) => {
+      const lost = lostSignal();
+      for (const [i, delayMs] of SETTLE_RETRY_MS.entries()) {
         if (delayMs > 0) await this.settleWait(delayMs, lost);
         // (the client closed: its store goes next, and its timers must not hold the process open)
         this.closed.throwIfAborted();
         // A renewal found the lease lost: no more tries, the new owner's view wins. One last write
         // keeps the answer as evidence on its record (never applied there), then LeaseLostError.
         if (lost.aborted) return owned.commit(event).catch((error: unknown) => Promise.reject(error instanceof StoreError ? lost.reason : error));
+        const nextDelayMs = SETTLE_RETRY_MS[i + 1];
+        if (nextDelayMs === undefined) break;
+        try {
+          return await owned.commit(event);
+        } catch (error) {
+          unlessRetry(error, nextDelayMs);
+        }
       }
       return owned.commit(event);
     });
@@ -585,7 +598,7 @@ export class Engine {
   }
 
   /** Runs `fn` while renewing the lease, so a slow send, lookup or settle wait keeps ownership. */
-  private leased<T>(owned: OwnedRecord, fn: (lost: AbortSignal) => Promise<T>): Promise<T> {
+  private leased<T>(owned: OwnedRecord, fn: (lost: () => AbortSignal) => Promise<T>): Promise<T> {
     return owned.renewing(this.opts.leaseMs, fn);
   }
 

@@ -153,8 +153,11 @@ describe('a renewal or a try that finds the answer landed returns it; a lost lea
   it('the 201 write applied, its ack lost slowly: a renewal adopts it first; the next try returns it (no IllegalTransitionError)', async () => {
     const inner = memoryStore();
     const { store, plan } = scripted(inner);
-    plan.answers = ['lose'];
-    plan.answerDelayMs = 120; // a renewal (every 50 ms) is queued behind it, before settle's retry
+    // The first try runs without a renewal timer (the usual single write); it fails, and the tries
+    // that follow run under renewal: the second is applied, its ack lost after 120 ms, and a
+    // renewal (every 50 ms) is queued behind it, before settle's third try.
+    plan.answers = ['fail', 'lose'];
+    plan.answerDelayMs = 120;
     const ref = 'SL-landed-renewal';
     const a = clientOn(store);
     expect(await outcome(order(a, ref))).toBe('201');
