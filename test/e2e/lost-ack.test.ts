@@ -14,84 +14,15 @@
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { AmbiguousOutcomeError, OperationCancelledError, StoreError, createClient, memoryStore } from '../../src/index.js';
-import type { OnceClient, OnceClientOptions, OnceStore, OperationRecord } from '../../src/index.js';
+import type { OnceClient, OnceClientOptions, OnceStore } from '../../src/index.js';
 import { recordId } from '../../src/operation/record.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
 import { startProvider } from '../../src/testing/provider.js';
 import type { Provider } from '../../src/testing/provider.js';
+import { lossy } from '../helpers/lossy-store.js';
 import { lookupByRef, orderInit, tempDir } from '../helpers/setup.js';
 
 const ACTION = 'create-order';
-
-/** Which write a record change is, told from the record before and after it. */
-function writeOf(prev: OperationRecord | undefined, next: OperationRecord): string {
-  if (prev === undefined) return next.attempts.length > 0 ? 'claim+attempt' : 'claim';
-  if (next.attempts.length > prev.attempts.length) return 'attempt_started';
-  const a = prev.attempts.at(-1);
-  const b = next.attempts.at(-1);
-  if (a?.finishedAt === null && b?.finishedAt !== null) return b?.reason?.includes('before it was sent') === true ? 'never_sent' : `attempt_finished:${b?.class}`;
-  const e = next.evidence.length > prev.evidence.length ? next.evidence.at(-1) : undefined;
-  if (e?.kind === 'lookup') return `lookup:${e.detail.split(/[: ]/)[0]}`;
-  if (e !== undefined) return e.kind; // stop, cancel, takeover, …
-  if (prev.lease !== null && next.lease === null) return 'release';
-  return 'lease';
-}
-
-/**
- * A store whose next write named `plan.lose` (see {@link writeOf}) is applied, then reported failed
- * (once); optionally after `plan.delayMs`, so a caller can give up on it while it is pending. With
- * `plan.fail`, the next write so named fails without being applied (the ordinary failure); the next
- * `plan.failTimes` writes so named, when set; after `plan.delayMs` too (a store slow to fail).
- * `plan.failReads`: the next so many reads (`get`) fail; `plan.hangReads`: every read hangs.
- * `plan.reads` counts the reads asked for.
- */
-function lossy(inner: OnceStore) {
-  const plan: { lose: string; fail: string; failTimes: number; delayMs: number; hangReads: boolean; failReads: number; reads: number; lost: string[]; writes: string[] } = { lose: '', fail: '', failTimes: 1, delayMs: 0, hangReads: false, failReads: 0, reads: 0, lost: [], writes: [] };
-  const before = async (label: string, id: string): Promise<void> => {
-    if (label !== plan.fail) return;
-    if (--plan.failTimes <= 0) plan.fail = '';
-    plan.lost.push(`failed ${label}`);
-    if (plan.delayMs > 0) await new Promise((r) => setTimeout(r, plan.delayMs));
-    throw new StoreError(`lossy: ${label} on ${id} failed (not applied)`);
-  };
-  const after = async (label: string, applied: boolean, id: string): Promise<void> => {
-    plan.writes.push(label);
-    if (!applied || label !== plan.lose) return;
-    plan.lose = '';
-    plan.lost.push(label);
-    if (plan.delayMs > 0) await new Promise((r) => setTimeout(r, plan.delayMs));
-    throw new StoreError(`lossy: the acknowledgement of ${label} on ${id} was lost (the write was applied)`);
-  };
-  const store: OnceStore = {
-    name: 'lossy',
-    claim: async (record) => {
-      await before(writeOf(undefined, record), record.id);
-      const res = await inner.claim(record);
-      await after(writeOf(undefined, record), res.created, record.id);
-      return res;
-    },
-    compareAndSet: async (id, expected, next) => {
-      const prev = await inner.get(id);
-      await before(writeOf(prev, next), id);
-      const res = await inner.compareAndSet(id, expected, next);
-      await after(writeOf(prev, next), res.ok, id);
-      return res;
-    },
-    get: async (id) => {
-      plan.reads++;
-      if (plan.hangReads) return new Promise<never>(() => undefined);
-      if (plan.failReads > 0) {
-        plan.failReads--;
-        throw new StoreError(`lossy: the read of ${id} failed`);
-      }
-      return inner.get(id);
-    },
-    list: (query) => inner.list(query),
-    purge: (now) => inner.purge(now),
-    close: () => inner.close(),
-  };
-  return { store, plan };
-}
 
 let provider: Provider;
 const cleanups: (() => unknown)[] = [];

@@ -4,57 +4,19 @@
  * the record back and, found as its write left it, releases the lease it took, so that the record's
  * next call need not wait for it. Regression: the `<owner>/recover` lease stayed held until it
  * expired (`leaseMs`), and a call meanwhile waited for it, then gave up with OperationInFlightError.
- * Memory store wrapped by a lossy store (as in lost-ack.test.ts), the loopback provider (ignoring
+ * Memory store wrapped by a lossy store (test/helpers/lossy-store.ts), the loopback provider (ignoring
  * keys); effects counted at the provider.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { StoreError, createClient, memoryStore } from '../../src/index.js';
-import type { OnceClient, OnceClientOptions, OnceStore, OperationRecord } from '../../src/index.js';
+import { createClient, memoryStore } from '../../src/index.js';
+import type { OnceClient, OnceClientOptions, OnceStore } from '../../src/index.js';
 import { applyEvent, recordId } from '../../src/operation/record.js';
 import { startProvider } from '../../src/testing/provider.js';
 import type { Provider } from '../../src/testing/provider.js';
+import { lossy } from '../helpers/lossy-store.js';
 import { lookupByRef, orderInit } from '../helpers/setup.js';
 
 const ACTION = 'create-order';
-
-/** Which write a record change is, told from the record before and after it (from lost-ack.test.ts). */
-function writeOf(prev: OperationRecord | undefined, next: OperationRecord): string {
-  if (prev === undefined) return next.attempts.length > 0 ? 'claim+attempt' : 'claim';
-  if (next.attempts.length > prev.attempts.length) return 'attempt_started';
-  const a = prev.attempts.at(-1);
-  const b = next.attempts.at(-1);
-  if (a?.finishedAt === null && b?.finishedAt !== null) return `attempt_finished:${b?.class}`;
-  const e = next.evidence.length > prev.evidence.length ? next.evidence.at(-1) : undefined;
-  if (e?.kind === 'lookup') return `lookup:${e.detail.split(/[: ]/)[0]}`;
-  if (e !== undefined) return e.kind; // stop, takeover, …
-  if (prev.lease !== null && next.lease === null) return 'release';
-  return 'lease';
-}
-
-/** A store whose next compare-and-set named `plan.lose` is applied, then reported failed (once). */
-function lossy(inner: OnceStore) {
-  const plan = { lose: '', lost: [] as string[], writes: [] as string[] };
-  const store: OnceStore = {
-    name: 'lossy',
-    claim: (record) => inner.claim(record),
-    compareAndSet: async (id, expected, next) => {
-      const label = writeOf(await inner.get(id), next);
-      const res = await inner.compareAndSet(id, expected, next);
-      plan.writes.push(label);
-      if (res.ok && label === plan.lose) {
-        plan.lose = '';
-        plan.lost.push(label);
-        throw new StoreError(`lossy: the acknowledgement of ${label} on ${id} was lost (the write was applied)`);
-      }
-      return res;
-    },
-    get: (id) => inner.get(id),
-    list: (query) => inner.list(query),
-    purge: (now) => inner.purge(now),
-    close: () => inner.close(),
-  };
-  return { store, plan };
-}
 
 let provider: Provider;
 const clients: OnceClient[] = [];
