@@ -11,7 +11,8 @@ import { createClient, memoryStore } from '../../src/index.js';
 import type { OnceClient, OnceClientOptions } from '../../src/index.js';
 import type { OnceStore } from '../../src/stores/contract.js';
 import { startProvider, type Provider } from '../../src/testing/provider.js';
-import { lookupByRef, orderInit } from '../helpers/setup.js';
+import { expectLeftPending, leftPendingWays, postOrder } from '../helpers/left-pending.js';
+import { lookupByRef } from '../helpers/setup.js';
 
 let provider: Provider | undefined;
 const clients: OnceClient[] = [];
@@ -28,51 +29,15 @@ function client(options: OnceClientOptions): OnceClient {
   return made;
 }
 
-const url = (): string => `${provider?.url ?? ''}/orders`;
-const post = (c: OnceClient, ref: string, signal?: AbortSignal) => c.fetch(url(), { ...orderInit(ref), once: { action: 'create-order', ref }, ...(signal === undefined ? {} : { signal }) });
-const failingLookup = async (): Promise<Response | null> => {
-  throw new Error('lookup down');
-};
+const post = (c: OnceClient, ref: string, signal?: AbortSignal): Promise<Response> => postOrder(provider, c, ref, signal);
 
 /** How a client with `providerDedupes` leaves the record pending after clearing it for a same-key resend. */
-const LEFT_PENDING = {
-  /** attempt 1 dropped after its commit; the lookup fails; no attempt left: RETRIES_EXHAUSTED */
-  'attempts exhausted after a failed lookup': async (store: OnceStore, ref: string) => {
-    provider?.fault({ kind: 'drop_after_commit', match: { ref } });
-    const d = client({ store, providerDedupes: true, lookups: { 'create-order': failingLookup }, retry: { maxAttempts: 1 } });
-    await expect(post(d, ref)).rejects.toMatchObject({ code: 'RETRIES_EXHAUSTED' });
-  },
-  /** attempt 1 dropped after its commit; no lookup; the call is aborted right after `resend_after_ambiguous` */
-  'an abort right after resend_after_ambiguous': async (store: OnceStore, ref: string) => {
-    provider?.fault({ kind: 'drop_after_commit', match: { ref } });
-    const abort = new AbortController();
-    const reason = new Error('caller gave up');
-    const d = client({
-      store,
-      providerDedupes: true,
-      retry: { maxAttempts: 3 },
-      onEvent: (e) => {
-        if (e.type === 'lookup') abort.abort(reason);
-      },
-    });
-    await expect(post(d, ref, abort.signal)).rejects.toBe(reason);
-  },
-  /** attempt 1 held before its commit past its timeout; the lookup says absent before settleMs (trusted for a same-key resend only) */
-  'an "absent" asked before settleMs': async (store: OnceStore, ref: string) => {
-    provider?.fault({ kind: 'delay_before_commit', delayMs: 400, match: { ref } });
-    const d = client({ store, providerDedupes: true, lookups: { 'create-order': lookupByRef(provider?.url ?? '') }, retry: { maxAttempts: 1, attemptTimeoutMs: 100 } });
-    await expect(post(d, ref)).rejects.toMatchObject({ code: 'RETRIES_EXHAUSTED' });
-    await new Promise((r) => setTimeout(r, 500)); // the held request commits
-  },
-} as const;
+const LEFT_PENDING = leftPendingWays(() => provider, client);
 
 async function leftPending(how: keyof typeof LEFT_PENDING, ref: string): Promise<OnceStore> {
   const store = memoryStore();
   await LEFT_PENDING[how](store, ref);
-  const record = await store.get(JSON.stringify(['default', 'create-order', ref]));
-  expect(record?.state).toBe('pending');
-  expect(record?.evidence.some((e) => /^(resend with the same key|absent before settleMs)/.test(e.detail))).toBe(true);
-  expect(provider?.effectsFor(ref)).toBe(1);
+  await expectLeftPending(store, provider, ref);
   return store;
 }
 

@@ -14,7 +14,8 @@ import type { OnceClient, OnceClientOptions } from '../../src/index.js';
 import type { OnceStore } from '../../src/stores/contract.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
 import { startProvider, type Provider } from '../../src/testing/provider.js';
-import { lookupByRef, orderInit, tempDir } from '../helpers/setup.js';
+import { expectLeftPending, leftPendingWays, postOrder } from '../helpers/left-pending.js';
+import { lookupByRef, tempDir } from '../helpers/setup.js';
 
 let provider: Provider | undefined;
 let tmp: ReturnType<typeof tempDir>;
@@ -37,53 +38,20 @@ function client(options: OnceClientOptions): OnceClient {
   return made;
 }
 
-const url = (): string => `${provider?.url ?? ''}/orders`;
-const post = (c: OnceClient, ref: string, signal?: AbortSignal) => c.fetch(url(), { ...orderInit(ref), once: { action: 'create-order', ref }, ...(signal === undefined ? {} : { signal }) });
+const post = (c: OnceClient, ref: string, signal?: AbortSignal): Promise<Response> => postOrder(provider, c, ref, signal);
 const scope = (ref: string) => ({ tenant: 'default', action: 'create-order', ref });
-const failingLookup = async (): Promise<Response | null> => {
-  throw new Error('lookup down');
-};
 
 type Kind = 'memory' | 'sqlite';
 let stores = 0;
 const makeStore = (kind: Kind): OnceStore => (kind === 'memory' ? memoryStore() : sqliteStore({ path: join(tmp.dir, `once-${++stores}.db`) }));
 
-/** How a client with `providerDedupes` leaves the record pending after clearing it for a same-key resend (as in dedupe-assumption.test.ts). */
-const LEFT_PENDING = {
-  'attempts exhausted after a failed lookup': async (store: OnceStore, ref: string) => {
-    provider?.fault({ kind: 'drop_after_commit', match: { ref } });
-    const d = client({ store, providerDedupes: true, lookups: { 'create-order': failingLookup }, retry: { maxAttempts: 1 } });
-    await expect(post(d, ref)).rejects.toMatchObject({ code: 'RETRIES_EXHAUSTED' });
-  },
-  'an abort right after resend_after_ambiguous': async (store: OnceStore, ref: string) => {
-    provider?.fault({ kind: 'drop_after_commit', match: { ref } });
-    const abort = new AbortController();
-    const reason = new Error('caller gave up');
-    const d = client({
-      store,
-      providerDedupes: true,
-      retry: { maxAttempts: 3 },
-      onEvent: (e) => {
-        if (e.type === 'lookup') abort.abort(reason);
-      },
-    });
-    await expect(post(d, ref, abort.signal)).rejects.toBe(reason);
-  },
-  'an "absent" asked before settleMs': async (store: OnceStore, ref: string) => {
-    provider?.fault({ kind: 'delay_before_commit', delayMs: 400, match: { ref } });
-    const d = client({ store, providerDedupes: true, lookups: { 'create-order': lookupByRef(provider?.url ?? '') }, retry: { maxAttempts: 1, attemptTimeoutMs: 100 } });
-    await expect(post(d, ref)).rejects.toMatchObject({ code: 'RETRIES_EXHAUSTED' });
-    await new Promise((r) => setTimeout(r, 500)); // the held request commits
-  },
-} as const;
+/** How a client with `providerDedupes` leaves the record pending after clearing it for a same-key resend. */
+const LEFT_PENDING = leftPendingWays(() => provider, client);
 
 async function leftPending(kind: Kind, how: keyof typeof LEFT_PENDING, ref: string): Promise<OnceStore> {
   const store = makeStore(kind);
   await LEFT_PENDING[how](store, ref);
-  const record = await store.get(JSON.stringify(['default', 'create-order', ref]));
-  expect(record?.state).toBe('pending');
-  expect(record?.evidence.some((e) => /^(resend with the same key|absent before settleMs)/.test(e.detail))).toBe(true);
-  expect(provider?.effectsFor(ref)).toBe(1);
+  await expectLeftPending(store, provider, ref);
   return store;
 }
 
