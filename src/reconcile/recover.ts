@@ -93,7 +93,6 @@ function settles(engine: Engine, rec: OperationRecord): boolean {
   return rec.state === 'pending' && resendNeedsDedupe(rec) && !engine.trustsDedupe(rec);
 }
 
-
 /**
  * A write that a call of this client gave up on before its send may still land, and is then undone
  * (`engine.abandoning`: its attempt closed as never sent, its lease released). Taken over first, that
