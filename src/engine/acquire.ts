@@ -87,6 +87,19 @@ export async function acquire(engine: Engine, spec: OperationSpec, deadline: Cal
   }
 }
 
+/**
+ * Files `undo` (an abandon, a release) as record `id`'s in `engine.abandoning` until `until`, the end
+ * of the lease the undone write took; later calls of this client wait for it (`awaitAbandon`). The
+ * entry goes once `undo` settles; its failure is dropped (best effort).
+ */
+export function trackAbandon(engine: Engine, id: string, undo: Promise<unknown>, until: number): void {
+  const entry = { done: undo.catch(() => undefined), until };
+  engine.abandoning.set(id, entry);
+  void entry.done.finally(() => {
+    if (engine.abandoning.get(id) === entry) engine.abandoning.delete(id);
+  });
+}
+
 /** How long a call that ends with a StoreError waits for the undo or release it set going (see `bounded`, `Engine.letGo`). */
 export const LET_GO_WAIT_MS = 1_000;
 
@@ -147,11 +160,7 @@ export function bounded<T>(
         const found = opens === undefined ? undefined : await readBack(engine, id, opens, until);
         return abandon(found ?? (gaveUp ? landed(undefined) : undefined));
       };
-      const entry = { done: pending.then((value) => abandon(landed(value)), failed).catch(() => undefined), until };
-      void entry.done.finally(() => {
-        if (engine.abandoning.get(id) === entry) engine.abandoning.delete(id);
-      });
-      engine.abandoning.set(id, entry);
+      trackAbandon(engine, id, pending.then((value) => abandon(landed(value)), failed), until);
       // (no longer than LET_GO_WAIT_MS: a store that hangs or keeps failing must not hold the error; the
       // read-back goes on until the lease's end, and later calls of this client wait for it)
       if (!gaveUp) await awaitAbandon(engine, id, signal, LET_GO_WAIT_MS).catch(() => undefined);

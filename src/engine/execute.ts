@@ -28,7 +28,7 @@ import { reconcile, settledAt } from '../reconcile/lookup.js';
 import type { ReconcileOutcome, SnapshotLookup } from '../reconcile/lookup.js';
 import { CallDeadline } from './deadline.js';
 import { LeaseLostError, OwnedRecord } from './owned.js';
-import { LET_GO_WAIT_MS, acquire, bounded } from './acquire.js';
+import { LET_GO_WAIT_MS, acquire, awaitAbandon, bounded, trackAbandon } from './acquire.js';
 import type { Telemetry } from '../telemetry.js';
 
 /**
@@ -321,19 +321,9 @@ export class Engine {
       if (stored === undefined || stored.lease?.owner !== this.opts.owner || isTerminal(stored.state) || !owned.adopt(stored)) return;
       await this.abandon(owned, error);
     };
-    const entry = { done: release().catch(() => undefined), until };
-    this.abandoning.set(id, entry);
-    void entry.done.finally(() => {
-      if (this.abandoning.get(id) === entry) this.abandoning.delete(id);
-    });
-    const cap = new AbortController();
-    try {
-      await untilAborted(Promise.race([entry.done, sleep(Math.min(LET_GO_WAIT_MS, until - this.opts.now()), cap.signal)]), signal);
-    } catch {
-      // the caller's abort or deadline: its StoreError is thrown now, the release goes on
-    } finally {
-      cap.abort();
-    }
+    trackAbandon(this, id, release(), until);
+    // (the caller's abort or deadline ends the wait: its StoreError is thrown now, the release goes on)
+    await awaitAbandon(this, id, signal, LET_GO_WAIT_MS).catch(() => undefined);
   }
 
   /** After an abort: releases the lease (best effort) so the operation can be resumed at once. */
