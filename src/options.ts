@@ -6,7 +6,7 @@
  */
 import type { JitterMode, Random } from './backoff/backoff.js';
 import type { RetryBudget, RetryBudgetOptions } from './backoff/budget.js';
-import { createRetryBudget } from './backoff/budget.js';
+import { BUDGET_DEFAULTS, createRetryBudget } from './backoff/budget.js';
 import type { OnceEvent } from './events.js';
 import type { LookupFn } from './reconcile/lookup.js';
 import type { OnceStore } from './stores/contract.js';
@@ -220,6 +220,14 @@ export function resolveOptions(
   const baseDelayMs = retry.baseDelayMs ?? 200;
   if (baseDelayMs > maxDelayMs) {
     throw new RangeError('createClient: option "retry.baseDelayMs" must not exceed "retry.maxDelayMs"');
+  }
+  // (each field alone is checked above; the pair here, defaults included, so the message names the options)
+  if (retry.budget !== undefined && retry.budget !== false) {
+    const reserve = retry.budget.reserve ?? BUDGET_DEFAULTS.reserve;
+    const maxTokens = retry.budget.maxTokens ?? BUDGET_DEFAULTS.maxTokens;
+    if (reserve > maxTokens) {
+      throw new RangeError(`createClient: option "retry.budget.reserve" (${reserve}) must not exceed "retry.budget.maxTokens" (${maxTokens})`);
+    }
   }
   const sensitive = ['authorization', 'cookie', 'proxy-authorization', 'set-cookie', 'set-cookie2'];
   for (const h of options.sensitiveHeaders ?? []) sensitive.push(h.toLowerCase());

@@ -51,6 +51,9 @@ export interface RetryBudget {
   readonly tokens: number;
 }
 
+/** Defaults of {@link RetryBudgetOptions}. */
+export const BUDGET_DEFAULTS = { ratio: 0.09, reserve: 10, maxTokens: 100 } as const;
+
 /** Fixed-point scale: ten deposits of 0.1 must make exactly one token. */
 const UNITS_PER_TOKEN = 1_000_000;
 
@@ -69,9 +72,9 @@ const UNITS_PER_TOKEN = 1_000_000;
  * }
  */
 export function createRetryBudget(options: RetryBudgetOptions = {}): RetryBudget {
-  const ratio = options.ratio ?? 0.09;
-  const reserve = options.reserve ?? 10;
-  const maxTokens = options.maxTokens ?? 100;
+  const ratio = options.ratio ?? BUDGET_DEFAULTS.ratio;
+  const reserve = options.reserve ?? BUDGET_DEFAULTS.reserve;
+  const maxTokens = options.maxTokens ?? BUDGET_DEFAULTS.maxTokens;
   if (!(Number.isFinite(ratio) && ratio >= 0 && ratio <= 1)) {
     throw new RangeError(`retryBudget.ratio must be a number in [0, 1], got ${ratio}`);
   }

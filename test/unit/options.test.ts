@@ -76,6 +76,18 @@ describe('bad options', () => {
     expect(error.message).toMatch(name);
   });
 
+  it.each<[string, Record<string, unknown>]>([
+    ['reserve above maxTokens', { reserve: 200, maxTokens: 100 }],
+    ['reserve above the default maxTokens (100)', { reserve: 200 }],
+    ['the default reserve (10) above maxTokens', { maxTokens: 5 }],
+  ])('retry.budget with %s is a RangeError from createClient naming both options', (_label, budget) => {
+    const error = thrown(build({ retry: { budget } }));
+    expect(error).toBeInstanceOf(RangeError);
+    expect(error.message).toMatch(/^createClient: /);
+    expect(error.message).toMatch(/"retry\.budget\.reserve"/);
+    expect(error.message).toMatch(/"retry\.budget\.maxTokens"/);
+  });
+
   it('baseDelayMs above maxDelayMs is a RangeError naming both', () => {
     const error = thrown(build({ retry: { baseDelayMs: 500, maxDelayMs: 100 } }));
     expect(error).toBeInstanceOf(RangeError);
