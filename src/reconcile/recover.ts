@@ -117,17 +117,20 @@ function backToPending(rec: OperationRecord, owner: string): boolean {
   return rec.state === 'pending' && rec.lease?.owner === owner;
 }
 
-/** At most this many list calls to look past corrupt rows. */
-const MAX_LIST_ROUNDS = 8;
+/**
+ * How far past records `keep` leaves out the list is read, in multiples of `limit`: a bound on one
+ * recover() call's reads (a large backlog of `pending` records it does not settle, say).
+ */
+const MAX_SKIPPED_PER_LIMIT = 128;
 
 /**
  * Up to `limit` records of `tenant` in `states` under no live lease, those `keep` selects. A row that
  * is not a valid record is reported in `report.errors`, not settled: the others still are. Such a
  * row keeps its place in the list's order and counts toward its limit, and is never updated, so it
- * stays first: the list is asked again past the corrupt rows, else `limit` of them would hold every
- * other record back for good. So for records `keep` leaves out (`pending` ones recover() does not
- * settle, which it does not update either): past them the list is asked for twice as many rows each
- * round, at most `MAX_LIST_ROUNDS` rounds.
+ * stays first: the list is asked again past the corrupt rows, however many (each round asks for at
+ * least twice as many rows, so they cost a few rounds), else enough of them would hold every other
+ * record back for good. So for records `keep` leaves out (`pending` ones recover() does not settle,
+ * which it does not update either), but only up to `MAX_SKIPPED_PER_LIMIT` times `limit` of them.
  */
 async function listStale(
   store: OnceStore,
@@ -139,7 +142,7 @@ async function listStale(
   const corrupt = new Map<string, CorruptRow>();
   let asked = limit;
   let stale: OperationRecord[] = [];
-  for (let round = 0; round < MAX_LIST_ROUNDS; round++) {
+  for (;;) {
     let bad = 0;
     const onCorrupt = (row: CorruptRow): void => {
       bad++;
@@ -148,9 +151,10 @@ async function listStale(
     const listed = await store.list({ states, leaseExpiredBefore: before, tenant, limit: asked, onCorrupt });
     stale = listed.filter(keep);
     const left = listed.length - stale.length;
-    // enough records, the end of the list (fewer rows than asked), or nothing in the way
-    if (stale.length >= limit || listed.length + bad < asked || bad + left === 0) break;
-    asked = left === 0 ? limit + bad : Math.max(limit + bad + left, asked * 2);
+    // enough records, the end of the list (fewer rows than asked), nothing in the way, or enough
+    // records left out read (corrupt rows never count: they would block recover() for good)
+    if (stale.length >= limit || listed.length + bad < asked || bad + left === 0 || left >= limit * MAX_SKIPPED_PER_LIMIT) break;
+    asked = Math.max(limit + bad + left, asked * 2);
   }
   for (const { id, error } of corrupt.values()) report.errors.push({ id, scope: scopeOfId(id), message: error.message });
   return stale.slice(0, limit);

@@ -75,4 +75,20 @@ describe('recover() with corrupt rows ahead of the stale records', () => {
     expect(report.errors).toHaveLength(2);
     expect((await b.get(scope('K-4')))?.state).toBe('ambiguous');
   });
+
+  it('more corrupt rows than eight times the limit still do not use it up: the record behind them is settled', async () => {
+    const a = client();
+    const refs = Array.from({ length: 10 }, (_, i) => `K-${i + 1}`);
+    for (const ref of refs) {
+      provider.fault({ kind: 'error_after_commit' });
+      await expect(post(a, ref)).rejects.toBeInstanceOf(AmbiguousOutcomeError);
+    }
+    const raw = new Database(join(tmp.dir, 'once.db'));
+    for (const ref of refs.slice(0, 9)) raw.prepare('UPDATE oncefetch_records SET data = ? WHERE id = ?').run('not json', (await a.get(scope(ref)))?.id);
+    raw.close();
+    const b = client({ lookups: { 'create-order': lookupByRef(provider.url) } });
+    const report = await b.recover({ limit: 1 });
+    expect(report.resolved).toEqual([scope('K-10')]);
+    expect(report.errors.map((e) => e.scope)).toEqual(refs.slice(0, 9).map(scope));
+  });
 });
