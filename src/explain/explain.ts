@@ -17,6 +17,9 @@ import type { Confidence, Diagnosis, DiagnosisCode, ExplainPolicy, Explanation, 
 export const CANONICAL_PAYLOAD =
   'SHA-256 over method, normalised URL and RFC 8785 canonical JSON body (exact bytes otherwise)';
 
+/** How the fingerprint binds a `client.run()` key to its payload (it has no request). */
+export const CANONICAL_RUN_PAYLOAD = "SHA-256 over the RFC 8785 canonical JSON of client.run()'s payload";
+
 /** The policy of a client's resolved options for one action, at `now`. */
 export function explainPolicy(opts: ResolvedOptions, action: string, now: number): ExplainPolicy {
   const { maxAttempts, baseDelayMs, maxDelayMs, attemptTimeoutMs, deadlineMs, maxRetryAfterMs, jitter } = opts.retry;
@@ -147,7 +150,7 @@ function handoffOf(r: OperationRecord, f: Facts, p: ExplainPolicy): Handoff {
     },
     key: redactKey(r.key),
     keySource: r.keySource,
-    canonicalPayload: CANONICAL_PAYLOAD,
+    canonicalPayload: r.request === null ? CANONICAL_RUN_PAYLOAD : CANONICAL_PAYLOAD,
     fingerprint: r.fingerprint,
     request: r.request,
     state: r.state,

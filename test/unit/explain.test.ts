@@ -1053,3 +1053,16 @@ describe('explain says what the next call does on a pending record', () => {
     expect(x.escalation).toMatch(/^The record may be resent only with the same key to a provider that dedupes, and the provider may no longer recognise the key\./);
   });
 });
+
+describe('the hand-off of a client.run() operation', () => {
+  it('defines its fingerprint as the canonical payload, not a request it never had', async () => {
+    const client = createClient({ store: memoryStore(), tenant: 't1' });
+    await client.run({ action: 'charge', ref: 'C-1', payload: { amount: 5, currency: 'eur' } }, async () => ({ id: 'pi_1' }));
+    const x = await client.explain({ action: 'charge', ref: 'C-1' });
+    expect(x?.handoff.request).toBeNull();
+    expect(x?.handoff.canonicalPayload).not.toMatch(/method|URL/);
+    expect(x?.handoff.canonicalPayload).toMatch(/payload/);
+    expect(x?.handoff.canonicalPayload).toMatch(/RFC 8785/);
+    await client.close();
+  });
+});
