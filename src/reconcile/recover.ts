@@ -199,7 +199,15 @@ export async function recover(engine: Engine, options: RecoverOptions = {}): Pro
   // provider may hold an order this one's lookup calls absent.
   const tenant = options.tenant ?? engine.opts.tenant;
   if (typeof tenant !== 'string' || tenant === '') throw new TypeError('client.recover: option "tenant" must be a non-empty string');
-  const stale = await listToSettle(engine, tenant, now(), options.limit ?? 100, report);
+  // (named here, not left to the store's list(): a custom store may check nothing)
+  const limit: unknown = options.limit ?? 100;
+  if (typeof limit !== 'number') throw new TypeError('client.recover: option "limit" must be a non-negative integer');
+  if (!Number.isSafeInteger(limit) || limit < 0) throw new RangeError(`client.recover: option "limit" must be a non-negative integer, got ${limit}`);
+  const given: unknown = options.signal;
+  if (given !== undefined && !(typeof given === 'object' && given !== null && typeof (given as AbortSignal).aborted === 'boolean' && typeof (given as AbortSignal).throwIfAborted === 'function')) {
+    throw new TypeError('client.recover: option "signal" must be an AbortSignal');
+  }
+  const stale = await listToSettle(engine, tenant, now(), limit, report);
   const signal = options.signal ?? new AbortController().signal;
   for (const listed of stale) {
     signal.throwIfAborted();

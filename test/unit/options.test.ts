@@ -166,3 +166,22 @@ describe('good options', () => {
     expect(sent[2]?.get('x-request-key')).toMatch(/^"[0-9a-f-]{36}"$/);
   });
 });
+
+describe('bad options of client.recover()', () => {
+  it.each<[string, Record<string, unknown>, typeof TypeError | typeof RangeError, RegExp]>([
+    ['limit: -1', { limit: -1 }, RangeError, /^client\.recover: option "limit"/],
+    ['limit: 1.5', { limit: 1.5 }, RangeError, /^client\.recover: option "limit"/],
+    ['limit: "10"', { limit: '10' }, TypeError, /^client\.recover: option "limit"/],
+    ['signal: "x"', { signal: 'x' }, TypeError, /^client\.recover: option "signal"/],
+    ['tenant: ""', { tenant: '' }, TypeError, /^client\.recover: option "tenant"/],
+  ])('%s is refused naming it, whatever the store checks', async (_label, options, errorClass, name) => {
+    const client = build({})();
+    const error = await client.recover(options as never).then(
+      () => new Error('expected a rejection'),
+      (e: unknown) => e as Error,
+    );
+    expect(error).toBeInstanceOf(errorClass);
+    expect(error.message).toMatch(name);
+    await client.close();
+  });
+});
