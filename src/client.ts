@@ -166,7 +166,10 @@ export function createClientWith(options: OnceClientOptions, platform: PlatformD
   return client;
 }
 
-async function cancel(engine: Engine, id: string, waitMs: number): Promise<CancelResult> {
+async function cancel(engine: Engine, id: string, waitMs: unknown): Promise<CancelResult> {
+  // (as inFlightWaitMs, its default: a negative wait was taken as none)
+  if (typeof waitMs !== 'number') throw new TypeError('client.cancel: option "waitMs" must be a non-negative integer of milliseconds');
+  if (!Number.isSafeInteger(waitMs) || waitMs < 0) throw new RangeError(`client.cancel: option "waitMs" must be a non-negative integer of milliseconds, got ${waitMs}`);
   const { store, now, owner, random } = engine.opts;
   const startedAt = now();
   const settled = (record: OperationRecord): CancelResult => ({ outcome: record.state === 'cancelled' ? 'cancelled' : 'delivered', state: record.state });

@@ -51,7 +51,7 @@ export function formatRecord(r: OperationRecord, now: number): string {
       ['request', r.request === null ? '-' : `${r.request.method} ${r.request.url}`],
       ['created', `${time(r.createdAt)} (${duration(now - r.createdAt)} ago)`],
       ['updated', time(r.updatedAt)],
-      ['expires', `${time(r.expiresAt)}${r.expiresAt <= now ? ' (purgeable once terminal)' : ''}`],
+      ['expires', `${time(r.expiresAt)}${r.expiresAt < now ? ' (purgeable once terminal)' : ''}`],
       ['lease', lease],
       ['error', r.error === null ? '-' : `${r.error.code}: ${r.error.message}`],
       ['result', r.result === null ? '-' : `${r.result.status} from ${r.result.source}${r.result.bodyTruncated ? ' (body truncated)' : ''}`],

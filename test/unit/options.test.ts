@@ -185,3 +185,21 @@ describe('bad options of client.recover()', () => {
     await client.close();
   });
 });
+
+describe('bad options of client.cancel()', () => {
+  it.each<[string, Record<string, unknown>, typeof TypeError | typeof RangeError]>([
+    ['waitMs: -5', { waitMs: -5 }, RangeError],
+    ['waitMs: 1.5', { waitMs: 1.5 }, RangeError],
+    ['waitMs: NaN', { waitMs: Number.NaN }, RangeError],
+    ['waitMs: "10"', { waitMs: '10' }, TypeError],
+  ])('%s is refused naming it, before the record is touched', async (_label, options, errorClass) => {
+    const client = build({})();
+    const error = await client.cancel({ action: 'a', ref: 'r' }, options as never).then(
+      () => new Error('expected a rejection'),
+      (e: unknown) => e as Error,
+    );
+    expect(error).toBeInstanceOf(errorClass);
+    expect(error.message).toMatch(/^client\.cancel: option "waitMs"/);
+    await client.close();
+  });
+});
