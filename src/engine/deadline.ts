@@ -16,18 +16,53 @@ export class CallDeadline {
   private readonly controller = new AbortController();
   private readonly cancelTimer: () => void;
   private readonly unlinkUser: () => void;
+  /** the error the deadline ends the call with, once it has passed (whoever aborted the signal first) */
+  private expired: DeadlineExceededError | undefined;
+  /** when it passed (Date.now(), which fake timers move with setTimeout) */
+  private expiredAt = 0;
+  /** called when the deadline passes (see {@link whenPassed}); made on first use */
+  private hooks: (() => void)[] | undefined;
 
   constructor(deadlineMs: number, now: number, scope: ScopeLabel, userSignal: AbortSignal | undefined) {
     this.deadlineAt = now + deadlineMs;
     this.cancelTimer = longTimeout(() => {
-      this.controller.abort(
-        new DeadlineExceededError(`deadline of ${deadlineMs} ms passed for ${label(scope)}; the record stays resumable`, {
-          scope,
-        }),
-      );
+      this.expired = new DeadlineExceededError(`deadline of ${deadlineMs} ms passed for ${label(scope)}; the record stays resumable`, {
+        scope,
+      });
+      this.expiredAt = Date.now();
+      this.controller.abort(this.expired);
+      const hooks = this.hooks;
+      this.hooks = undefined;
+      for (const hook of hooks ?? []) hook();
     }, deadlineMs);
     this.signal = this.controller.signal;
     this.unlinkUser = userSignal === undefined ? noop : follow(userSignal, this.controller);
+  }
+
+  /**
+   * The deadline's own error once it has passed, else undefined: the deadline, not the caller's
+   * abort (after which the deadline still passes, and says so here).
+   */
+  get passed(): DeadlineExceededError | undefined {
+    return this.expired;
+  }
+
+  /**
+   * Calls `fn` once when the deadline passes or, asked once it has passed, `graceMs` after it passed;
+   * unless the returned function is called first. While the deadline is ahead, no timer or
+   * AbortController of its own: the deadline's timer calls it (a caller's abort does not).
+   */
+  whenPassed(fn: () => void, graceMs: number): () => void {
+    if (this.expired !== undefined) {
+      const timer = setTimeout(fn, Math.max(0, this.expiredAt + graceMs - Date.now()));
+      return () => clearTimeout(timer);
+    }
+    const hooks = (this.hooks ??= []);
+    hooks.push(fn);
+    return () => {
+      const i = hooks.indexOf(fn);
+      if (i !== -1) hooks.splice(i, 1);
+    };
   }
 
   /** Milliseconds left before the deadline. */

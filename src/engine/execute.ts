@@ -21,7 +21,7 @@ import {
 } from '../errors.js';
 import type { OnceEvent, OnceStats } from '../events.js';
 import { emptyStats } from '../events.js';
-import { isTerminal, lateSuccess, recordId, resendNeedsDedupe } from '../operation/record.js';
+import { applyEvent, isTerminal, lateSuccess, recordId, resendNeedsDedupe } from '../operation/record.js';
 import type { OperationRecord, RecordEvent, ResultSnapshot, Scope } from '../operation/record.js';
 import type { ResolvedOptions } from '../options.js';
 import { reconcile, settledAt } from '../reconcile/lookup.js';
@@ -38,6 +38,9 @@ import type { Telemetry } from '../telemetry.js';
  */
 const SETTLE_RETRY_MS = [0, 100, 400] as const;
 const SETTLE_BUDGET_MS = 1_000;
+
+/** What {@link Engine.within} gives for a write the call's deadline cut off (it goes on in the background). */
+const CUT: unique symbol = Symbol('cut off by the deadline');
 
 /** What one attempt gets from the engine. */
 export interface AttemptContext {
@@ -294,7 +297,8 @@ export class Engine {
       // An abort rejects with signal.reason as given; our deliberate errors (OnceError) stand. A write
       // given up on is abandoned once it lands (see `bounded`): its chain would hold this one.
       if (signal.aborted && (error === signal.reason || !isOnceError(error))) {
-        throw this.abandoning.has(owned.rec.id) ? signal.reason : await this.abandon(owned, signal.reason);
+        if (!this.abandoning.has(owned.rec.id)) await this.within(owned, deadline, this.abandon(owned, signal.reason), false);
+        throw signal.reason;
       }
       if (error instanceof StoreError) await this.letGo(owned, error, signal);
       throw error;
@@ -355,21 +359,21 @@ export class Engine {
   ): Promise<number> {
     const { retry } = this.opts;
     const scope = spec.scope;
-    if (retriesLeft <= 0) throw await this.stop(owned, exhausted(owned.rec, c, retry.maxAttempts, cause));
+    if (retriesLeft <= 0) throw await this.stop(owned, exhausted(owned.rec, c, retry.maxAttempts, cause), deadline);
     const retryAfterMs = c.retryAfterMs;
     if (retryAfterMs !== undefined && retryAfterMs > retry.maxRetryAfterMs) {
-      throw await this.stop(owned, unlessAmbiguous(owned.rec, new RetriesExhaustedError(`provider asked to wait ${retryAfterMs} ms (over maxRetryAfterMs ${retry.maxRetryAfterMs}) for ${text(scope)}; the record stays resumable`, { scope, retryAfterMs, attempts: attemptNumber })));
+      throw await this.stop(owned, unlessAmbiguous(owned.rec, new RetriesExhaustedError(`provider asked to wait ${retryAfterMs} ms (over maxRetryAfterMs ${retry.maxRetryAfterMs}) for ${text(scope)}; the record stays resumable`, { scope, retryAfterMs, attempts: attemptNumber })), deadline);
     }
     const delayMs = retryAfterMs ?? backoffDelay(retry.jitter, attemptNumber, retry, this.opts.random, previousDelayMs);
     // An attempt needs time to finish: one the deadline cuts short after it was sent leaves the record
     // ambiguous, where stopping now leaves it resumable. The floor: its own timeout, at most a tenth of the deadline.
     const floorMs = Math.min(retry.attemptTimeoutMs, retry.deadlineMs / 10);
     if (delayMs + floorMs > deadline.remaining(this.opts.now())) {
-      throw await this.stop(owned, unlessAmbiguous(owned.rec, new DeadlineExceededError(`waiting ${delayMs} ms would leave under ${floorMs} ms of the deadline of ${text(scope)} for the next attempt; the record stays resumable`, { scope, retryAfterMs, attempts: attemptNumber })));
+      throw await this.stop(owned, unlessAmbiguous(owned.rec, new DeadlineExceededError(`waiting ${delayMs} ms would leave under ${floorMs} ms of the deadline of ${text(scope)} for the next attempt; the record stays resumable`, { scope, retryAfterMs, attempts: attemptNumber })), deadline);
     }
     // Last check: a token is spent only on a retry that will happen.
     if (retry.budget !== undefined && !retry.budget.tryRetry()) {
-      throw await this.stop(owned, unlessAmbiguous(owned.rec, new RetriesExhaustedError(`retry budget exhausted for ${text(scope)} after ${c.reason}; the record stays resumable`, { scope, attempts: attemptNumber })));
+      throw await this.stop(owned, unlessAmbiguous(owned.rec, new RetriesExhaustedError(`retry budget exhausted for ${text(scope)} after ${c.reason}; the record stays resumable`, { scope, attempts: attemptNumber })), deadline);
     }
     this.stats.retries++;
     this.emit({ type: 'retry_scheduled', scope, at: this.opts.now(), attempt: attemptNumber, delayMs, source: retryAfterMs === undefined ? 'backoff' : 'retry-after' });
@@ -377,10 +381,108 @@ export class Engine {
     return delayMs;
   }
 
-  /** Records why the call stopped (releasing the lease) and returns the error to throw. */
-  private async stop(owned: OwnedRecord, error: Error & { code: string }): Promise<Error> {
+  /**
+   * Awaits `write`, a store write after the send (an attempt's outcome, a lookup's answer, a note, the
+   * stop), until the call's deadline, so that a store that stops answering then (a partition, a
+   * failover: pg has no client-side timeout unless one is set) holds the call no longer than that. A
+   * write begun after the deadline passed (the outcome of an attempt the deadline ended, the stop it
+   * records) is awaited until `LET_GO_WAIT_MS` after it. Not the caller's abort: an answer in hand is
+   * worth recording after that (see `settle`); the deadline still bounds it. While the deadline is
+   * ahead, the usual case, no timer or AbortController: the deadline's own timer ends the wait.
+   *
+   * A write cut off returns `CUT` and goes on in the background (see `behind`); the caller ends the
+   * call with what it would have got had the write landed (see `cutOff`).
+   */
+  private within<T>(owned: OwnedRecord, deadline: CallDeadline, write: Promise<T>, release = true): Promise<T | typeof CUT> {
+    const late = deadline.passed !== undefined;
+    return new Promise<T | typeof CUT>((resolve, reject) => {
+      const unhook = deadline.whenPassed(() => {
+        this.behind(owned, deadline, write, release, late);
+        resolve(CUT);
+      }, LET_GO_WAIT_MS);
+      write.then(
+        (value) => {
+          unhook();
+          resolve(value);
+        },
+        (error: unknown) => {
+          unhook();
+          reject(error);
+        },
+      );
+    });
+  }
+
+  /**
+   * A write after the send that the call's deadline cut off (see `within`) goes on: filed in
+   * `abandoning` until the lease's end, so that later calls of this client wait for it rather than
+   * take over a record whose write is in flight (another owner waits for the lease, then finds the
+   * attempt open: ambiguous, reconciled first, never resent). With `release`, once it lands or fails
+   * the lease is released (`abandon`: the stop recorded, as the call would have) unless the record is
+   * terminal or another owner's; not after the client's close (its store goes next).
+   *
+   * The lease is not renewed meanwhile: a renewal is a compare-and-set of the same record, queued
+   * behind the write (`OwnedRecord.commit`), as the write's own retries renew it (`settle`).
+   */
+  private behind(owned: OwnedRecord, deadline: CallDeadline, write: Promise<unknown>, release: boolean, late: boolean): void {
+    const id = owned.rec.id;
+    const work = write
+      .then(
+        () => undefined,
+        (error: unknown) => error,
+      )
+      .then((failure) => {
+        if (!release || this.closed.aborted || failure instanceof LeaseLostError) return undefined;
+        return this.abandon(owned, failure ?? this.endedBy(owned.rec, deadline, late));
+      });
+    const lease = owned.rec.lease;
+    const until = lease?.owner === this.opts.owner ? lease.expiresAt : this.opts.now();
+    const prev = this.abandoning.get(id);
+    trackAbandon(this, id, prev === undefined ? work : Promise.all([prev.done, work]), Math.max(until, prev?.until ?? 0));
+  }
+
+  /**
+   * The call's end after the deadline cut off the write of `event` after the send: what the call
+   * would have got had it landed. The record `event` leaves, when terminal (an answer in hand: a 2xx,
+   * a terminal 4xx, a lookup's "found"), is returned to be answered from as if written; else the
+   * error is thrown (`endedBy`). `fault`, the error of the caller's own classify, is thrown instead.
+   */
+  private cutOff(owned: OwnedRecord, deadline: CallDeadline, event: RecordEvent, late: boolean, fault?: unknown): OperationRecord {
+    let next = owned.rec;
     try {
-      await owned.commit({ type: 'stopped', code: error.code, message: error.message });
+      next = applyEvent(owned.rec, event, this.opts.now(), this.opts.owner);
+    } catch {
+      // (not applicable to the record as this owner knows it: the write finds out; the call ends as the record stands)
+    }
+    if (fault !== undefined) throw fault;
+    if (isTerminal(next.state)) return next;
+    throw this.endedBy(next, deadline, late);
+  }
+
+  /**
+   * The error of a call whose deadline passed while a write after the send was pending, `rec` the
+   * record as that write leaves it: the caller's abort reason when the caller aborted first, else the
+   * deadline's DeadlineExceededError, or an AmbiguousOutcomeError with it as its cause while the
+   * outcome is unknown (as a call that gives up early says, see `unlessAmbiguous`). `late`: the write
+   * began after the deadline passed (the deadline ended the attempt, whose outcome it records): the
+   * call then ends with the signal's reason, as when that write lands (see `attempts`).
+   */
+  private endedBy(rec: OperationRecord, deadline: CallDeadline, late: boolean): unknown {
+    const passed = deadline.passed;
+    if (late || passed === undefined || deadline.signal.reason !== passed) return deadline.signal.reason;
+    return unlessAmbiguous(rec, passed);
+  }
+
+  /**
+   * Records why the call stopped (releasing the lease) and returns the error to throw. Under the
+   * call's deadline when given (see `within`): a stop the store does not record by then is left to
+   * land, and the error is returned all the same.
+   */
+  private async stop(owned: OwnedRecord, error: Error & { code: string }, deadline?: CallDeadline): Promise<Error> {
+    try {
+      const write = owned.commit({ type: 'stopped', code: error.code, message: error.message });
+      if (deadline !== undefined && (await this.within(owned, deadline, write, false)) === CUT) return error;
+      await write;
     } catch (cause) {
       // A call that ends with its outcome unknown says so: a store that failed the stop (or lost its
       // ack) only leaves the lease to expire, and its StoreError would read as "nothing was sent".
@@ -410,7 +512,9 @@ export class Engine {
         continue;
       }
       if (rec.state === 'ambiguous') {
-        await this.reconcileOwned(owned, spec, deadline, cause);
+        // (a terminal record, perhaps as its write would leave it: the deadline cut that write off)
+        const ended = await this.reconcileOwned(owned, spec, deadline, cause);
+        if (ended !== undefined && isTerminal(ended.state)) return { record: ended, live: undefined };
         continue;
       }
       if (rec.cancelRequestedAt !== null) {
@@ -486,10 +590,14 @@ export class Engine {
       reason: c.reason,
       result: c.class === 'success' || c.class === 'terminal' ? outcome.snapshot : null,
     };
-    const record = await (c.class === 'success' || c.class === 'terminal' || c.class === 'conflict' ? this.settle(owned, finished) : owned.commit(finished));
+    const write = c.class === 'success' || c.class === 'terminal' || c.class === 'conflict' ? this.settle(owned, finished) : owned.commit(finished);
+    const late = deadline.passed !== undefined;
+    const landed = await this.within(owned, deadline, write);
+    // (cut off at the deadline: the record as that write leaves it, or the call's error)
+    const record = landed === CUT ? this.cutOff(owned, deadline, finished, late, outcome.fault) : landed;
     if (outcome.fault !== undefined) {
       // The caller's classify failed: the attempt stands as classified by default; the call ends with that error.
-      if (!isTerminal(record.state)) await owned.commit({ type: 'release' }).catch(() => undefined);
+      if (!isTerminal(record.state)) await this.within(owned, deadline, owned.commit({ type: 'release' }).catch(() => undefined));
       throw outcome.fault;
     }
     if (isTerminal(record.state)) {
@@ -506,7 +614,8 @@ export class Engine {
     const lastAttempt = n >= this.opts.retry.maxAttempts;
     const cause = c.class !== 'ambiguous' ? undefined : 'cause' in outcome ? outcome.cause : new Error(c.reason);
     if (c.class === 'ambiguous' && (spec.lookup === undefined ? !this.opts.providerDedupes : lastAttempt)) {
-      await this.reconcileOwned(owned, spec, deadline, cause);
+      const ended = await this.reconcileOwned(owned, spec, deadline, cause);
+      if (ended !== undefined && isTerminal(ended.state)) return { record: ended, live: undefined };
       if (isTerminal(owned.rec.state)) return { record: owned.rec, live: undefined };
     }
     throw new RetryLater(c, cause);
@@ -520,10 +629,12 @@ export class Engine {
    * thrown: the record still says in_flight (or ambiguous), and no success is returned while it does,
    * since the next call could not replay it; that call reconciles it (lookup, or a same-key resend
    * the provider dedupes), never resends blind. Not under the call's signal: the answer is worth
-   * recording after an abort too, and the waits are bounded. Under lease renewal, as a send is: a
-   * short lease does not lapse while it tries (another caller would take over a record whose answer
-   * is in hand and find it ambiguous); a renewal that finds the lease lost ends the tries (the new
-   * owner's view wins, the answer kept on its record as evidence), and so does the client's close.
+   * recording after an abort too, and the waits are bounded. The call awaits it until its deadline
+   * (`within`): past that, it returns the answer in hand and the tries go on in the background. Under
+   * lease renewal, as a send is: a short lease does not lapse while it tries (another caller would
+   * take over a record whose answer is in hand and find it ambiguous); a renewal that finds the lease
+   * lost ends the tries (the new owner's view wins, the answer kept on its record as evidence), and
+   * so does the client's close.
    */
   private async settle(owned: OwnedRecord, event: RecordEvent): Promise<OperationRecord> {
     const startedAt = this.opts.now();
@@ -595,9 +706,17 @@ export class Engine {
   /**
    * After an ambiguous outcome: look up before any resend (DESIGN §2). `cause`: what the attempt that
    * left the record ambiguous ended with, when this call made it; the cause of an `AmbiguousOutcomeError`.
+   * Returns the record an answer ("found", a cancel's settled "absent") made terminal: as written, or,
+   * when the deadline cut that write off, as it would leave it (see `cutOff`); else undefined.
    */
-  async reconcileOwned(owned: OwnedRecord, spec: OperationSpec, deadline: CallDeadline, cause?: unknown): Promise<void> {
+  async reconcileOwned(owned: OwnedRecord, spec: OperationSpec, deadline: CallDeadline, cause?: unknown): Promise<OperationRecord | undefined> {
     const scope = spec.scope;
+    /** Writes `event` (`written`) under the deadline (see `within`): the record it leaves, or would leave when cut off (see `cutOff`). */
+    const record = async (event: RecordEvent, written: Promise<OperationRecord>): Promise<OperationRecord> => {
+      const late = deadline.passed !== undefined;
+      const landed = await this.within(owned, deadline, written);
+      return landed === CUT ? this.cutOff(owned, deadline, event, late) : landed;
+    };
     const lookup = async (): Promise<ReconcileOutcome> => {
       const outcome = await reconcile(spec.lookup, { scope, key: owned.rec.key, record: owned.rec, signal: deadline.signal });
       if (outcome.kind !== 'none') this.stats.lookups++;
@@ -622,7 +741,7 @@ export class Engine {
       if (this.trustsDedupe(owned.rec) && owned.rec.cancelRequestedAt === null) return { ...first, settled: false, askedGeneration };
       const waitMs = Math.max(0, settleAt - this.opts.now());
       if (waitMs > deadline.remaining(this.opts.now())) {
-        throw await this.stop(owned, unlessAmbiguous(owned.rec, new DeadlineExceededError(`the lookup of ${text(scope)} said absent, but the attempt may still take effect for ${waitMs} ms, past the deadline; the record stays ambiguous`, { scope })));
+        throw await this.stop(owned, unlessAmbiguous(owned.rec, new DeadlineExceededError(`the lookup of ${text(scope)} said absent, but the attempt may still take effect for ${waitMs} ms, past the deadline; the record stays ambiguous`, { scope })), deadline);
       }
       await sleep(waitMs, deadline.signal);
       const again = owned.rec.generation;
@@ -633,45 +752,52 @@ export class Engine {
     // of the open attempt that made it ambiguous closed it as never sent (`never_sent`). The answer
     // settles an ambiguity that is gone and no longer applies (lookup_* and resend_after_ambiguous
     // are refused outside `ambiguous`): the record decides, as after any move (the step sends).
-    if (owned.rec.state !== 'ambiguous') return;
+    if (owned.rec.state !== 'ambiguous') return undefined;
     switch (result.kind) {
-      case 'found':
-        await this.settle(owned, { type: 'lookup_found', result: result.snapshot, detail: result.detail });
-        return;
-      case 'absent':
-        await owned.commit({ type: 'lookup_absent', detail: result.detail, settled: result.settled, askedGeneration: result.askedGeneration });
+      case 'found': {
+        const found: RecordEvent = { type: 'lookup_found', result: result.snapshot, detail: result.detail };
+        return record(found, this.settle(owned, found));
+      }
+      case 'absent': {
+        const absent: RecordEvent = { type: 'lookup_absent', detail: result.detail, settled: result.settled, askedGeneration: result.askedGeneration };
+        const rec = await record(absent, owned.commit(absent));
+        if (isTerminal(rec.state)) return rec;
         if (owned.rec.state === 'ambiguous') {
           // The record refused the "absent": a superseded owner's late success says it was delivered
           // (stop), or a late response was written after the question was asked (ask again: this commit
           // brought the record up to date, so the next answer is compared with it).
-          if (!lateSuccess(owned.rec)) return;
-          throw await this.stop(owned, new AmbiguousOutcomeError(`the lookup of ${text(scope)} said absent, but a superseded owner got a success for it late; not resent. Reconcile it by hand.`, { scope }));
+          if (!lateSuccess(owned.rec)) return undefined;
+          throw await this.stop(owned, new AmbiguousOutcomeError(`the lookup of ${text(scope)} said absent, but a superseded owner got a success for it late; not resent. Reconcile it by hand.`, { scope }), deadline);
         }
-        return;
+        return undefined;
+      }
       case 'unknown':
       case 'none': {
         const trusted = this.trustsDedupe(owned.rec);
         // A requested cancel withdrew the authority to send: a resend could make the very effect it stops.
         const cancelled = owned.rec.cancelRequestedAt !== null;
         if (trusted && !cancelled) {
-          await owned.commit({ type: 'resend_after_ambiguous', detail: `${result.detail}; the provider dedupes by key` });
-          return;
-        }
-        // (a note: a store that fails it must not turn the AmbiguousOutcomeError below into a StoreError)
-        if (result.kind === 'unknown') {
-          await owned.commit({ type: 'lookup_unknown', detail: result.detail }).catch((error: unknown) => {
-            if (!(error instanceof StoreError)) throw error;
-          });
+          const resend: RecordEvent = { type: 'resend_after_ambiguous', detail: `${result.detail}; the provider dedupes by key` };
+          await record(resend, owned.commit(resend));
+          return undefined;
         }
         const why = cancelled
           ? 'a cancel was requested'
           : !trusted && this.opts.providerDedupes
             ? 'the key is older than the provider retention'
             : 'the provider does not dedupe';
-        throw await this.stop(owned, new AmbiguousOutcomeError(
+        const error = new AmbiguousOutcomeError(
           `the outcome of ${text(scope)} is unknown (${result.detail}) and ${why}; not resent. Reconcile it with a lookup or by hand.`,
           { scope, cause: result.kind === 'unknown' ? result.error : cause },
-        ));
+        );
+        // (a note: a store that fails it must not turn the AmbiguousOutcomeError into a StoreError)
+        if (result.kind === 'unknown') {
+          const note = owned.commit({ type: 'lookup_unknown', detail: result.detail }).catch((failure: unknown) => {
+            if (!(failure instanceof StoreError)) throw failure;
+          });
+          if ((await this.within(owned, deadline, note)) === CUT) throw error;
+        }
+        throw await this.stop(owned, error, deadline);
       }
     }
   }

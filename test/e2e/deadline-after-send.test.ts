@@ -1,0 +1,371 @@
+/**
+ * The call's deadline bounds the store writes after a send too (the answer's, a lookup's answer's,
+ * the stop's). When the deadline passes while one is pending, the call ends then with what it would
+ * have got had the write landed: the answer in hand (a 201, a terminal 400, a lookup's "found"), or
+ * the typed error (AmbiguousOutcomeError when the outcome is unknown, DeadlineExceededError when the
+ * record would be resumable). The write goes on in the background: later calls of the client wait
+ * for it (until the lease's end), and nothing is ever sent a second time for it: the record still
+ * says "attempt started", which the next owner reconciles (lookup) or reports ambiguous.
+ *
+ * Before this, a write that never answered held the call for good (measured: still pending after
+ * 3 s with `deadlineMs: 400`, for a 201, a 500, a 400 and a 503 alike); one answering after 2 s held
+ * it 2 s.
+ *
+ * The store stands for a fleet's PostgreSQL where one connection went dark (partition, failover):
+ * the writes named in `plan.hang` never answer (`'drop'`: never applied, as a statement lost on a
+ * dead connection) or answer after `plan.lateMs` (`'late'`: applied then); every other store call
+ * goes through. Effects are counted at a loopback provider that does not dedupe (every POST is a new
+ * order), so a second send would show as a second effect.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { AmbiguousOutcomeError, DeadlineExceededError, createClient, memoryStore } from '../../src/index.js';
+import type { OnceClient, OnceClientOptions, OnceStore, OperationRecord } from '../../src/index.js';
+import { recordId } from '../../src/operation/record.js';
+import { startProvider } from '../../src/testing/provider.js';
+import type { Fault, Provider } from '../../src/testing/provider.js';
+import { writeOf } from '../helpers/lossy-store.js';
+import { lookupByRef, orderInit } from '../helpers/setup.js';
+
+const ACTION = 'create-order';
+const DEADLINE_MS = 400;
+/** how late past the deadline a call may end on this shared 2-core machine and still count as "at the deadline" */
+const SLACK_MS = 250;
+
+/**
+ * A store whose writes named in `plan.hang` (see `writeOf`), once `plan.armed`, never answer
+ * (`plan.mode = 'drop'`) or are applied after `plan.lateMs` (`'late'`), each one time. `plan.log`:
+ * every write, as `writeOf` names it; `plan.afterClose`: writes asked for after `close()`.
+ */
+function darkWrites(inner: OnceStore) {
+  const plan = { armed: false, hang: [] as string[], mode: 'drop' as 'drop' | 'late', lateMs: 2_000, log: [] as string[], hung: [] as string[], closed: false, afterClose: 0 };
+  const store: OnceStore = {
+    name: 'dark-writes',
+    claim: (record) => inner.claim(record),
+    compareAndSet: async (id, expected, next) => {
+      if (plan.closed) plan.afterClose++;
+      const label = writeOf(await inner.get(id), next);
+      plan.log.push(label);
+      const i = plan.armed ? plan.hang.indexOf(label) : -1;
+      if (i !== -1) {
+        plan.hang.splice(i, 1);
+        plan.hung.push(label);
+        if (plan.mode === 'drop') return new Promise<never>(() => undefined);
+        await new Promise((r) => setTimeout(r, plan.lateMs));
+      }
+      return inner.compareAndSet(id, expected, next);
+    },
+    get: (id) => inner.get(id),
+    list: (query) => inner.list(query),
+    purge: (now) => inner.purge(now),
+    close: () => {
+      plan.closed = true;
+      return inner.close();
+    },
+  };
+  return { store, plan };
+}
+
+let provider: Provider;
+const cleanups: (() => unknown)[] = [];
+
+beforeEach(async () => {
+  provider = await startProvider({ ignoreKeys: true });
+});
+
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  await provider.close();
+});
+
+/** A client whose transport arms the store once an answer is back from the provider: the writes after the send. */
+function clientOn(store: OnceStore, arm: { armed: boolean } | undefined, options: OnceClientOptions = {}): OnceClient {
+  const client = createClient({
+    store,
+    settleMs: 0,
+    leaseMs: 300,
+    ...options,
+    fetch: async (input, init) => {
+      try {
+        return await fetch(input, init);
+      } finally {
+        if (arm !== undefined) arm.armed = true;
+      }
+    },
+    retry: { deadlineMs: DEADLINE_MS, baseDelayMs: 1, maxDelayMs: 5, budget: false, ...options.retry },
+  });
+  cleanups.push(() => client.close().catch(() => undefined));
+  return client;
+}
+
+function order(client: OnceClient, ref: string, withLookup = false): Promise<Response> {
+  return client.fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref, ...(withLookup ? { lookup: lookupByRef(provider.url) } : {}) } });
+}
+
+/** How a call ended and when: its status or its error, or `pending` when it had not ended after `capMs`. */
+async function timed(call: Promise<Response>, capMs = 3_000): Promise<{ outcome: string; ms: number; value: unknown }> {
+  const started = performance.now();
+  let cap: ReturnType<typeof setTimeout> | undefined;
+  const ended = await Promise.race([
+    call.then(
+      (res) => ({ outcome: String(res.status), value: res as unknown }),
+      (error: unknown) => ({ outcome: error instanceof Error ? error.name : String(error), value: error }),
+    ),
+    new Promise<{ outcome: string; value: unknown }>((r) => (cap = setTimeout(() => r({ outcome: `pending after ${capMs} ms`, value: undefined }), capMs))),
+  ]);
+  clearTimeout(cap);
+  return { ...ended, ms: Math.round(performance.now() - started) };
+}
+
+/** Ended at the deadline, not before it (the write really was pending) and not long after. */
+function atDeadline(ms: number): void {
+  expect(ms).toBeGreaterThanOrEqual(DEADLINE_MS - 5);
+  expect(ms).toBeLessThan(DEADLINE_MS + SLACK_MS);
+}
+
+const sent = (ref: string): number => provider.requests.filter((r) => r.ref === ref).length;
+const idOf = (ref: string): string => recordId({ tenant: 'default', action: ACTION, ref });
+const wait = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+async function until(check: () => boolean | Promise<boolean>, timeoutMs = 5_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error('timed out waiting');
+    await wait(10);
+  }
+}
+
+describe('an answer in hand whose write never answers: the call ends at its deadline with that answer', () => {
+  it('201: the 201 Response (body readable) at the deadline; the record still says attempt started; another owner reconciles, never resends', async () => {
+    const inner = memoryStore();
+    const { store, plan } = darkWrites(inner);
+    plan.hang = ['attempt_finished:success'];
+    const ref = 'DS-201';
+    const a = clientOn(store, plan);
+    const first = await timed(order(a, ref));
+    expect(first.outcome).toBe('201');
+    atDeadline(first.ms);
+    expect(await (first.value as Response).json()).toMatchObject({ ref });
+    expect(await inner.get(idOf(ref))).toMatchObject({ state: 'in_flight', attempts: [{ finishedAt: null }] });
+    // Another owner, once A's lease has expired (A cannot renew it: its write holds the record's queue):
+    // the attempt may have been delivered, no lookup, no dedupe: AmbiguousOutcomeError, nothing sent.
+    await wait(350);
+    const b = await timed(order(clientOn(store, undefined, { owner: 'b' }), ref));
+    expect(b.outcome).toBe('AmbiguousOutcomeError');
+    // With a lookup: found, the provider's order is the answer; still nothing sent.
+    const c = await timed(order(clientOn(store, undefined, { owner: 'c' }), ref, true));
+    expect(c.outcome).toBe('200');
+    expect(sent(ref)).toBe(1);
+    expect(provider.effectsFor(ref)).toBe(1);
+    expect(await inner.get(idOf(ref))).toMatchObject({ state: 'succeeded', lease: null });
+  });
+
+  it('the same client calls again at once: it waits for the pending write (its deadline ends it, nothing sent); after the lease it reconciles, never sends', async () => {
+    const inner = memoryStore();
+    const { store, plan } = darkWrites(inner);
+    plan.hang = ['attempt_finished:success'];
+    const ref = 'DS-same';
+    const a = clientOn(store, plan, { leaseMs: 1_000 });
+    const first = await timed(order(a, ref));
+    expect(first.outcome).toBe('201');
+    atDeadline(first.ms);
+    // A's own lease still runs: the call waits for A's write, as for any write of this client given up on
+    const again = await timed(order(a, ref));
+    expect(again.outcome).toBe('DeadlineExceededError');
+    atDeadline(again.ms);
+    await until(async () => ((await inner.get(idOf(ref)))?.lease?.expiresAt ?? 0) < Date.now());
+    // past the lease: the record is taken over (A's own name), found in flight: ambiguous, reconciled first
+    expect((await timed(order(a, ref))).outcome).toBe('AmbiguousOutcomeError');
+    expect((await timed(order(a, ref, true))).outcome).toBe('200');
+    expect(sent(ref)).toBe(1);
+    expect(provider.effectsFor(ref)).toBe(1);
+  });
+
+  it('a terminal 400: the 400 at the deadline', async () => {
+    const { store, plan } = darkWrites(memoryStore());
+    plan.hang = ['attempt_finished:terminal'];
+    const ref = 'DS-400';
+    provider.fault({ kind: 'status_before_commit', status: 400, match: { ref } });
+    const first = await timed(order(clientOn(store, plan), ref));
+    expect(first.outcome).toBe('400');
+    atDeadline(first.ms);
+    expect(sent(ref)).toBe(1);
+    expect(provider.effectsFor(ref)).toBe(0);
+  });
+
+  it("a lookup's \"found\" whose write never answers: the found order at the deadline", async () => {
+    const inner = memoryStore();
+    const { store, plan } = darkWrites(inner);
+    plan.hang = ['lookup:found'];
+    const ref = 'DS-found';
+    provider.fault({ kind: 'error_after_commit', match: { ref } });
+    const first = await timed(order(clientOn(store, plan), ref, true));
+    expect(first.outcome).toBe('200');
+    atDeadline(first.ms);
+    expect(await (first.value as Response).json()).toMatchObject({ ref });
+    expect(plan.hung).toEqual(['lookup:found']);
+    expect(await inner.get(idOf(ref))).toMatchObject({ state: 'ambiguous' });
+    expect(sent(ref)).toBe(1);
+    expect(provider.effectsFor(ref)).toBe(1);
+  });
+});
+
+describe('an outcome that settles nothing, whose write never answers: the typed error at the deadline', () => {
+  it('500 (the order was made): AmbiguousOutcomeError at the deadline, its cause the DeadlineExceededError; never resent', async () => {
+    const inner = memoryStore();
+    const { store, plan } = darkWrites(inner);
+    plan.hang = ['attempt_finished:ambiguous'];
+    const ref = 'DS-500';
+    provider.fault({ kind: 'error_after_commit', match: { ref } });
+    const first = await timed(order(clientOn(store, plan), ref));
+    expect(first.outcome).toBe('AmbiguousOutcomeError');
+    atDeadline(first.ms);
+    expect((first.value as AmbiguousOutcomeError).cause).toBeInstanceOf(DeadlineExceededError);
+    await wait(350);
+    expect((await timed(order(clientOn(store, undefined, { owner: 'b' }), ref))).outcome).toBe('AmbiguousOutcomeError');
+    expect(sent(ref)).toBe(1);
+    expect(provider.effectsFor(ref)).toBe(1);
+  });
+
+  it('503 (nothing done, the record would be resumable): DeadlineExceededError at the deadline; once the write lands the next call sends once', async () => {
+    const inner = memoryStore();
+    const { store, plan } = darkWrites(inner);
+    plan.hang = ['attempt_finished:retryable'];
+    plan.mode = 'late';
+    plan.lateMs = 1_000;
+    const ref = 'DS-503';
+    provider.fault({ kind: 'status_before_commit', status: 503, retryAfter: '0', match: { ref } });
+    const first = await timed(order(clientOn(store, plan), ref));
+    expect(first.outcome).toBe('DeadlineExceededError');
+    expect(first.value).toBeInstanceOf(DeadlineExceededError);
+    atDeadline(first.ms);
+    expect(sent(ref)).toBe(1);
+    await until(async () => (await inner.get(idOf(ref)))?.lease === null);
+    expect(await inner.get(idOf(ref))).toMatchObject({ state: 'pending', error: { code: 'DEADLINE_EXCEEDED' } });
+    expect((await timed(order(clientOn(store, undefined, { owner: 'b' }), ref))).outcome).toBe('201');
+    expect(sent(ref)).toBe(2);
+    expect(provider.effectsFor(ref)).toBe(1);
+  });
+});
+
+describe('the deadline ends the attempt itself: recording that takes at most LET_GO_WAIT_MS (1 s) more', () => {
+  for (const hang of ['attempt_finished:ambiguous', 'stop']) {
+    it(`the provider answers after the deadline (the order made); the ${hang === 'stop' ? 'stop' : "attempt's outcome"} is never recorded: DeadlineExceededError 1 s after the deadline; never resent`, async () => {
+      const inner = memoryStore();
+      const { store, plan } = darkWrites(inner);
+      plan.hang = [hang];
+      const ref = `DS-cut-${hang === 'stop' ? 'stop' : 'outcome'}`;
+      provider.fault({ kind: 'delay_after_commit', delayMs: 1_500, match: { ref } });
+      const first = await timed(order(clientOn(store, plan), ref));
+      // as when the write lands at once: the deadline's error (the record ambiguous)
+      expect(first.outcome).toBe('DeadlineExceededError');
+      expect(first.ms).toBeGreaterThanOrEqual(DEADLINE_MS + 1_000 - 5);
+      expect(first.ms).toBeLessThan(DEADLINE_MS + 1_000 + SLACK_MS);
+      expect(plan.hung).toEqual([hang]);
+      await wait(350);
+      expect((await timed(order(clientOn(store, undefined, { owner: 'b' }), ref))).outcome).toBe('AmbiguousOutcomeError');
+      await until(() => provider.effectsFor(ref) === 1);
+      expect(sent(ref)).toBe(1);
+    });
+  }
+});
+
+describe('a write that answers late (2 s): the call ends at the deadline; the write lands in the background', () => {
+  it('201: once it lands the record is succeeded, its lease released; the next call replays it without the network', async () => {
+    const inner = memoryStore();
+    const { store, plan } = darkWrites(inner);
+    plan.hang = ['attempt_finished:success'];
+    plan.mode = 'late';
+    const ref = 'DS-late-201';
+    const a = clientOn(store, plan);
+    const first = await timed(order(a, ref));
+    expect(first.outcome).toBe('201');
+    atDeadline(first.ms);
+    await until(async () => (await inner.get(idOf(ref)))?.state === 'succeeded');
+    expect(await inner.get(idOf(ref))).toMatchObject({ state: 'succeeded', lease: null, result: { status: 201 } });
+    const again = await order(clientOn(store, undefined, { owner: 'b' }), ref);
+    expect(again.headers.get('oncefetch-replayed')).toBe('true');
+    expect(sent(ref)).toBe(1);
+    expect(provider.effectsFor(ref)).toBe(1);
+  });
+
+  it('500: once its write lands, the stop is recorded after it (ambiguous, the lease released, the error kept)', async () => {
+    const inner = memoryStore();
+    const { store, plan } = darkWrites(inner);
+    plan.hang = ['attempt_finished:ambiguous'];
+    plan.mode = 'late';
+    const ref = 'DS-late-500';
+    provider.fault({ kind: 'error_after_commit', match: { ref } });
+    const first = await timed(order(clientOn(store, plan), ref));
+    expect(first.outcome).toBe('AmbiguousOutcomeError');
+    atDeadline(first.ms);
+    await until(async () => (await inner.get(idOf(ref)))?.lease === null);
+    expect(await inner.get(idOf(ref))).toMatchObject({ state: 'ambiguous', lease: null, error: { code: 'AMBIGUOUS_OUTCOME' } });
+    expect(plan.log.slice(plan.log.indexOf('attempt_finished:ambiguous'))).toEqual(['attempt_finished:ambiguous', 'stop']);
+    expect(sent(ref)).toBe(1);
+  });
+
+  it('client.close() while the write is pending: resolves at once; nothing is written after it, also once the write lands', async () => {
+    const inner = memoryStore();
+    const { store, plan } = darkWrites(inner);
+    plan.hang = ['attempt_finished:ambiguous'];
+    plan.mode = 'late';
+    plan.lateMs = 500;
+    const ref = 'DS-close';
+    provider.fault({ kind: 'error_after_commit', match: { ref } });
+    const a = clientOn(store, plan);
+    expect((await timed(order(a, ref))).outcome).toBe('AmbiguousOutcomeError');
+    const closing = performance.now();
+    await a.close();
+    expect(performance.now() - closing).toBeLessThan(100);
+    await wait(700); // the write has landed
+    expect(plan.afterClose).toBe(0);
+    expect(plan.log.at(-1)).toBe('attempt_finished:ambiguous');
+    expect(sent(ref)).toBe(1);
+  });
+});
+
+describe('writes that answer at once: unchanged', () => {
+  it('a 201 recorded at once is returned at once, the record succeeded when the call returns', async () => {
+    const inner = memoryStore();
+    const { store } = darkWrites(inner);
+    const ref = 'DS-fast';
+    const first = await timed(order(clientOn(store, undefined), ref));
+    expect(first.outcome).toBe('201');
+    expect(first.ms).toBeLessThan(DEADLINE_MS / 2);
+    expect(await inner.get(idOf(ref))).toMatchObject({ state: 'succeeded', lease: null } satisfies Partial<OperationRecord>);
+  });
+});
+
+describe('the usual call gains no timer or AbortController for its writes after the send', () => {
+  it('timers and AbortControllers made by one once-only fetch whose writes answer at once: as before this change', async () => {
+    const made = { timeouts: 0, intervals: 0, controllers: 0 };
+    const { setTimeout: realTimeout, setInterval: realInterval, AbortController: RealController } = globalThis;
+    const ok = (async () => new Response('{"id":"o-1"}', { status: 201, headers: { 'content-type': 'application/json' } })) as typeof globalThis.fetch;
+    const client = createClient({ store: memoryStore(), fetch: ok, telemetry: false });
+    cleanups.push(() => client.close());
+    const call = (ref: string): Promise<Response> => client.fetch('https://api.example.test/orders', { ...orderInit(ref), once: { action: ACTION, ref } });
+    await call('HP-warm');
+    try {
+      globalThis.setTimeout = ((...args: Parameters<typeof realTimeout>) => (made.timeouts++, realTimeout(...args))) as typeof realTimeout;
+      globalThis.setInterval = ((...args: Parameters<typeof realInterval>) => (made.intervals++, realInterval(...args))) as typeof realInterval;
+      globalThis.AbortController = class extends RealController {
+        constructor() {
+          super();
+          made.controllers++;
+        }
+      };
+      expect((await call('HP-1')).status).toBe(201);
+    } finally {
+      globalThis.setTimeout = realTimeout;
+      globalThis.setInterval = realInterval;
+      globalThis.AbortController = RealController;
+    }
+    // the deadline's timer and controller, the attempt's timeout and controller, the lease renewal during the send
+    expect(made).toEqual(HOT_PATH_MADE);
+  });
+});
+
+/** As counted at a2f3ee7, before the deadline bounded the writes after the send: nothing added since. */
+const HOT_PATH_MADE = { timeouts: 2, intervals: 1, controllers: 2 };
+
+export type { Fault };
