@@ -97,6 +97,20 @@ export interface PostgresStoreOptions {
    */
   statementTimeoutMs?: number | undefined;
   /**
+   * Client-side limit on each query (pg's `query_timeout`): a query with no reply by then fails
+   * with a `StoreError`, and its connection is discarded. `statement_timeout` cannot end a query
+   * whose server cannot reply (a network partition, a failover): without this limit pg waits until
+   * TCP gives up, which can take many minutes, and the write holds its record meanwhile (the call
+   * itself ends at its deadline, the write goes on) and `close()` waits for it. A write it ends may
+   * have been applied all the same, its reply lost: the engine reads it back or reconciles, as
+   * after any lost acknowledgement. By default 5 s above `statementTimeoutMs`, so that a statement
+   * the server can still end is ended there; 0 disables it. Ignored with `pool` (set pg's
+   * `query_timeout` on your pool).
+   *
+   * @default statementTimeoutMs + 5000 (35000); 0 when statementTimeoutMs is 0
+   */
+  queryTimeoutMs?: number | undefined;
+  /**
    * Rows deleted per `purge` statement. Each batch is its own short
    * statement, so claims and writes interleave with a large purge.
    *
@@ -108,6 +122,8 @@ export interface PostgresStoreOptions {
 const IDENTIFIER = /^[a-z_][a-z0-9_]{0,62}$/;
 const MAX_TABLE_LENGTH = 63 - '_recovery'.length;
 const CLAIM_TRIES = 3;
+/** How far the default `queryTimeoutMs` lies above `statementTimeoutMs`. */
+const QUERY_TIMEOUT_MARGIN_MS = 5_000;
 
 type Driver = typeof Pg;
 let driver: Promise<Driver> | undefined;
@@ -133,6 +149,7 @@ interface Resolved {
   poolMax: number;
   connectTimeoutMs: number;
   statementTimeoutMs: number;
+  queryTimeoutMs: number;
   purgeBatchSize: number;
 }
 
@@ -167,12 +184,14 @@ function resolveOptions(options: PostgresStoreOptions): Resolved {
   }
   const schema = identifier(options.schema, 'public', 'schema', 63);
   if (schema.startsWith('pg_')) throw new TypeError('postgresStore: schema names starting with pg_ are reserved');
+  const statementTimeoutMs = nonNegativeInteger(options.statementTimeoutMs, 30_000, 'statementTimeoutMs');
   return {
     schema,
     table: identifier(options.table, 'oncefetch_records', 'table', MAX_TABLE_LENGTH),
     poolMax: nonNegativeInteger(options.poolMax, 10, 'poolMax', 1),
     connectTimeoutMs: nonNegativeInteger(options.connectTimeoutMs, 10_000, 'connectTimeoutMs'),
-    statementTimeoutMs: nonNegativeInteger(options.statementTimeoutMs, 30_000, 'statementTimeoutMs'),
+    statementTimeoutMs,
+    queryTimeoutMs: nonNegativeInteger(options.queryTimeoutMs, statementTimeoutMs === 0 ? 0 : statementTimeoutMs + QUERY_TIMEOUT_MARGIN_MS, 'queryTimeoutMs'),
     purgeBatchSize: nonNegativeInteger(options.purgeBatchSize, 5000, 'purgeBatchSize', 1),
   };
 }
@@ -261,6 +280,8 @@ export function postgresStore(options: PostgresStoreOptions): OnceStore {
         max: resolved.poolMax,
         connectionTimeoutMillis: resolved.connectTimeoutMs,
         statement_timeout: resolved.statementTimeoutMs,
+        // (pg: 0 or undefined is no limit)
+        query_timeout: resolved.queryTimeoutMs,
         application_name: 'oncefetch',
         // an idle store does not keep the process alive, like the SQLite store
         allowExitOnIdle: true,

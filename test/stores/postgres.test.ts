@@ -321,6 +321,9 @@ describeWithPostgres('postgresStore', (url) => {
       expect(() => postgresStore({ connectionString: url, table: 'a'.repeat(55) })).toThrow(/table/);
       expect(() => postgresStore({ connectionString: url, poolMax: 0 })).toThrow(RangeError);
       expect(() => postgresStore({ connectionString: url, purgeBatchSize: 1.5 })).toThrow(/purgeBatchSize/);
+      expect(() => postgresStore({ connectionString: url, queryTimeoutMs: -1 })).toThrow(RangeError);
+      expect(() => postgresStore({ connectionString: url, queryTimeoutMs: 1.5 })).toThrow(/queryTimeoutMs/);
+      expect(() => postgresStore({ connectionString: url, queryTimeoutMs: '5000' as never })).toThrow(/queryTimeoutMs/);
       expect(() => postgresStore({ pool: {} as never })).toThrow(/pool must be a pg.Pool/);
     });
 
