@@ -63,7 +63,7 @@ export interface OnceClientOptions {
   quoteKey?: boolean;
   /** retry policy @default `{}`: every {@link RetryOptions} field at its own default */
   retry?: RetryOptions;
-  /** how long records are kept for replay: from their creation, or from their end when that came later @default 86400000 (24 h) */
+  /** how long records are kept for replay after they finished (succeeded, failed or cancelled); unfinished records are never purged @default 86400000 (24 h) */
   retentionMs?: number;
   /** how long the provider remembers a key; no automatic resend past it minus 10 % @default 86400000 (24 h) */
   providerRetentionMs?: number;
