@@ -700,7 +700,7 @@ export class Engine {
 
   /** Runs `fn` while renewing the lease, so a slow send, lookup or settle wait keeps ownership. */
   private leased<T>(owned: OwnedRecord, fn: (lost: () => AbortSignal) => Promise<T>): Promise<T> {
-    return owned.renewing(this.opts.leaseMs, fn);
+    return owned.renewing(this.opts.leaseMs, fn, this.closed);
   }
 
   /**

@@ -59,9 +59,12 @@ export class OwnedRecord {
    * keeps ownership. A renewal the store fails is tried again at the next tick: only a lost lease
    * ends the renewals, and aborts the signal `lost()` gives `fn` with the LeaseLostError. One renewal at a
    * time: a slow store is not sent a queue of them; none while the record holds no lease of ours
-   * (our own terminal write landed: nothing left to renew).
+   * (our own terminal write landed: nothing left to renew). `stop` (the client's close) ends the
+   * renewals: the timer is cleared at its next tick, and a renewal queued behind a write that hangs
+   * is not written once it is aborted (the client's store is closed; its timer must not hold the
+   * process open while `fn` waits on that write).
    */
-  async renewing<T>(leaseMs: number, fn: (lost: () => AbortSignal) => Promise<T>): Promise<T> {
+  async renewing<T>(leaseMs: number, fn: (lost: () => AbortSignal) => Promise<T>, stop?: AbortSignal): Promise<T> {
     let busy = false;
     // Made on first ask: an AbortController costs ~10 µs on Node 20, and only a retrying settle asks.
     let lost: AbortController | undefined;
@@ -72,9 +75,13 @@ export class OwnedRecord {
       return lost.signal;
     };
     const renew = setInterval(() => {
+      if (stop?.aborted === true) {
+        clearInterval(renew);
+        return;
+      }
       if (busy || this.rec.lease?.owner !== this.owner) return;
       busy = true;
-      this.commit({ type: 'renew', leaseExpiresAt: this.now() + leaseMs }).then(
+      this.commit({ type: 'renew', leaseExpiresAt: this.now() + leaseMs }, stop).then(
         () => (busy = false),
         (error: unknown) => {
           busy = false;
@@ -99,8 +106,9 @@ export class OwnedRecord {
    * to the newer record. When the lease is gone, the event is kept as
    * evidence on the current record and {@link LeaseLostError} is thrown.
    */
-  commit(event: RecordEvent): Promise<OperationRecord> {
-    const run = this.chain.then(() => this.write(event));
+  commit(event: RecordEvent, unless?: AbortSignal): Promise<OperationRecord> {
+    // (`unless`: not written when it is aborted by the time the writes queued before it are done)
+    const run = this.chain.then(() => (unless?.aborted === true ? Promise.reject(unless.reason) : this.write(event)));
     this.chain = run.catch(() => undefined);
     return run;
   }
