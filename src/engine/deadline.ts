@@ -20,8 +20,10 @@ export class CallDeadline {
   private expired: DeadlineExceededError | undefined;
   /** when it passed (Date.now(), which fake timers move with setTimeout) */
   private expiredAt = 0;
-  /** called when the deadline passes (see {@link whenPassed}); made on first use */
-  private hooks: (() => void)[] | undefined;
+  /** when the caller's abort ended the call, before the deadline passed (Date.now()); 0 until then */
+  private abortedAt = 0;
+  /** called when the call ends (see {@link whenEnded}); made on first use */
+  private hooks: Hook[] | undefined;
 
   constructor(deadlineMs: number, now: number, scope: ScopeLabel, userSignal: AbortSignal | undefined) {
     this.deadlineAt = now + deadlineMs;
@@ -33,10 +35,43 @@ export class CallDeadline {
       this.controller.abort(this.expired);
       const hooks = this.hooks;
       this.hooks = undefined;
-      for (const hook of hooks ?? []) hook();
+      for (const hook of hooks ?? []) {
+        clearTimeout(hook.timer);
+        hook.fn();
+      }
     }, deadlineMs);
     this.signal = this.controller.signal;
-    this.unlinkUser = userSignal === undefined ? noop : follow(userSignal, this.controller);
+    this.unlinkUser = userSignal === undefined ? noop : this.followCaller(userSignal);
+  }
+
+  /**
+   * Aborts the call's signal with the caller's reason when `userSignal` aborts (the first abort wins,
+   * as with `AbortSignal.any`), and notes when: the hooks then fire after their grace (see
+   * {@link whenEnded}). One listener, no timer until the abort.
+   */
+  private followCaller(userSignal: AbortSignal): () => void {
+    const onAbort = (): void => {
+      if (this.controller.signal.aborted) return;
+      this.abortedAt = Date.now();
+      this.controller.abort(userSignal.reason);
+      for (const hook of this.hooks ?? []) this.arm(hook);
+    };
+    if (userSignal.aborted) {
+      onAbort();
+      return noop;
+    }
+    userSignal.addEventListener('abort', onAbort, { once: true });
+    return () => userSignal.removeEventListener('abort', onAbort);
+  }
+
+  /** After the caller's abort: fires `hook` at the end of its grace, unless the deadline or `unhook` comes first. */
+  private arm(hook: Hook): void {
+    hook.timer = setTimeout(() => {
+      const i = this.hooks?.indexOf(hook) ?? -1;
+      if (i === -1) return;
+      this.hooks?.splice(i, 1);
+      hook.fn();
+    }, Math.max(0, this.abortedAt + hook.graceMs - Date.now()));
   }
 
   /**
@@ -48,19 +83,25 @@ export class CallDeadline {
   }
 
   /**
-   * Calls `fn` once when the deadline passes or, asked once it has passed, `graceMs` after it passed;
-   * unless the returned function is called first. While the deadline is ahead, no timer or
-   * AbortController of its own: the deadline's timer calls it (a caller's abort does not).
+   * Calls `fn` once when the call ends: when the deadline passes, or `graceMs` after the caller's
+   * abort (whichever comes first); asked once the deadline has passed, `graceMs` after it passed (or
+   * after the abort, if earlier). Unless the returned function is called first. While the call is
+   * live, no timer or AbortController of its own: the deadline's timer calls it, and the caller's
+   * abort starts its grace timer.
    */
-  whenPassed(fn: () => void, graceMs: number): () => void {
+  whenEnded(fn: () => void, graceMs: number): () => void {
     if (this.expired !== undefined) {
-      const timer = setTimeout(fn, Math.max(0, this.expiredAt + graceMs - Date.now()));
+      const from = this.abortedAt === 0 ? this.expiredAt : Math.min(this.expiredAt, this.abortedAt);
+      const timer = setTimeout(fn, Math.max(0, from + graceMs - Date.now()));
       return () => clearTimeout(timer);
     }
+    const hook: Hook = { fn, graceMs, timer: undefined };
     const hooks = (this.hooks ??= []);
-    hooks.push(fn);
+    hooks.push(hook);
+    if (this.abortedAt !== 0) this.arm(hook);
     return () => {
-      const i = hooks.indexOf(fn);
+      clearTimeout(hook.timer);
+      const i = hooks.indexOf(hook);
       if (i !== -1) hooks.splice(i, 1);
     };
   }
@@ -96,6 +137,13 @@ export class CallDeadline {
 }
 
 const noop = (): void => undefined;
+
+/** A function {@link CallDeadline.whenEnded} calls when the call ends; its grace timer once the caller aborted. */
+interface Hook {
+  fn: () => void;
+  graceMs: number;
+  timer: ReturnType<typeof setTimeout> | undefined;
+}
 
 /**
  * Aborts `target` with `source`'s reason (the first abort wins, as with

@@ -135,6 +135,8 @@ interface Running {
 export class Engine {
   readonly stats: OnceStats = emptyStats();
   private readonly inflight = new Map<string, Running>();
+  /** records a call ends with that its write, cut off (see `cutOff`), has not recorded: an aborted caller gets its reason instead */
+  private readonly unrecorded = new WeakSet<OperationRecord>();
   /** by record id: the abandon of a write given up on before the send, pending until it lands (see `bounded`), and until when a call waits for it */
   readonly abandoning = new Map<string, { done: Promise<unknown>; until: number }>();
   private readonly closer = new AbortController();
@@ -213,7 +215,11 @@ export class Engine {
     const running: Running = { fingerprint: spec.fingerprint, callerKey: spec.callerKey, signal: spec.signal, promise };
     this.inflight.set(id, running);
     try {
-      return await promise;
+      const result = await promise;
+      // The caller aborted and the answer's write was cut off (1 s after the abort, or at the deadline):
+      // it rejects with its reason, as an abort does; the calls that joined it get the answer in hand.
+      if (spec.signal?.aborted === true && this.unrecorded.has(result.record)) throw spec.signal.reason;
+      return result;
     } finally {
       deadline.dispose();
       if (this.inflight.get(id) === running) this.inflight.delete(id);
@@ -386,17 +392,20 @@ export class Engine {
    * stop), until the call's deadline, so that a store that stops answering then (a partition, a
    * failover: pg has no client-side timeout unless one is set) holds the call no longer than that. A
    * write begun after the deadline passed (the outcome of an attempt the deadline ended, the stop it
-   * records) is awaited until `LET_GO_WAIT_MS` after it. Not the caller's abort: an answer in hand is
-   * worth recording after that (see `settle`); the deadline still bounds it. While the deadline is
-   * ahead, the usual case, no timer or AbortController: the deadline's own timer ends the wait.
+   * records) is awaited until `LET_GO_WAIT_MS` after it. After the caller's abort, until
+   * `LET_GO_WAIT_MS` after that abort (or the deadline, if sooner): an answer in hand is worth
+   * recording after an abort (see `settle`), and one that lands by then is, but a write that hangs
+   * holds the aborted call no longer. While the call is live, the usual case, no timer or
+   * AbortController: the deadline's own timer ends the wait (the abort starts the grace timer).
    *
    * A write cut off returns `CUT` and goes on in the background (see `behind`); the caller ends the
-   * call with what it would have got had the write landed (see `cutOff`).
+   * call with what it would have got had the write landed (see `cutOff`), or with the caller's abort
+   * reason (see `executeOnce`).
    */
   private within<T>(owned: OwnedRecord, deadline: CallDeadline, write: Promise<T>, release = true): Promise<T | typeof CUT> {
     const late = deadline.passed !== undefined;
     return new Promise<T | typeof CUT>((resolve, reject) => {
-      const unhook = deadline.whenPassed(() => {
+      const unhook = deadline.whenEnded(() => {
         this.behind(owned, deadline, write, release, late);
         resolve(CUT);
       }, LET_GO_WAIT_MS);
@@ -455,7 +464,11 @@ export class Engine {
       // (not applicable to the record as this owner knows it: the write finds out; the call ends as the record stands)
     }
     if (fault !== undefined) throw fault;
-    if (isTerminal(next.state)) return next;
+    if (isTerminal(next.state)) {
+      // (not written: a caller that aborted gets its reason, the calls that joined it this answer; see executeOnce)
+      this.unrecorded.add(next);
+      return next;
+    }
     throw this.endedBy(next, deadline, late);
   }
 

@@ -13,6 +13,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { StoreError, createClient, memoryStore } from '../../src/index.js';
 import type { OnceClient, OnceClientOptions, OnceStore } from '../../src/index.js';
+import { recordId } from '../../src/operation/record.js';
 import { startProvider } from '../../src/testing/provider.js';
 import type { Provider } from '../../src/testing/provider.js';
 import { writeOf } from '../helpers/lossy-store.js';
@@ -99,7 +100,16 @@ async function timed(call: Promise<Response>): Promise<{ outcome: string; ms: nu
 }
 
 const sent = (ref: string): number => provider.requests.filter((r) => r.ref === ref).length;
+const idOf = (ref: string): string => recordId({ tenant: 'default', action: ACTION, ref });
 const wait = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+async function until(check: () => boolean | Promise<boolean>, timeoutMs = 5_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error('timed out waiting');
+    await wait(10);
+  }
+}
 
 /** Runs `body` counting the intervals it starts that are still running when it returns. */
 async function intervalsLeftBy(body: () => Promise<void>): Promise<number> {
@@ -150,6 +160,102 @@ describe("client.close() while a cut-off answer's write is tried again in the ba
     await a.close();
     await wait(1_000);
     expect(plan.afterClose).toBe(0);
+    expect(sent(ref)).toBe(1);
+  });
+});
+
+describe("the caller's abort while a write after the send hangs: the call ends 1 s after the abort (LET_GO_WAIT_MS), not at its deadline", () => {
+  const LONG_DEADLINE_MS = 4_000;
+  const GRACE_MS = 1_000;
+  /** how late past its mark a call may end on this shared 2-core machine */
+  const SLACK_MS = 300;
+
+  /** Aborts `controller` once the store has been asked for `label`; when. */
+  async function abortAt(plan: { log: string[] }, label: string, controller: AbortController, reason: unknown): Promise<number> {
+    await until(() => plan.log.some((l) => l.startsWith(`${label}:`)));
+    controller.abort(reason);
+    return performance.now();
+  }
+
+  it("201 whose write never answers: signal.reason 1 s after the abort (not the 201, not at the deadline); a call that joined it gets the 201; never resent", async () => {
+    const inner = memoryStore();
+    const { store, plan } = scripted(inner);
+    plan.steps['attempt_finished:success'] = ['hang'];
+    const ref = 'BG-abort-201';
+    const a = clientOn(store, plan, { retry: { deadlineMs: LONG_DEADLINE_MS } });
+    const controller = new AbortController();
+    const reason = new Error('the caller gave up');
+    const first = timed(order(a, ref, controller.signal));
+    const joined = timed(order(a, ref));
+    const abortedAt = await abortAt(plan, 'attempt_finished:success', controller, reason);
+    const ended = await first;
+    const endedAfterAbort = performance.now() - abortedAt;
+    expect(ended.value).toBe(reason);
+    expect(endedAfterAbort).toBeGreaterThanOrEqual(GRACE_MS - 5);
+    expect(endedAfterAbort).toBeLessThan(GRACE_MS + SLACK_MS);
+    const other = await joined;
+    expect(other.outcome).toBe('201');
+    expect((other.value as Response).headers.get('oncefetch-replayed')).toBe('true');
+    expect(await (other.value as Response).json()).toMatchObject({ ref });
+    expect(await inner.get(idOf(ref))).toMatchObject({ state: 'in_flight' });
+    expect(sent(ref)).toBe(1);
+    expect(provider.effectsFor(ref)).toBe(1);
+  });
+
+  it('503 whose write lands after 2 s: signal.reason 1 s after the abort; once the write lands the stop is recorded (ABORTED) and the next call sends once', async () => {
+    const inner = memoryStore();
+    const { store, plan } = scripted(inner);
+    plan.steps['attempt_finished:retryable'] = [2_000];
+    const ref = 'BG-abort-503';
+    provider.fault({ kind: 'status_before_commit', status: 503, retryAfter: '0', match: { ref } });
+    const a = clientOn(store, plan, { retry: { deadlineMs: LONG_DEADLINE_MS } });
+    const controller = new AbortController();
+    const first = timed(order(a, ref, controller.signal));
+    const abortedAt = await abortAt(plan, 'attempt_finished:retryable', controller, 'stop');
+    const ended = await first;
+    const endedAfterAbort = performance.now() - abortedAt;
+    expect(ended.value).toBe('stop');
+    expect(endedAfterAbort).toBeGreaterThanOrEqual(GRACE_MS - 5);
+    expect(endedAfterAbort).toBeLessThan(GRACE_MS + SLACK_MS);
+    await until(async () => (await inner.get(idOf(ref)))?.lease === null);
+    expect(await inner.get(idOf(ref))).toMatchObject({ state: 'pending', error: { code: 'ABORTED' } });
+    expect((await timed(order(clientOn(store, undefined, { owner: 'b' }), ref))).outcome).toBe('201');
+    expect(sent(ref)).toBe(2);
+    expect(provider.effectsFor(ref)).toBe(1);
+  });
+
+  it("500, no lookup: the stop that records AmbiguousOutcomeError never answers: that error 1 s after the abort; never resent", async () => {
+    const inner = memoryStore();
+    const { store, plan } = scripted(inner);
+    plan.steps['stop'] = ['hang'];
+    const ref = 'BG-abort-stop';
+    provider.fault({ kind: 'error_after_commit', match: { ref } });
+    const a = clientOn(store, plan, { retry: { deadlineMs: LONG_DEADLINE_MS } });
+    const controller = new AbortController();
+    const first = timed(order(a, ref, controller.signal));
+    const abortedAt = await abortAt(plan, 'stop', controller, 'stop');
+    const ended = await first;
+    const endedAfterAbort = performance.now() - abortedAt;
+    // (decided before the abort: the call's own error stands, as when the stop lands)
+    expect(ended.outcome).toBe('AmbiguousOutcomeError');
+    expect(endedAfterAbort).toBeGreaterThanOrEqual(GRACE_MS - 5);
+    expect(endedAfterAbort).toBeLessThan(GRACE_MS + SLACK_MS);
+    expect(sent(ref)).toBe(1);
+    expect(provider.effectsFor(ref)).toBe(1);
+  });
+
+  it('a write that lands within the grace is recorded, and the call returns its answer (unchanged)', async () => {
+    const inner = memoryStore();
+    const { store, plan } = scripted(inner);
+    plan.steps['attempt_finished:success'] = [500];
+    const ref = 'BG-abort-grace';
+    const a = clientOn(store, plan, { retry: { deadlineMs: LONG_DEADLINE_MS } });
+    const controller = new AbortController();
+    const first = timed(order(a, ref, controller.signal));
+    const abortedAt = await abortAt(plan, 'attempt_finished:success', controller, 'stop');
+    expect((await first).outcome).toBe('201');
+    expect(performance.now() - abortedAt).toBeLessThan(500 + SLACK_MS);
+    expect(await inner.get(idOf(ref))).toMatchObject({ state: 'succeeded', lease: null });
     expect(sent(ref)).toBe(1);
   });
 });
