@@ -89,15 +89,21 @@ export async function acquire(engine: Engine, spec: OperationSpec, deadline: Cal
 
 /**
  * Files `undo` (an abandon, a release) as record `id`'s in `engine.abandoning` until `until`, the end
- * of the lease the undone write took; later calls of this client wait for it (`awaitAbandon`). The
- * entry goes once `undo` settles; its failure is dropped (best effort).
+ * of the lease the undone write took (a function when that lease may be renewed meanwhile: a cut-off
+ * write that settle tries again, see `Engine.behind`); later calls of this client wait for it
+ * (`awaitAbandon`). The entry goes once `undo` settles; its failure is dropped (best effort).
  */
-export function trackAbandon(engine: Engine, id: string, undo: Promise<unknown>, until: number): void {
+export function trackAbandon(engine: Engine, id: string, undo: Promise<unknown>, until: number | (() => number)): void {
   const entry = { done: undo.catch(() => undefined), until };
   engine.abandoning.set(id, entry);
   void entry.done.finally(() => {
     if (engine.abandoning.get(id) === entry) engine.abandoning.delete(id);
   });
+}
+
+/** The end of the lease an `abandoning` entry is waited for until, as it stands now. */
+export function untilOf(entry: { until: number | (() => number) }): number {
+  return typeof entry.until === 'number' ? entry.until : entry.until();
 }
 
 /** How long a call that ends with a StoreError waits for the undo or release it set going (see `bounded`, `Engine.letGo`). */
@@ -113,11 +119,28 @@ export const LET_GO_WAIT_MS = 1_000;
 export async function awaitAbandon(engine: Engine, id: string, signal: AbortSignal, capMs = Infinity): Promise<boolean> {
   const abandoning = engine.abandoning.get(id);
   if (abandoning === undefined) return false;
+  const { now } = engine.opts;
   const cap = new AbortController();
+  const done = abandoning.done.then(() => 'done' as const);
   let over = false;
   try {
-    const leaseLeft = abandoning.until - engine.opts.now();
-    await untilAborted(Promise.race([abandoning.done.then(() => (over = true)), sleep(Math.min(capMs, leaseLeft), cap.signal).then(() => (over ||= leaseLeft <= capMs))]), signal);
+    for (let until = untilOf(abandoning), capLeft = capMs; ; ) {
+      const leaseLeft = until - now();
+      const from = now();
+      const why = await untilAborted(Promise.race([done, sleep(Math.min(capLeft, leaseLeft), cap.signal).then(() => (leaseLeft <= capLeft ? 'lease' : 'cap'))]), signal);
+      if (why !== 'lease') {
+        over = why === 'done';
+        break;
+      }
+      // (the lease's end, unless renewed meanwhile by the write's own tries: then until its new end)
+      const later = untilOf(abandoning);
+      if (later <= until) {
+        over = true;
+        break;
+      }
+      capLeft -= now() - from;
+      until = later;
+    }
   } finally {
     cap.abort();
   }

@@ -28,7 +28,7 @@ import { reconcile, settledAt } from '../reconcile/lookup.js';
 import type { ReconcileOutcome, SnapshotLookup } from '../reconcile/lookup.js';
 import { CallDeadline } from './deadline.js';
 import { LeaseLostError, OwnedRecord } from './owned.js';
-import { LET_GO_WAIT_MS, acquire, awaitAbandon, bounded, trackAbandon } from './acquire.js';
+import { LET_GO_WAIT_MS, acquire, awaitAbandon, bounded, trackAbandon, untilOf } from './acquire.js';
 import type { Telemetry } from '../telemetry.js';
 
 /**
@@ -138,7 +138,7 @@ export class Engine {
   /** records a call ends with that its write, cut off (see `cutOff`), has not recorded: an aborted caller gets its reason instead */
   private readonly unrecorded = new WeakSet<OperationRecord>();
   /** by record id: the abandon of a write given up on before the send, pending until it lands (see `bounded`), and until when a call waits for it */
-  readonly abandoning = new Map<string, { done: Promise<unknown>; until: number }>();
+  readonly abandoning = new Map<string, { done: Promise<unknown>; until: number | (() => number) }>();
   private readonly closer = new AbortController();
   /** aborted by {@link close}: work left going in the background (a read-back that keeps failing) stops, its timers with it */
   readonly closed: AbortSignal = this.closer.signal;
@@ -444,10 +444,13 @@ export class Engine {
         if (!release || this.closed.aborted || failure instanceof LeaseLostError) return undefined;
         return this.abandon(owned, failure ?? this.endedBy(owned.rec, deadline, late));
       });
+    // Until the lease's end, as renewed meanwhile (settle's tries renew it while they wait).
+    const { owner } = this.opts;
     const lease = owned.rec.lease;
-    const until = lease?.owner === this.opts.owner ? lease.expiresAt : this.opts.now();
+    const cutUntil = lease?.owner === owner ? lease.expiresAt : this.opts.now();
     const prev = this.abandoning.get(id);
-    trackAbandon(this, id, prev === undefined ? work : Promise.all([prev.done, work]), Math.max(until, prev?.until ?? 0));
+    const until = (): number => Math.max(cutUntil, owned.rec.lease?.owner === owner ? owned.rec.lease.expiresAt : 0, prev === undefined ? 0 : untilOf(prev));
+    trackAbandon(this, id, prev === undefined ? work : Promise.all([prev.done, work]), until);
   }
 
   /**

@@ -259,3 +259,28 @@ describe("the caller's abort while a write after the send hangs: the call ends 1
     expect(sent(ref)).toBe(1);
   });
 });
+
+describe("the same client calls again while the cut-off answer's write is still tried (its lease renewed)", () => {
+  // Before: it waited only until the lease's end as it stood at the cut, then took its own record over
+  // mid-settle: AmbiguousOutcomeError after 76 ms, the record left ambiguous, the 201 only evidence.
+  it('it waits for that write, as another client waits for the lease, and replays the 201', async () => {
+    const inner = memoryStore();
+    const { store, plan } = scripted(inner);
+    // settle: the first try and the two after it fail at once (0 ms, then 100 ms later); the fourth, 400 ms
+    // after the third, lands: about 500 ms after the 201, past the deadline (300 ms), within the second call's
+    const ref = 'BG-same-client';
+    plan.steps['attempt_finished:success'] = ['fail', 'fail', 'fail'];
+    const a = clientOn(store, plan, { leaseMs: 100, retry: { deadlineMs: 300 } });
+    const first = await timed(order(a, ref));
+    expect(first.outcome).toBe('201');
+    expect(await inner.get(idOf(ref))).toMatchObject({ state: 'in_flight' });
+    const again = await timed(order(a, ref));
+    expect(again.outcome).toBe('201');
+    expect((again.value as Response).headers.get('oncefetch-replayed')).toBe('true');
+    const record = await inner.get(idOf(ref));
+    expect(record).toMatchObject({ state: 'succeeded', lease: null, result: { status: 201 } });
+    expect(record?.evidence.filter((e) => e.kind === 'takeover' || e.kind === 'stop')).toEqual([]);
+    expect(sent(ref)).toBe(1);
+    expect(provider.effectsFor(ref)).toBe(1);
+  });
+});
