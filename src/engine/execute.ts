@@ -402,11 +402,11 @@ export class Engine {
    * call with what it would have got had the write landed (see `cutOff`), or with the caller's abort
    * reason (see `executeOnce`).
    */
-  private within<T>(owned: OwnedRecord, deadline: CallDeadline, write: Promise<T>, release = true): Promise<T | typeof CUT> {
+  private within<T>(owned: OwnedRecord, deadline: CallDeadline, write: Promise<T>, release = true, again?: RecordEvent): Promise<T | typeof CUT> {
     const late = deadline.passed !== undefined;
     return new Promise<T | typeof CUT>((resolve, reject) => {
       const unhook = deadline.whenEnded(() => {
-        this.behind(owned, deadline, write, release, late);
+        this.behind(owned, deadline, write, release, late, again);
         resolve(CUT);
       }, LET_GO_WAIT_MS);
       write.then(
@@ -432,14 +432,20 @@ export class Engine {
    *
    * The lease is not renewed meanwhile: a renewal is a compare-and-set of the same record, queued
    * behind the write (`OwnedRecord.commit`), as the write's own retries renew it (`settle`).
+   *
+   * `again`: the write is `settle`'s of this event, an answer in hand (a 2xx, a terminal 4xx, a
+   * lookup's "found") that the caller has been given. Failed for good (a store slow to fail, past
+   * settle's budget: pg's query_timeout on a connection a failover killed), it gets settle's tries
+   * once more, under settle's lease rules (a lost lease ends them, the answer kept on the new
+   * owner's record as evidence; the client's close ends them), before the lease is released without
+   * it: a store that is back records the answer the caller holds. Nothing is ever sent for it.
    */
-  private behind(owned: OwnedRecord, deadline: CallDeadline, write: Promise<unknown>, release: boolean, late: boolean): void {
+  private behind(owned: OwnedRecord, deadline: CallDeadline, write: Promise<unknown>, release: boolean, late: boolean, again?: RecordEvent): void {
     const id = owned.rec.id;
+    const failed = (error: unknown): unknown => error;
     const work = write
-      .then(
-        () => undefined,
-        (error: unknown) => error,
-      )
+      .then(() => undefined, failed)
+      .then((failure) => (again !== undefined && failure instanceof StoreError && !this.closed.aborted ? this.settle(owned, again).then(() => undefined, failed) : failure))
       .then((failure) => {
         if (!release || this.closed.aborted || failure instanceof LeaseLostError) return undefined;
         return this.abandon(owned, failure ?? this.endedBy(owned.rec, deadline, late));
@@ -606,9 +612,10 @@ export class Engine {
       reason: c.reason,
       result: c.class === 'success' || c.class === 'terminal' ? outcome.snapshot : null,
     };
-    const write = c.class === 'success' || c.class === 'terminal' || c.class === 'conflict' ? this.settle(owned, finished) : owned.commit(finished);
+    const answer = c.class === 'success' || c.class === 'terminal' || c.class === 'conflict';
+    const write = answer ? this.settle(owned, finished) : owned.commit(finished);
     const late = deadline.passed !== undefined;
-    const landed = await this.within(owned, deadline, write);
+    const landed = await this.within(owned, deadline, write, true, answer ? finished : undefined);
     // (cut off at the deadline: the record as that write leaves it, or the call's error)
     const record = landed === CUT ? this.cutOff(owned, deadline, finished, late, outcome.fault) : landed;
     if (outcome.fault !== undefined) {
@@ -646,7 +653,8 @@ export class Engine {
    * since the next call could not replay it; that call reconciles it (lookup, or a same-key resend
    * the provider dedupes), never resends blind. Not under the call's signal: the answer is worth
    * recording after an abort too, and the waits are bounded. The call awaits it until its deadline
-   * (`within`): past that, it returns the answer in hand and the tries go on in the background. Under
+   * (`within`): past that (or 1 s after the caller's abort), the call ends and the tries go on in
+   * the background, given one more round if they fail (`behind`). Under
    * lease renewal, as a send is: a short lease does not lapse while it tries (another caller would
    * take over a record whose answer is in hand and find it ambiguous); a renewal that finds the lease
    * lost ends the tries (the new owner's view wins, the answer kept on its record as evidence), and
@@ -727,10 +735,13 @@ export class Engine {
    */
   async reconcileOwned(owned: OwnedRecord, spec: OperationSpec, deadline: CallDeadline, cause?: unknown): Promise<OperationRecord | undefined> {
     const scope = spec.scope;
-    /** Writes `event` (`written`) under the deadline (see `within`): the record it leaves, or would leave when cut off (see `cutOff`). */
-    const record = async (event: RecordEvent, written: Promise<OperationRecord>): Promise<OperationRecord> => {
+    /**
+     * Writes `event` (`written`) under the deadline (see `within`): the record it leaves, or would leave
+     * when cut off (see `cutOff`). `answer`: `written` is settle's, tried again when it fails cut off (`behind`).
+     */
+    const record = async (event: RecordEvent, written: Promise<OperationRecord>, answer = false): Promise<OperationRecord> => {
       const late = deadline.passed !== undefined;
-      const landed = await this.within(owned, deadline, written);
+      const landed = await this.within(owned, deadline, written, true, answer ? event : undefined);
       return landed === CUT ? this.cutOff(owned, deadline, event, late) : landed;
     };
     const lookup = async (): Promise<ReconcileOutcome> => {
@@ -772,7 +783,7 @@ export class Engine {
     switch (result.kind) {
       case 'found': {
         const found: RecordEvent = { type: 'lookup_found', result: result.snapshot, detail: result.detail };
-        return record(found, this.settle(owned, found));
+        return record(found, this.settle(owned, found), true);
       }
       case 'absent': {
         const absent: RecordEvent = { type: 'lookup_absent', detail: result.detail, settled: result.settled, askedGeneration: result.askedGeneration };

@@ -284,3 +284,89 @@ describe("the same client calls again while the cut-off answer's write is still 
     expect(provider.effectsFor(ref)).toBe(1);
   });
 });
+
+describe("an answer in hand whose cut-off write fails for good (after settle's budget): settle's tries once more in the background, then the stop", () => {
+  /** the write fails this long after it was asked (PostgreSQL's query_timeout on a connection a failover killed) */
+  const SLOW_FAIL_MS = 1_500;
+
+  it('201: the 201 at the deadline; its write fails after 1.5 s, the store is back: the record ends succeeded, the next call replays it', async () => {
+    const inner = memoryStore();
+    const { store, plan } = scripted(inner);
+    plan.steps['attempt_finished:success'] = [-SLOW_FAIL_MS];
+    const ref = 'BG-again-201';
+    const first = await timed(order(clientOn(store, plan), ref));
+    expect(first.outcome).toBe('201');
+    expect(first.ms).toBeLessThan(DEADLINE_MS + 250);
+    await until(() => plan.log.filter((l) => l.startsWith('attempt_finished:success:')).length >= 2);
+    await until(async () => (await inner.get(idOf(ref)))?.state !== 'in_flight');
+    expect(await inner.get(idOf(ref))).toMatchObject({ state: 'succeeded', lease: null, result: { status: 201 } });
+    expect(plan.log.filter((l) => l.startsWith('attempt_finished:success:'))).toEqual([`attempt_finished:success:${-SLOW_FAIL_MS}`, 'attempt_finished:success:ok']);
+    const again = await timed(order(clientOn(store, undefined, { owner: 'b' }), ref));
+    expect(again.outcome).toBe('201');
+    expect((again.value as Response).headers.get('oncefetch-replayed')).toBe('true');
+    expect(sent(ref)).toBe(1);
+    expect(provider.effectsFor(ref)).toBe(1);
+  });
+
+  it('a lookup\'s "found" whose write fails after 1.5 s: recorded on the next try; the record ends succeeded with the found order', async () => {
+    const inner = memoryStore();
+    const { store, plan } = scripted(inner);
+    plan.steps['lookup:found'] = [-SLOW_FAIL_MS];
+    const ref = 'BG-again-found';
+    provider.fault({ kind: 'error_after_commit', match: { ref } });
+    const a = clientOn(store, plan);
+    const { lookupByRef } = await import('../helpers/setup.js');
+    const first = await timed(a.fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref, lookup: lookupByRef(provider.url) } }));
+    expect(first.outcome).toBe('200');
+    await until(async () => (await inner.get(idOf(ref)))?.state === 'succeeded');
+    expect(await inner.get(idOf(ref))).toMatchObject({ state: 'succeeded', lease: null, result: { status: 200 } });
+    expect(sent(ref)).toBe(1);
+    expect(provider.effectsFor(ref)).toBe(1);
+  });
+
+  it('the store still failing: one more round of tries (4 writes), then the stop, as before; nothing more later; never resent', async () => {
+    const inner = memoryStore();
+    const { store, plan } = scripted(inner);
+    plan.steps['attempt_finished:success'] = [-SLOW_FAIL_MS, 'fail', 'fail', 'fail', 'fail'];
+    const ref = 'BG-again-down';
+    expect((await timed(order(clientOn(store, plan), ref))).outcome).toBe('201');
+    await until(async () => (await inner.get(idOf(ref)))?.lease === null, 5_000);
+    await wait(1_000);
+    expect(plan.log.filter((l) => l.startsWith('attempt_finished:success:'))).toHaveLength(5);
+    expect(await inner.get(idOf(ref))).toMatchObject({ state: 'in_flight', error: { code: 'STORE_ERROR' } });
+    expect((await timed(order(clientOn(store, undefined, { owner: 'b' }), ref))).outcome).toBe('AmbiguousOutcomeError');
+    expect(sent(ref)).toBe(1);
+    expect(provider.effectsFor(ref)).toBe(1);
+  });
+
+  it('client.close() during those tries: they stop, nothing is written after close()', async () => {
+    const inner = memoryStore();
+    const { store, plan } = scripted(inner);
+    plan.steps['attempt_finished:success'] = [-SLOW_FAIL_MS, 'fail', 'fail', 'fail', 'fail'];
+    const ref = 'BG-again-close';
+    const a = clientOn(store, plan);
+    expect((await timed(order(a, ref))).outcome).toBe('201');
+    await until(() => plan.log.filter((l) => l.startsWith('attempt_finished:success:')).length >= 2);
+    await a.close();
+    await wait(1_000);
+    expect(plan.afterClose).toBe(0);
+    expect(plan.log.filter((l) => l.startsWith('attempt_finished:success:')).length).toBeLessThanOrEqual(3);
+    expect(sent(ref)).toBe(1);
+  });
+
+  it('another owner took the record over meanwhile: the try is refused, the 201 kept on its record as evidence, never overwriting it', async () => {
+    const inner = memoryStore();
+    const { store, plan } = scripted(inner);
+    plan.steps['attempt_finished:success'] = [-SLOW_FAIL_MS];
+    const ref = 'BG-again-taken';
+    expect((await timed(order(clientOn(store, plan), ref))).outcome).toBe('201');
+    await wait(400); // past A's lease
+    expect((await timed(order(clientOn(store, undefined, { owner: 'b' }), ref))).outcome).toBe('AmbiguousOutcomeError');
+    await until(async () => (await inner.get(idOf(ref)))?.evidence.some((e) => e.kind === 'late_response') === true);
+    const record = await inner.get(idOf(ref));
+    expect(record).toMatchObject({ state: 'ambiguous', result: null, lease: null });
+    expect(record?.evidence.filter((e) => e.kind === 'late_response').map((e) => e.status)).toEqual([201]);
+    expect(sent(ref)).toBe(1);
+    expect(provider.effectsFor(ref)).toBe(1);
+  });
+});
