@@ -158,7 +158,10 @@ export class OwnedRecord {
       }
       // Still ours (a cancel request or a note moved it, no send): follow it, as for any event; a
       // never_sent then leaves the record ours, and the abandon's release after it still applies.
-      if (base === this.rec && current.lease?.owner === this.owner && !isTerminal(current.state) && sameAttempts(base, current, this.owner)) {
+      // Ours means the lease we hold, not just our name: a newer holder of this owner id (a later
+      // call of this client that took the record over once our lease had ended) wrote a lease of
+      // its own, which we must never renew, release or write over.
+      if (base === this.rec && this.sameLease(base, current) && !isTerminal(current.state) && sameAttempts(base, current, this.owner)) {
         base = this.rec = current;
         continue;
       }
@@ -174,6 +177,19 @@ export class OwnedRecord {
       throw new LeaseLostError(current);
     }
     throw new StoreError(`${this.store.name}: record ${this.rec.id} keeps changing under its owner`);
+  }
+
+  /**
+   * Whether `current` holds the lease this owner holds on `base`: the same owner and end, as we
+   * wrote it or as one of our failed writes would have left it (applied, its ack lost). Others'
+   * moves that keep the record ours (a cancel request, a note, evidence) leave the lease alone;
+   * a takeover, even under our owner id, writes a lease of its own.
+   */
+  private sameLease(base: OperationRecord, current: OperationRecord): boolean {
+    const lease = current.lease;
+    if (lease?.owner !== this.owner) return false;
+    const ours = (rec: OperationRecord): boolean => rec.lease?.owner === this.owner && rec.lease.expiresAt === lease.expiresAt;
+    return ours(base) || this.unacked.some((u) => ours(u.next));
   }
 
   /**

@@ -370,3 +370,43 @@ describe("an answer in hand whose cut-off write fails for good (after settle's b
     expect(provider.effectsFor(ref)).toBe(1);
   });
 });
+
+describe("a later call of the same client takes the record over after the lease really ended, while a cut-off answer's write is still tried", () => {
+  // Before: settle's renewal, queued behind a try that failed after 700 ms, took the newer call's record
+  // (same owner name, same attempts) for its own; settle's next try threw IllegalTransitionError, and the
+  // stop the background work then wrote ("oncefetch bug: illegal transition") released the newer call's
+  // lease mid-lookup: that call lost its lease and looked up a second time.
+  it("the background tries stop quietly: the 201 kept as evidence, the newer call's lease never released, one lookup, never resent", async () => {
+    const inner = memoryStore();
+    const { store, plan } = scripted(inner);
+    // settle: the first try fails at once; the next (under renewal) fails after 450 ms, past the lease (300 ms)
+    // and the deadline (400 ms); the renewals queue behind it, so the lease really ends
+    plan.steps['attempt_finished:success'] = ['fail', -450];
+    const ref = 'BG-same-owner';
+    const a = clientOn(store, plan);
+    const { lookupByRef } = await import('../helpers/setup.js');
+    const find = lookupByRef(provider.url);
+    let lookups = 0;
+    const slowLookup = async (ctx: { scope: { ref: string }; signal: AbortSignal }): Promise<Response | null> => {
+      lookups++;
+      await wait(250); // the newer call holds the lease while A's background try fails and tries again
+      return find(ctx);
+    };
+    const call = (): Promise<Response> =>
+      a.fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref, lookup: slowLookup } });
+    expect((await timed(call())).outcome).toBe('201');
+    // the lease (300 ms from the claim, not renewed since the 201) has ended: the same client takes the record over
+    const again = await timed(call());
+    expect(again.outcome).toBe('200');
+    await wait(500); // whatever the background work does next
+    const record = await inner.get(idOf(ref));
+    const texts = JSON.stringify(record);
+    expect(texts).not.toContain('oncefetch bug');
+    expect(record?.evidence.filter((e) => e.kind === 'stop')).toEqual([]);
+    expect(record).toMatchObject({ state: 'succeeded', lease: null, result: { status: 200 } });
+    expect(record?.evidence.filter((e) => e.kind === 'late_response').map((e) => e.status)).toEqual([201]);
+    expect(lookups).toBe(1);
+    expect(sent(ref)).toBe(1);
+    expect(provider.effectsFor(ref)).toBe(1);
+  });
+});
