@@ -108,6 +108,14 @@ export interface ExecuteResult {
   live: unknown;
 }
 
+/**
+ * The error of the caller's own `classify`, thrown by `cutOff` where the call would have ended with it
+ * had the cut-off write landed: `attempts` throws the fault itself, not the deadline's abort reason.
+ */
+class FaultStands {
+  constructor(readonly fault: unknown) {}
+}
+
 /** An outcome that warrants another attempt, after a delay. */
 class RetryLater extends Error {
   constructor(
@@ -300,6 +308,8 @@ export class Engine {
         }
       }
     } catch (error) {
+      // (the caller's classify failed and the deadline cut off the outcome's write: see `cutOff`)
+      if (error instanceof FaultStands) throw error.fault;
       // An abort rejects with signal.reason as given; our deliberate errors (OnceError) stand. A write
       // given up on is abandoned once it lands (see `bounded`): its chain would hold this one.
       if (signal.aborted && (error === signal.reason || !isOnceError(error))) {
@@ -463,7 +473,10 @@ export class Engine {
    * The call's end after the deadline cut off the write of `event` after the send: what the call
    * would have got had it landed. The record `event` leaves, when terminal (an answer in hand: a 2xx,
    * a terminal 4xx, a lookup's "found"), is returned to be answered from as if written; else the
-   * error is thrown (`endedBy`). `fault`, the error of the caller's own classify, is thrown instead.
+   * error is thrown (`endedBy`). `fault`, the error of the caller's own classify, is thrown instead,
+   * as when the write lands in time: the caller's own error, not DeadlineExceededError. Unless the
+   * call would have ended with `signal.reason` had the write landed (see `endedBy`): the caller
+   * aborted first, or the write began after the deadline passed; that reason then.
    */
   private cutOff(owned: OwnedRecord, deadline: CallDeadline, event: RecordEvent, late: boolean, fault?: unknown): OperationRecord {
     let next = owned.rec;
@@ -472,7 +485,10 @@ export class Engine {
     } catch {
       // (not applicable to the record as this owner knows it: the write finds out; the call ends as the record stands)
     }
-    if (fault !== undefined) throw fault;
+    if (fault !== undefined) {
+      const passed = deadline.passed;
+      throw !late && passed !== undefined && deadline.signal.reason === passed ? new FaultStands(fault) : deadline.signal.reason;
+    }
     if (isTerminal(next.state)) {
       // (not written: a caller that aborted gets its reason, the calls that joined it this answer; see executeOnce)
       this.unrecorded.add(next);

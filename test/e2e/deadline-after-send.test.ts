@@ -324,6 +324,41 @@ describe('a write that answers late (2 s): the call ends at the deadline; the wr
   });
 });
 
+describe("the caller's classify throws: its own error, whether the outcome's write lands in time or the deadline cuts it off", () => {
+  const fault = new Error("the caller's classify failed");
+  const classify = (): never => {
+    throw fault;
+  };
+  function faulty(client: OnceClient, ref: string): Promise<Response> {
+    return client.fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref, classify } });
+  }
+
+  it('the write lands in time: that error, at once', async () => {
+    const inner = memoryStore();
+    const { store, plan } = darkWrites(inner);
+    const ref = 'DS-fault-landed';
+    const first = await timed(faulty(clientOn(store, plan), ref));
+    expect(first.value).toBe(fault);
+    expect(first.ms).toBeLessThan(DEADLINE_MS);
+    expect(sent(ref)).toBe(1);
+  });
+
+  // Before: DeadlineExceededError (attempts() took any error but a OnceError, once the signal was
+  // aborted, for the abort), though cutOff() threw the fault and its doc said so.
+  it('the write never answers: that error at the deadline, not DeadlineExceededError; never resent', async () => {
+    const inner = memoryStore();
+    const { store, plan } = darkWrites(inner);
+    plan.hang = ['attempt_finished:success'];
+    const ref = 'DS-fault-cut';
+    const first = await timed(faulty(clientOn(store, plan), ref));
+    expect(first.value).toBe(fault);
+    atDeadline(first.ms);
+    expect(await inner.get(idOf(ref))).toMatchObject({ state: 'in_flight' });
+    expect(sent(ref)).toBe(1);
+    expect(provider.effectsFor(ref)).toBe(1);
+  });
+});
+
 describe('writes that answer at once: unchanged', () => {
   it('a 201 recorded at once is returned at once, the record succeeded when the call returns', async () => {
     const inner = memoryStore();
