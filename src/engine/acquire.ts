@@ -92,8 +92,15 @@ export async function acquire(engine: Engine, spec: OperationSpec, deadline: Cal
  * of the lease the undone write took (a function when that lease may be renewed meanwhile: a cut-off
  * write that settle tries again, see `Engine.behind`); later calls of this client wait for it
  * (`awaitAbandon`). The entry goes once `undo` settles; its failure is dropped (best effort).
+ *
+ * Or once its `until` has passed, when the next entry is filed: a store that hangs for good settles
+ * none of them, and each holds its promise chain, the record and the response snapshot; past its
+ * lease's end no call waits for it (`awaitAbandon` drops it then too), so the map holds at most the
+ * ids filed within one lease. A sweep here, not a timer: only a write given up on files an entry.
  */
 export function trackAbandon(engine: Engine, id: string, undo: Promise<unknown>, until: number | (() => number)): void {
+  const now = engine.opts.now();
+  for (const [other, filed] of engine.abandoning) if (untilOf(filed) <= now) engine.abandoning.delete(other);
   const entry = { done: undo.catch(() => undefined), until };
   engine.abandoning.set(id, entry);
   void entry.done.finally(() => {

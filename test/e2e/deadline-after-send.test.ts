@@ -20,6 +20,9 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { AmbiguousOutcomeError, DeadlineExceededError, createClient, memoryStore } from '../../src/index.js';
 import type { OnceClient, OnceClientOptions, OnceStore, OperationRecord } from '../../src/index.js';
+import { Engine } from '../../src/engine/execute.js';
+import { onceFetch } from '../../src/engine/fetch-operation.js';
+import { resolveOptions } from '../../src/options.js';
 import { recordId } from '../../src/operation/record.js';
 import { startProvider } from '../../src/testing/provider.js';
 import type { Fault, Provider } from '../../src/testing/provider.js';
@@ -356,6 +359,39 @@ describe("the caller's classify throws: its own error, whether the outcome's wri
     expect(await inner.get(idOf(ref))).toMatchObject({ state: 'in_flight' });
     expect(sent(ref)).toBe(1);
     expect(provider.effectsFor(ref)).toBe(1);
+  });
+});
+
+describe('a store that hangs for good under many refs: the writes left pending are not kept past their lease', () => {
+  // Before: one `engine.abandoning` entry per ref (its promise chain, the record, the response
+  // snapshot) until a later call of that ref, for as long as the store hangs: 30 after 3 waves of 10.
+  it("engine.abandoning holds only the refs whose lease has not ended (the last wave's 10, not all 30)", async () => {
+    const inner = memoryStore();
+    const { store, plan } = darkWrites(inner);
+    const fetcher: typeof fetch = async (input, init) => {
+      try {
+        return await fetch(input, init);
+      } finally {
+        plan.armed = true;
+      }
+    };
+    const options = { store, settleMs: 0, leaseMs: 1_000, fetch: fetcher, retry: { deadlineMs: DEADLINE_MS, baseDelayMs: 1, maxDelayMs: 5, budget: false as const } };
+    const engine = new Engine(resolveOptions(options, { store: () => store, fetch: () => fetcher }));
+    cleanups.push(() => engine.close());
+    const sizes: number[] = [];
+    for (let wave = 0; wave < 3; wave++) {
+      const refs = Array.from({ length: 10 }, (_, i) => `DS-hung-${wave}-${i}`);
+      plan.hang.push(...refs.map(() => 'attempt_finished:success'));
+      const ended = await Promise.all(refs.map((ref) => timed(onceFetch(engine, `${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref } }))));
+      expect(ended.map((e) => e.outcome)).toEqual(refs.map(() => '201'));
+      sizes.push(engine.abandoning.size);
+      await wait(700);
+    }
+    // a wave's writes are cut off at its deadline (400 ms), within their leases (1 s from the claim), which
+    // have ended when the next wave's are cut off (1.1 s later): only the entries of a lease still running
+    expect(sizes).toEqual([10, 10, 10]);
+    expect(plan.hung).toHaveLength(30);
+    expect(provider.requests).toHaveLength(30);
   });
 });
 
