@@ -11,47 +11,16 @@
  * not applied, after so many ms: a PostgreSQL query_timeout on a dead connection).
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { StoreError, createClient, memoryStore } from '../../src/index.js';
+import { memoryStore } from '../../src/index.js';
 import type { OnceClient, OnceClientOptions, OnceStore } from '../../src/index.js';
 import { recordId } from '../../src/operation/record.js';
 import { startProvider } from '../../src/testing/provider.js';
 import type { Provider } from '../../src/testing/provider.js';
-import { writeOf } from '../helpers/lossy-store.js';
+import { armedClient, scripted } from '../helpers/scripted-store.js';
 import { orderInit } from '../helpers/setup.js';
 
 const ACTION = 'create-order';
 const DEADLINE_MS = 400;
-
-type Step = 'ok' | 'fail' | 'hang' | number;
-
-function scripted(inner: OnceStore) {
-  const plan = { armed: false, steps: {} as Record<string, Step[]>, log: [] as string[], closed: false, afterClose: 0 };
-  const store: OnceStore = {
-    name: 'scripted',
-    claim: (record) => inner.claim(record),
-    compareAndSet: async (id, expected, next) => {
-      if (plan.closed) plan.afterClose++;
-      const label = writeOf(await inner.get(id), next);
-      const step = plan.armed ? (plan.steps[label]?.shift() ?? 'ok') : 'ok';
-      plan.log.push(`${label}:${String(step)}`);
-      if (step === 'hang') return new Promise<never>(() => undefined);
-      if (step === 'fail') throw new StoreError(`scripted: ${label} failed (not applied)`);
-      if (typeof step === 'number') {
-        await new Promise((r) => setTimeout(r, Math.abs(step)));
-        if (step < 0) throw new StoreError(`scripted: ${label} failed after ${-step} ms (not applied)`);
-      }
-      return inner.compareAndSet(id, expected, next);
-    },
-    get: (id) => inner.get(id),
-    list: (query) => inner.list(query),
-    purge: (now) => inner.purge(now),
-    close: () => {
-      plan.closed = true;
-      return inner.close();
-    },
-  };
-  return { store, plan };
-}
 
 let provider: Provider;
 const cleanups: (() => unknown)[] = [];
@@ -66,24 +35,7 @@ afterEach(async () => {
 });
 
 /** A client whose transport arms the store's script once the provider has answered. */
-function clientOn(store: OnceStore, arm: { armed: boolean } | undefined, options: OnceClientOptions = {}): OnceClient {
-  const client = createClient({
-    store,
-    settleMs: 0,
-    leaseMs: 300,
-    ...options,
-    fetch: async (input, init) => {
-      try {
-        return await fetch(input, init);
-      } finally {
-        if (arm !== undefined) arm.armed = true;
-      }
-    },
-    retry: { deadlineMs: DEADLINE_MS, baseDelayMs: 1, maxDelayMs: 5, budget: false, ...options.retry },
-  });
-  cleanups.push(() => client.close().catch(() => undefined));
-  return client;
-}
+const clientOn = (store: OnceStore, arm: { armed: boolean } | undefined, options: OnceClientOptions = {}): OnceClient => armedClient(store, arm, options, { deadlineMs: DEADLINE_MS, cleanups });
 
 function order(client: OnceClient, ref: string, signal?: AbortSignal): Promise<Response> {
   return client.fetch(`${provider.url}/orders`, { ...orderInit(ref), ...(signal === undefined ? {} : { signal }), once: { action: ACTION, ref } });

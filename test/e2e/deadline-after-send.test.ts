@@ -12,9 +12,9 @@
  * it 2 s.
  *
  * The store stands for a fleet's PostgreSQL where one connection went dark (partition, failover):
- * the writes named in `plan.hang` never answer (`'drop'`: never applied, as a statement lost on a
- * dead connection) or answer after `plan.lateMs` (`'late'`: applied then); every other store call
- * goes through. Effects are counted at a loopback provider that does not dedupe (every POST is a new
+ * the writes given a step in `plan.steps` never answer (`'hang'`: never applied, as a statement lost
+ * on a dead connection) or answer after so many ms (applied then); every other store call goes
+ * through (test/helpers/scripted-store.ts). Effects are counted at a loopback provider that does not dedupe (every POST is a new
  * order), so a second send would show as a second effect.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -26,47 +26,13 @@ import { resolveOptions } from '../../src/options.js';
 import { recordId } from '../../src/operation/record.js';
 import { startProvider } from '../../src/testing/provider.js';
 import type { Fault, Provider } from '../../src/testing/provider.js';
-import { writeOf } from '../helpers/lossy-store.js';
+import { armedClient, scripted } from '../helpers/scripted-store.js';
 import { lookupByRef, orderInit } from '../helpers/setup.js';
 
 const ACTION = 'create-order';
 const DEADLINE_MS = 400;
 /** how late past the deadline a call may end on this shared 2-core machine and still count as "at the deadline" */
 const SLACK_MS = 250;
-
-/**
- * A store whose writes named in `plan.hang` (see `writeOf`), once `plan.armed`, never answer
- * (`plan.mode = 'drop'`) or are applied after `plan.lateMs` (`'late'`), each one time. `plan.log`:
- * every write, as `writeOf` names it; `plan.afterClose`: writes asked for after `close()`.
- */
-function darkWrites(inner: OnceStore) {
-  const plan = { armed: false, hang: [] as string[], mode: 'drop' as 'drop' | 'late', lateMs: 2_000, log: [] as string[], hung: [] as string[], closed: false, afterClose: 0 };
-  const store: OnceStore = {
-    name: 'dark-writes',
-    claim: (record) => inner.claim(record),
-    compareAndSet: async (id, expected, next) => {
-      if (plan.closed) plan.afterClose++;
-      const label = writeOf(await inner.get(id), next);
-      plan.log.push(label);
-      const i = plan.armed ? plan.hang.indexOf(label) : -1;
-      if (i !== -1) {
-        plan.hang.splice(i, 1);
-        plan.hung.push(label);
-        if (plan.mode === 'drop') return new Promise<never>(() => undefined);
-        await new Promise((r) => setTimeout(r, plan.lateMs));
-      }
-      return inner.compareAndSet(id, expected, next);
-    },
-    get: (id) => inner.get(id),
-    list: (query) => inner.list(query),
-    purge: (now) => inner.purge(now),
-    close: () => {
-      plan.closed = true;
-      return inner.close();
-    },
-  };
-  return { store, plan };
-}
 
 let provider: Provider;
 const cleanups: (() => unknown)[] = [];
@@ -81,24 +47,7 @@ afterEach(async () => {
 });
 
 /** A client whose transport arms the store once an answer is back from the provider: the writes after the send. */
-function clientOn(store: OnceStore, arm: { armed: boolean } | undefined, options: OnceClientOptions = {}): OnceClient {
-  const client = createClient({
-    store,
-    settleMs: 0,
-    leaseMs: 300,
-    ...options,
-    fetch: async (input, init) => {
-      try {
-        return await fetch(input, init);
-      } finally {
-        if (arm !== undefined) arm.armed = true;
-      }
-    },
-    retry: { deadlineMs: DEADLINE_MS, baseDelayMs: 1, maxDelayMs: 5, budget: false, ...options.retry },
-  });
-  cleanups.push(() => client.close().catch(() => undefined));
-  return client;
-}
+const clientOn = (store: OnceStore, arm: { armed: boolean } | undefined, options: OnceClientOptions = {}): OnceClient => armedClient(store, arm, options, { deadlineMs: DEADLINE_MS, cleanups });
 
 function order(client: OnceClient, ref: string, withLookup = false): Promise<Response> {
   return client.fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref, ...(withLookup ? { lookup: lookupByRef(provider.url) } : {}) } });
@@ -140,8 +89,8 @@ async function until(check: () => boolean | Promise<boolean>, timeoutMs = 5_000)
 describe('an answer in hand whose write never answers: the call ends at its deadline with that answer', () => {
   it('201: the 201 Response (body readable) at the deadline; the record still says attempt started; another owner reconciles, never resends', async () => {
     const inner = memoryStore();
-    const { store, plan } = darkWrites(inner);
-    plan.hang = ['attempt_finished:success'];
+    const { store, plan } = scripted(inner);
+    plan.steps['attempt_finished:success'] = ['hang'];
     const ref = 'DS-201';
     const a = clientOn(store, plan);
     const first = await timed(order(a, ref));
@@ -164,8 +113,8 @@ describe('an answer in hand whose write never answers: the call ends at its dead
 
   it('the same client calls again at once: it waits for the pending write (its deadline ends it, nothing sent); after the lease it reconciles, never sends', async () => {
     const inner = memoryStore();
-    const { store, plan } = darkWrites(inner);
-    plan.hang = ['attempt_finished:success'];
+    const { store, plan } = scripted(inner);
+    plan.steps['attempt_finished:success'] = ['hang'];
     const ref = 'DS-same';
     const a = clientOn(store, plan, { leaseMs: 1_000 });
     const first = await timed(order(a, ref));
@@ -184,8 +133,8 @@ describe('an answer in hand whose write never answers: the call ends at its dead
   });
 
   it('a terminal 400: the 400 at the deadline', async () => {
-    const { store, plan } = darkWrites(memoryStore());
-    plan.hang = ['attempt_finished:terminal'];
+    const { store, plan } = scripted(memoryStore());
+    plan.steps['attempt_finished:terminal'] = ['hang'];
     const ref = 'DS-400';
     provider.fault({ kind: 'status_before_commit', status: 400, match: { ref } });
     const first = await timed(order(clientOn(store, plan), ref));
@@ -197,15 +146,15 @@ describe('an answer in hand whose write never answers: the call ends at its dead
 
   it("a lookup's \"found\" whose write never answers: the found order at the deadline", async () => {
     const inner = memoryStore();
-    const { store, plan } = darkWrites(inner);
-    plan.hang = ['lookup:found'];
+    const { store, plan } = scripted(inner);
+    plan.steps['lookup:found'] = ['hang'];
     const ref = 'DS-found';
     provider.fault({ kind: 'error_after_commit', match: { ref } });
     const first = await timed(order(clientOn(store, plan), ref, true));
     expect(first.outcome).toBe('200');
     atDeadline(first.ms);
     expect(await (first.value as Response).json()).toMatchObject({ ref });
-    expect(plan.hung).toEqual(['lookup:found']);
+    expect(plan.held).toEqual(['lookup:found']);
     expect(await inner.get(idOf(ref))).toMatchObject({ state: 'ambiguous' });
     expect(sent(ref)).toBe(1);
     expect(provider.effectsFor(ref)).toBe(1);
@@ -215,8 +164,8 @@ describe('an answer in hand whose write never answers: the call ends at its dead
 describe('an outcome that settles nothing, whose write never answers: the typed error at the deadline', () => {
   it('500 (the order was made): AmbiguousOutcomeError at the deadline, its cause the DeadlineExceededError; never resent', async () => {
     const inner = memoryStore();
-    const { store, plan } = darkWrites(inner);
-    plan.hang = ['attempt_finished:ambiguous'];
+    const { store, plan } = scripted(inner);
+    plan.steps['attempt_finished:ambiguous'] = ['hang'];
     const ref = 'DS-500';
     provider.fault({ kind: 'error_after_commit', match: { ref } });
     const first = await timed(order(clientOn(store, plan), ref));
@@ -231,10 +180,8 @@ describe('an outcome that settles nothing, whose write never answers: the typed 
 
   it('503 (nothing done, the record would be resumable): DeadlineExceededError at the deadline; once the write lands the next call sends once', async () => {
     const inner = memoryStore();
-    const { store, plan } = darkWrites(inner);
-    plan.hang = ['attempt_finished:retryable'];
-    plan.mode = 'late';
-    plan.lateMs = 1_000;
+    const { store, plan } = scripted(inner);
+    plan.steps['attempt_finished:retryable'] = [1_000];
     const ref = 'DS-503';
     provider.fault({ kind: 'status_before_commit', status: 503, retryAfter: '0', match: { ref } });
     const first = await timed(order(clientOn(store, plan), ref));
@@ -254,8 +201,8 @@ describe('the deadline ends the attempt itself: recording that takes at most LET
   for (const hang of ['attempt_finished:ambiguous', 'stop']) {
     it(`the provider answers after the deadline (the order made); the ${hang === 'stop' ? 'stop' : "attempt's outcome"} is never recorded: DeadlineExceededError 1 s after the deadline; never resent`, async () => {
       const inner = memoryStore();
-      const { store, plan } = darkWrites(inner);
-      plan.hang = [hang];
+      const { store, plan } = scripted(inner);
+      plan.steps[hang] = ['hang'];
       const ref = `DS-cut-${hang === 'stop' ? 'stop' : 'outcome'}`;
       provider.fault({ kind: 'delay_after_commit', delayMs: 1_500, match: { ref } });
       const first = await timed(order(clientOn(store, plan), ref));
@@ -263,7 +210,7 @@ describe('the deadline ends the attempt itself: recording that takes at most LET
       expect(first.outcome).toBe('DeadlineExceededError');
       expect(first.ms).toBeGreaterThanOrEqual(DEADLINE_MS + 1_000 - 5);
       expect(first.ms).toBeLessThan(DEADLINE_MS + 1_000 + SLACK_MS);
-      expect(plan.hung).toEqual([hang]);
+      expect(plan.held).toEqual([hang]);
       await wait(350);
       expect((await timed(order(clientOn(store, undefined, { owner: 'b' }), ref))).outcome).toBe('AmbiguousOutcomeError');
       await until(() => provider.effectsFor(ref) === 1);
@@ -275,9 +222,8 @@ describe('the deadline ends the attempt itself: recording that takes at most LET
 describe('a write that answers late (2 s): the call ends at the deadline; the write lands in the background', () => {
   it('201: once it lands the record is succeeded, its lease released; the next call replays it without the network', async () => {
     const inner = memoryStore();
-    const { store, plan } = darkWrites(inner);
-    plan.hang = ['attempt_finished:success'];
-    plan.mode = 'late';
+    const { store, plan } = scripted(inner);
+    plan.steps['attempt_finished:success'] = [2_000];
     const ref = 'DS-late-201';
     const a = clientOn(store, plan);
     const first = await timed(order(a, ref));
@@ -293,9 +239,8 @@ describe('a write that answers late (2 s): the call ends at the deadline; the wr
 
   it('500: once its write lands, the stop is recorded after it (ambiguous, the lease released, the error kept)', async () => {
     const inner = memoryStore();
-    const { store, plan } = darkWrites(inner);
-    plan.hang = ['attempt_finished:ambiguous'];
-    plan.mode = 'late';
+    const { store, plan } = scripted(inner);
+    plan.steps['attempt_finished:ambiguous'] = [2_000];
     const ref = 'DS-late-500';
     provider.fault({ kind: 'error_after_commit', match: { ref } });
     const first = await timed(order(clientOn(store, plan), ref));
@@ -303,16 +248,14 @@ describe('a write that answers late (2 s): the call ends at the deadline; the wr
     atDeadline(first.ms);
     await until(async () => (await inner.get(idOf(ref)))?.lease === null);
     expect(await inner.get(idOf(ref))).toMatchObject({ state: 'ambiguous', lease: null, error: { code: 'AMBIGUOUS_OUTCOME' } });
-    expect(plan.log.slice(plan.log.indexOf('attempt_finished:ambiguous'))).toEqual(['attempt_finished:ambiguous', 'stop']);
+    expect(plan.log.slice(plan.log.indexOf('attempt_finished:ambiguous:2000'))).toEqual(['attempt_finished:ambiguous:2000', 'stop:ok']);
     expect(sent(ref)).toBe(1);
   });
 
   it('client.close() while the write is pending: resolves at once; nothing is written after it, also once the write lands', async () => {
     const inner = memoryStore();
-    const { store, plan } = darkWrites(inner);
-    plan.hang = ['attempt_finished:ambiguous'];
-    plan.mode = 'late';
-    plan.lateMs = 500;
+    const { store, plan } = scripted(inner);
+    plan.steps['attempt_finished:ambiguous'] = [500];
     const ref = 'DS-close';
     provider.fault({ kind: 'error_after_commit', match: { ref } });
     const a = clientOn(store, plan);
@@ -322,7 +265,7 @@ describe('a write that answers late (2 s): the call ends at the deadline; the wr
     expect(performance.now() - closing).toBeLessThan(100);
     await wait(700); // the write has landed
     expect(plan.afterClose).toBe(0);
-    expect(plan.log.at(-1)).toBe('attempt_finished:ambiguous');
+    expect(plan.log.at(-1)).toBe('attempt_finished:ambiguous:500');
     expect(sent(ref)).toBe(1);
   });
 });
@@ -338,7 +281,7 @@ describe("the caller's classify throws: its own error, whether the outcome's wri
 
   it('the write lands in time: that error, at once', async () => {
     const inner = memoryStore();
-    const { store, plan } = darkWrites(inner);
+    const { store, plan } = scripted(inner);
     const ref = 'DS-fault-landed';
     const first = await timed(faulty(clientOn(store, plan), ref));
     expect(first.value).toBe(fault);
@@ -350,8 +293,8 @@ describe("the caller's classify throws: its own error, whether the outcome's wri
   // aborted, for the abort), though cutOff() threw the fault and its doc said so.
   it('the write never answers: that error at the deadline, not DeadlineExceededError; never resent', async () => {
     const inner = memoryStore();
-    const { store, plan } = darkWrites(inner);
-    plan.hang = ['attempt_finished:success'];
+    const { store, plan } = scripted(inner);
+    plan.steps['attempt_finished:success'] = ['hang'];
     const ref = 'DS-fault-cut';
     const first = await timed(faulty(clientOn(store, plan), ref));
     expect(first.value).toBe(fault);
@@ -367,7 +310,7 @@ describe('a store that hangs for good under many refs: the writes left pending a
   // snapshot) until a later call of that ref, for as long as the store hangs: 30 after 3 waves of 10.
   it("engine.abandoning holds only the refs whose lease has not ended (the last wave's 10, not all 30)", async () => {
     const inner = memoryStore();
-    const { store, plan } = darkWrites(inner);
+    const { store, plan } = scripted(inner);
     const fetcher: typeof fetch = async (input, init) => {
       try {
         return await fetch(input, init);
@@ -381,7 +324,7 @@ describe('a store that hangs for good under many refs: the writes left pending a
     const sizes: number[] = [];
     for (let wave = 0; wave < 3; wave++) {
       const refs = Array.from({ length: 10 }, (_, i) => `DS-hung-${wave}-${i}`);
-      plan.hang.push(...refs.map(() => 'attempt_finished:success'));
+      (plan.steps['attempt_finished:success'] ??= []).push(...refs.map(() => 'hang' as const));
       const ended = await Promise.all(refs.map((ref) => timed(onceFetch(engine, `${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref } }))));
       expect(ended.map((e) => e.outcome)).toEqual(refs.map(() => '201'));
       sizes.push(engine.abandoning.size);
@@ -390,7 +333,7 @@ describe('a store that hangs for good under many refs: the writes left pending a
     // a wave's writes are cut off at its deadline (400 ms), within their leases (1 s from the claim), which
     // have ended when the next wave's are cut off (1.1 s later): only the entries of a lease still running
     expect(sizes).toEqual([10, 10, 10]);
-    expect(plan.hung).toHaveLength(30);
+    expect(plan.held).toHaveLength(30);
     expect(provider.requests).toHaveLength(30);
   });
 });
@@ -398,7 +341,7 @@ describe('a store that hangs for good under many refs: the writes left pending a
 describe('writes that answer at once: unchanged', () => {
   it('a 201 recorded at once is returned at once, the record succeeded when the call returns', async () => {
     const inner = memoryStore();
-    const { store } = darkWrites(inner);
+    const { store } = scripted(inner);
     const ref = 'DS-fast';
     const first = await timed(order(clientOn(store, undefined), ref));
     expect(first.outcome).toBe('201');
