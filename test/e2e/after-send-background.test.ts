@@ -17,7 +17,7 @@ import { recordId } from '../../src/operation/record.js';
 import { startProvider } from '../../src/testing/provider.js';
 import type { Provider } from '../../src/testing/provider.js';
 import { armedClient, scripted } from '../helpers/scripted-store.js';
-import { orderInit } from '../helpers/setup.js';
+import { orderInit, until, wait } from '../helpers/setup.js';
 
 const ACTION = 'create-order';
 const DEADLINE_MS = 400;
@@ -53,15 +53,6 @@ async function timed(call: Promise<Response>): Promise<{ outcome: string; ms: nu
 
 const sent = (ref: string): number => provider.requests.filter((r) => r.ref === ref).length;
 const idOf = (ref: string): string => recordId({ tenant: 'default', action: ACTION, ref });
-const wait = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-async function until(check: () => boolean | Promise<boolean>, timeoutMs = 5_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error('timed out waiting');
-    await wait(10);
-  }
-}
 
 /** Runs `body` counting the intervals it starts that are still running when it returns. */
 async function intervalsLeftBy(body: () => Promise<void>): Promise<number> {

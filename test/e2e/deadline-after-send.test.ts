@@ -27,7 +27,7 @@ import { recordId } from '../../src/operation/record.js';
 import { startProvider } from '../../src/testing/provider.js';
 import type { Fault, Provider } from '../../src/testing/provider.js';
 import { armedClient, scripted } from '../helpers/scripted-store.js';
-import { lookupByRef, orderInit } from '../helpers/setup.js';
+import { lookupByRef, orderInit, until, wait } from '../helpers/setup.js';
 
 const ACTION = 'create-order';
 const DEADLINE_MS = 400;
@@ -76,15 +76,6 @@ function atDeadline(ms: number): void {
 
 const sent = (ref: string): number => provider.requests.filter((r) => r.ref === ref).length;
 const idOf = (ref: string): string => recordId({ tenant: 'default', action: ACTION, ref });
-const wait = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-async function until(check: () => boolean | Promise<boolean>, timeoutMs = 5_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error('timed out waiting');
-    await wait(10);
-  }
-}
 
 describe('an answer in hand whose write never answers: the call ends at its deadline with that answer', () => {
   it('201: the 201 Response (body readable) at the deadline; the record still says attempt started; another owner reconciles, never resends', async () => {

@@ -41,3 +41,15 @@ export function orderInit(ref: string, extra: Record<string, unknown> = {}): Req
     body: JSON.stringify({ ref, sku: 'A-17', qty: 1, ...extra }),
   };
 }
+
+/** Resolves after `ms`. */
+export const wait = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Resolves once `check` holds (asked every 10 ms); rejects after `timeoutMs`. */
+export async function until(check: () => boolean | Promise<boolean>, timeoutMs = 5_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error('timed out waiting');
+    await wait(10);
+  }
+}
