@@ -7,10 +7,11 @@
 import { describe, expect, it } from 'vitest';
 import { StoreError } from '../../src/errors.js';
 import { LeaseLostError, OwnedRecord } from '../../src/engine/owned.js';
-import { applyEvent, lateSuccess, newRecord } from '../../src/operation/record.js';
+import { applyEvent, lateSuccess } from '../../src/operation/record.js';
 import type { OperationRecord, RecordedClass } from '../../src/operation/record.js';
 import { settledAt } from '../../src/reconcile/lookup.js';
 import { memoryStore } from '../../src/stores/memory.js';
+import { claimSentByA } from '../helpers/sent-record.js';
 
 const T0 = 1_900_000_000_000;
 const snapshot = { kind: 'response' as const, source: 'attempt' as const, status: 201, statusText: 'Created', headers: [], body: '', bodyTruncated: false };
@@ -20,18 +21,7 @@ async function takenOver(): Promise<{ store: ReturnType<typeof memoryStore>; a: 
   const clock = { now: T0 };
   const now = (): number => clock.now++;
   const store = memoryStore();
-  const fresh = newRecord({
-    scope: { tenant: 't', action: 'create-order', ref: 'R-1' },
-    key: 'k-1',
-    keySource: 'minted',
-    fingerprint: 'f'.repeat(64),
-    request: { method: 'POST', url: 'http://127.0.0.1/orders' },
-    owner: 'A',
-    now: now(),
-    leaseMs: 100,
-    retentionMs: 60_000,
-  });
-  const { record } = await store.claim(applyEvent(fresh, { type: 'attempt_started', attemptId: 'a-1' }, now(), 'A'));
+  const record = await claimSentByA(store, { ref: 'R-1', key: 'k-1', createdAt: now(), startedAt: now(), leaseMs: 100 });
   const a = new OwnedRecord(record, store, 'A', now);
   clock.now += 1_000; // A's lease expires
   const taken = applyEvent(record, { type: 'acquire', owner: 'B', leaseExpiresAt: clock.now + 100 }, now(), 'B');
@@ -102,18 +92,7 @@ describe('OwnedRecord: two holders under one owner id', () => {
   // provider gave A was lost without a trace, and an "absent" lookup could then clear the record.
   it("the first holder's late outcome on a record the twin took over is kept as evidence, never lost", async () => {
     const store = memoryStore();
-    const fresh = newRecord({
-      scope: { tenant: 't', action: 'create-order', ref: 'R-2' },
-      key: 'k-2',
-      keySource: 'minted',
-      fingerprint: 'f'.repeat(64),
-      request: { method: 'POST', url: 'http://127.0.0.1/orders' },
-      owner: 'A',
-      now: T0,
-      leaseMs: 100,
-      retentionMs: 60_000,
-    });
-    const { record } = await store.claim(applyEvent(fresh, { type: 'attempt_started', attemptId: 'a-1' }, T0, 'A'));
+    const record = await claimSentByA(store, { ref: 'R-2', key: 'k-2', createdAt: T0, startedAt: T0, leaseMs: 100 });
     const a = new OwnedRecord(record, store, 'A', () => T0 + 10);
     // the twin (same owner id) takes the record over while A's attempt is on the wire
     const taken = applyEvent(record, { type: 'acquire', owner: 'A', leaseExpiresAt: T0 + 200 }, T0 + 5, 'A');
@@ -151,18 +130,7 @@ describe('OwnedRecord: its own write applied, the acknowledgement lost', () => {
   async function owning(script: ('ok' | 'lose' | 'fail')[]): Promise<{ store: ReturnType<typeof memoryStore>; a: OwnedRecord }> {
     const store = scripted(script);
     let t = T0;
-    const fresh = newRecord({
-      scope: { tenant: 't', action: 'create-order', ref: 'R-3' },
-      key: 'k-3',
-      keySource: 'minted',
-      fingerprint: 'f'.repeat(64),
-      request: { method: 'POST', url: 'http://127.0.0.1/orders' },
-      owner: 'A',
-      now: t,
-      leaseMs: 30_000,
-      retentionMs: 60_000,
-    });
-    const { record } = await store.claim(applyEvent(fresh, { type: 'attempt_started', attemptId: 'a-1' }, t, 'A'));
+    const record = await claimSentByA(store, { ref: 'R-3', key: 'k-3', createdAt: t, startedAt: t, leaseMs: 30_000 });
     return { store, a: new OwnedRecord(record, store, 'A', () => ++t) };
   }
 

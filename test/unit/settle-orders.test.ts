@@ -10,10 +10,11 @@
 import { describe, expect, it } from 'vitest';
 import { StoreError } from '../../src/errors.js';
 import { LeaseLostError, OwnedRecord } from '../../src/engine/owned.js';
-import { applyEvent, newRecord } from '../../src/operation/record.js';
+import { applyEvent } from '../../src/operation/record.js';
 import type { OperationRecord, RecordEvent } from '../../src/operation/record.js';
 import { memoryStore } from '../../src/stores/memory.js';
 import type { OnceStore } from '../../src/stores/contract.js';
+import { claimSentByA } from '../helpers/sent-record.js';
 
 const T0 = 1_900_000_000_000;
 const snapshot = { kind: 'response' as const, source: 'attempt' as const, status: 201, statusText: 'Created', headers: [], body: '', bodyTruncated: false };
@@ -43,18 +44,7 @@ async function scenario(ops: Op[]): Promise<void> {
   let clock = T0;
   const now = (): number => ++clock;
   const inner = memoryStore();
-  const fresh = newRecord({
-    scope: { tenant: 't', action: 'create-order', ref: 'R' },
-    key: 'k',
-    keySource: 'minted',
-    fingerprint: 'f'.repeat(64),
-    request: { method: 'POST', url: 'http://127.0.0.1/orders' },
-    owner: 'A',
-    now: now(),
-    leaseMs: 100,
-    retentionMs: 60_000,
-  });
-  const { record } = await inner.claim(applyEvent(fresh, { type: 'attempt_started', attemptId: 'a-1' }, now(), 'A'));
+  const record = await claimSentByA(inner, { ref: 'R', key: 'k', createdAt: now(), startedAt: now(), leaseMs: 100 });
   const { store, mode } = faulty(inner);
   const a = new OwnedRecord(record, store, 'A', now);
   const id = record.id;
@@ -136,8 +126,7 @@ describe("settle's answer and the lease renewals beside it, in every order", () 
     let clock = T0;
     const now = (): number => ++clock;
     const inner = memoryStore();
-    const fresh = newRecord({ scope: { tenant: 't', action: 'create-order', ref: 'R2' }, key: 'k', keySource: 'minted', fingerprint: 'f'.repeat(64), request: null, owner: 'A', now: now(), leaseMs: 100, retentionMs: 60_000 });
-    const { record } = await inner.claim(applyEvent(fresh, { type: 'attempt_started', attemptId: 'a-1' }, now(), 'A'));
+    const record = await claimSentByA(inner, { ref: 'R2', key: 'k', createdAt: now(), startedAt: now(), leaseMs: 100, request: null });
     const { store, mode } = faulty(inner);
     const a = new OwnedRecord(record, store, 'A', now);
     mode.next = 'lose';
