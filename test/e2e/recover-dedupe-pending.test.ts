@@ -55,6 +55,24 @@ async function leftPending(kind: Kind, how: keyof typeof LEFT_PENDING, ref: stri
   return store;
 }
 
+/**
+ * Starts the provider and leaves `ref` pending with no effect: the request reset before the commit,
+ * the dedupe client (no lookup) aborted right after clearing it for a same-key resend.
+ */
+async function leftPendingUnsent(kind: Kind, ref: string): Promise<{ store: OnceStore; live: Provider }> {
+  const live = await startProvider({ ignoreKeys: true });
+  provider = live;
+  const store = makeStore(kind);
+  live.fault({ kind: 'reset_before_commit', match: { ref } });
+  const abort = new AbortController();
+  const reason = new Error('caller gave up');
+  const d = client({ store, providerDedupes: true, onEvent: (e) => (e.type === 'lookup' ? abort.abort(reason) : undefined) });
+  await expect(post(d, ref, abort.signal)).rejects.toBe(reason);
+  expect((await store.get(JSON.stringify(['default', 'create-order', ref])))?.state).toBe('pending');
+  expect(live.effectsFor(ref)).toBe(0);
+  return { store, live };
+}
+
 describe.each(['memory', 'sqlite'] as const)('recover() and a record left pending for a dedupe resend (%s)', (kind) => {
   describe.each(Object.keys(LEFT_PENDING) as (keyof typeof LEFT_PENDING)[])('left by %s', (how) => {
     it('recover() from a client without providerDedupes, with a lookup: found, the record succeeded, nothing sent', async () => {
@@ -104,44 +122,29 @@ describe.each(['memory', 'sqlite'] as const)('recover() and a record left pendin
   });
 
   it('an "absent" the recovering lookup gives after settleMs clears the record for its caller: the next call sends once', async () => {
-    provider = await startProvider({ ignoreKeys: true });
     const ref = 'RD-absent';
-    const store = makeStore(kind);
-    // reset before the commit (no effect); the dedupe client has no lookup and is aborted after resend_after_ambiguous
-    provider.fault({ kind: 'reset_before_commit', match: { ref } });
-    const abort = new AbortController();
-    const reason = new Error('caller gave up');
-    const d = client({ store, providerDedupes: true, onEvent: (e) => (e.type === 'lookup' ? abort.abort(reason) : undefined) });
-    await expect(post(d, ref, abort.signal)).rejects.toBe(reason);
-    expect((await store.get(JSON.stringify(['default', 'create-order', ref])))?.state).toBe('pending');
-    expect(provider.effectsFor(ref)).toBe(0);
-    const strict = client({ store, settleMs: 0, lookups: { 'create-order': lookupByRef(provider.url) } });
+    const { store, live } = await leftPendingUnsent(kind, ref);
+    const strict = client({ store, settleMs: 0, lookups: { 'create-order': lookupByRef(live.url) } });
     const report = await strict.recover();
     expect(report).toEqual({ resolved: [], absent: [scope(ref)], stillAmbiguous: [], resent: [], errors: [] });
     expect(await strict.get(scope(ref))).toMatchObject({ state: 'pending', lease: null });
     expect((await post(client({ store }), ref)).status).toBe(201);
-    expect(provider.effectsFor(ref)).toBe(1);
+    expect(live.effectsFor(ref)).toBe(1);
   });
 
   it('recover() from a client with providerDedupes whose key is past the provider retention: an early "absent" does not clear the record again', async () => {
-    provider = await startProvider({ ignoreKeys: true });
     const ref = 'RD-stale-absent';
-    const store = makeStore(kind);
-    provider.fault({ kind: 'reset_before_commit', match: { ref } });
-    const abort = new AbortController();
-    const reason = new Error('caller gave up');
-    const d = client({ store, providerDedupes: true, onEvent: (e) => (e.type === 'lookup' ? abort.abort(reason) : undefined) });
-    await expect(post(d, ref, abort.signal)).rejects.toBe(reason);
+    const { store, live } = await leftPendingUnsent(kind, ref);
     // a minute later, the key past 90 % of a 1 s retention; an "absent" within settleMs of the attempt
-    const later = client({ store, providerDedupes: true, providerRetentionMs: 1_000, settleMs: 120_000, now: () => Date.now() + 60_000, lookups: { 'create-order': lookupByRef(provider.url) } });
+    const later = client({ store, providerDedupes: true, providerRetentionMs: 1_000, settleMs: 120_000, now: () => Date.now() + 60_000, lookups: { 'create-order': lookupByRef(live.url) } });
     for (const _round of [1, 2]) {
       const report = await later.recover();
       // not `absent`: that would put it back to pending, cleared only by a dedupe this client does not trust, round after round
       expect(report).toEqual({ resolved: [], absent: [], stillAmbiguous: [scope(ref)], resent: [], errors: [] });
       expect(await later.get(scope(ref))).toMatchObject({ state: 'ambiguous', lease: null });
     }
-    expect(provider.requests.length).toBe(1);
-    expect(provider.effectsFor(ref)).toBe(0);
+    expect(live.requests.length).toBe(1);
+    expect(live.effectsFor(ref)).toBe(0);
   });
 
   it('an ordinary pending record (retryable answers, nothing delivered) is neither taken nor counted toward limit', async () => {
