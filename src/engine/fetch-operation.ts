@@ -260,7 +260,10 @@ const browserFetch = (): boolean => {
   return onLine() !== undefined && (v?.node === undefined || v.electron !== undefined);
 };
 
-/** Event streams handed to a caller: cancelled at their source once collected unread, as fetch's own Response is. */
+/** Media types of a 2xx passed through as it arrives: `text/event-stream`, and JSON lines (`application/x-ndjson`, `application/ndjson`, `application/jsonl`, `application/x-jsonlines`, `application/jsonlines`, `application/stream+json`). */
+const STREAMED = /^\s*(?:text\/event-stream|application\/(?:x-)?(?:ndjson|jsonl|jsonlines)|application\/stream\+json)\s*(?:;|$)/i;
+
+/** Streams handed to a caller: cancelled at their source once collected unread, as fetch's own Response is. */
 const unread = new FinalizationRegistry<ReadableStreamDefaultReader<Uint8Array>>((reader) => void reader.cancel('the response was garbage collected unread').catch(() => undefined));
 
 /**
@@ -344,15 +347,16 @@ async function sendAttempt(
   } catch (error) {
     return { ...decide({ error }, classifyError(error, 'awaiting_response')), snapshot: null, live: error, cause: error };
   }
-  // A 2xx event stream is handed over as it arrives, never read whole first: its 2xx says the effect
-  // happened (success, headers stored, body not: a replay is marked truncated), and a drop mid-stream
-  // reaches the caller's reader, never a resend. The caller's abort still ends it.
+  // A 2xx stream (server-sent events, or JSON lines as Ollama streams them) is handed over as it
+  // arrives, never read whole first: its 2xx says the effect happened (success, headers stored, body
+  // not: a replay is marked truncated), and a drop mid-stream reaches the caller's reader, never a
+  // resend. The caller's abort still ends it.
   // (`body` last: reading it makes a buffered response build a stream, ~10 µs a call)
-  if (override === undefined && isSuccessStatus(response.status) && /^\s*text\/event-stream/i.test(response.headers.get('content-type') ?? '') && response.body !== null) {
+  if (override === undefined && isSuccessStatus(response.status) && STREAMED.test(response.headers.get('content-type') ?? '') && response.body !== null) {
     const stream = passThrough(response.body, req.signal);
     const snapshot = { ...responseSnapshot(response, new Uint8Array(0), 'attempt', opts.sensitiveHeaders, opts.maxStoredBodyBytes), bodyTruncated: true };
     const live: LiveBody = { bytes: new Uint8Array(0), stream, headers: response.headers, url: response.url, redirected: response.redirected };
-    return { classification: { class: 'success', reason: `status ${response.status}, event stream` }, snapshot, live };
+    return { classification: { class: 'success', reason: `status ${response.status}, streamed` }, snapshot, live };
   }
   let bytes: Uint8Array;
   try {
