@@ -29,9 +29,9 @@ interface Ctx {
   key: string;
 }
 
-/** The last 4 characters of a key, for messages and hand-offs. */
+/** The last 4 characters of a key, for messages and hand-offs; none of a key under 12 characters, which they would give away whole or nearly. */
 export function redactKey(key: string): string {
-  return `…${key.slice(-4)}`;
+  return key.length < 12 ? `… (${key.length} characters)` : `…${key.slice(-4)}`;
 }
 
 /** The effect count at the provider: `n`, or what a possible duplicate leaves open. */

@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { explain } from '../../src/explain/explain.js';
+import { redactKey } from '../../src/explain/plan.js';
 import { factsOf } from '../../src/explain/facts.js';
 import type { DiagnosisCode, ExplainPolicy, Explanation } from '../../src/explain/types.js';
 import { applyEvent, isTerminal, lateDeliveryUnsettled, newRecord, recordId, resendNeedsDedupe } from '../../src/operation/record.js';
@@ -328,6 +329,16 @@ describe('explain', () => {
     expect(x.handoff.retention).toMatchObject({ createdAt: T0, retentionMs: DAY, resendCutoffAt: T0 + 0.9 * DAY, keyStale: false, keyAgeMs: 1_000 });
     expect(x.handoff.error?.code).toBe('AMBIGUOUS_OUTCOME');
     expect(x.handoff.lease).toBeNull();
+  });
+
+  it('redacts a short caller key to its length: its last 4 characters would give it away', () => {
+    for (const key of ['Zq', 'Zq-9x17', 'Zq-00009x17']) {
+      const r = new Rec().attempt('ambiguous', null, 'headers timeout').stop('AMBIGUOUS_OUTCOME', 'unknown').rec;
+      const x = explain({ ...r, key }, policy());
+      expect(x.handoff.key).toBe(`… (${key.length} characters)`);
+      expect(JSON.stringify(x)).not.toContain(key.slice(-4));
+    }
+    expect(redactKey('Zq-000009x17')).toBe('…9x17');
   });
 
   it('is pure: same input, same output, record untouched', () => {
