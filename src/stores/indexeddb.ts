@@ -90,6 +90,8 @@ const STATE_INDEX = 'state';
  * gets no event while a connection holds that up; past this, calls fail with a StoreError.
  */
 const OPEN_WAIT_MS = 5_000;
+/** Rows `purge` reads per transaction: other writes wait for one page at most, not for the whole purge. */
+const PURGE_PAGE = 256;
 
 const isRow = (value: unknown): value is Row =>
   typeof value === 'object' &&
@@ -355,26 +357,33 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
     purge(now: number): Promise<number> {
       return guard('purge', 'purging expired records', async () => {
         checkPurgeNow(now);
-        // One transaction: a record that turns terminal meanwhile is either seen or not, never half-deleted.
-        return useStore('readwrite', (store) => {
-          let count = 0;
-          const index = store.index(STATE_INDEX);
-          for (const state of TERMINAL_STATES) {
-            index.openCursor(state).onsuccess = function () {
-              const cursor = this.result;
-              if (cursor === null) return;
-              // Only a row that reads as the expired terminal record its columns say: a hand-edited
-              // column never deletes a live record, and nothing deletes a row it cannot read.
-              const row: unknown = cursor.value;
-              if (isRow(row) && row.expiresAt < now && purgeable(row, (r) => read(r, String(cursor.primaryKey)), now)) {
-                cursor.delete();
-                count++;
-              }
-              cursor.continue();
+        // Page by page in key order, each page read and purged in one short readwrite transaction:
+        // a row is deleted only as that transaction read it, and every tab's writes go between two
+        // pages (one transaction over 20,000 records held them 14 s in Chromium).
+        let count = 0;
+        for (let after: IDBValidKey | undefined, full = true; full; ) {
+          if (closed) throw closedError(name, 'purge');
+          const range = after === undefined ? null : IDBKeyRange.lowerBound(after, true);
+          const keys = await useStore('readwrite', (store) => {
+            const listed = store.getAllKeys(range, PURGE_PAGE);
+            const got = store.getAll(range, PURGE_PAGE);
+            got.onsuccess = () => {
+              got.result.forEach((row: unknown, i) => {
+                const key = listed.result[i]!;
+                // Only a row that reads as the expired terminal record its columns say: a hand-edited
+                // column never deletes a live record, and nothing deletes a row it cannot read.
+                if (isRow(row) && TERMINAL_STATES.includes(row.state) && row.expiresAt < now && purgeable(row, (r) => read(r, String(key)), now)) {
+                  store.delete(key);
+                  count++;
+                }
+              });
             };
-          }
-          return promisifyRequest(store.transaction).then(() => count);
-        });
+            return promisifyRequest(store.transaction).then(() => listed.result);
+          });
+          full = keys.length === PURGE_PAGE;
+          after = keys[keys.length - 1];
+        }
+        return count;
       });
     },
 
