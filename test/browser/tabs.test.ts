@@ -1,0 +1,237 @@
+/**
+ * One tab against another, in real headless Chromium: what another tab of the origin can do to
+ * the IndexedDB store and the Web Locks while a once-only POST is made (race it on its own
+ * connection, hang while holding the lock, upgrade the database). The provider is a loopback
+ * server of the test's own on the page's origin that does NOT deduplicate: every POST is an
+ * effect.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bundleForBrowser, CHROMIUM_ARGS, CHROMIUM_PATH, chromiumAvailable, launchChromium, pageHtml, unique, until } from './chromium.js';
+import type { TabCall, TabOutcome } from './tabs-page.js';
+
+const available = chromiumAvailable();
+
+/** Serves the page's files, and POST /orders: every POST an effect, answered 201 after `delayMs`. */
+async function startSite(files: Map<string, string>): Promise<{ url: string; effects: Map<string, number>; delayMs: Map<string, number>; close: () => Promise<void> }> {
+  const effects = new Map<string, number>();
+  const delayMs = new Map<string, number>();
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const url = new URL(req.url ?? '/', 'http://127.0.0.1');
+    if (req.method === 'GET' && url.pathname === '/lookup') {
+      const ref = url.searchParams.get('ref') ?? '';
+      const found = (effects.get(ref) ?? 0) > 0;
+      res.writeHead(found ? 200 : 404, { 'content-type': 'application/json' }).end(JSON.stringify({ ref, found }));
+      return;
+    }
+    if (req.method === 'GET') {
+      const body = url.pathname === '/' ? pageHtml('oncefetch tabs', '/page.js') : files.get(url.pathname);
+      if (body === undefined) return void res.writeHead(404).end();
+      res.writeHead(200, { 'content-type': url.pathname === '/' ? 'text/html; charset=utf-8' : 'text/javascript; charset=utf-8', 'cache-control': 'no-store' }).end(body);
+      return;
+    }
+    if (req.method !== 'POST' || url.pathname !== '/orders') return void res.writeHead(404).end();
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const ref = String((JSON.parse(Buffer.concat(chunks).toString('utf8')) as { ref?: unknown }).ref ?? '');
+      effects.set(ref, (effects.get(ref) ?? 0) + 1);
+      setTimeout(() => res.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ ref })), delayMs.get(ref) ?? 0);
+    });
+  });
+  const sockets = new Set<import('node:net').Socket>();
+  server.on('connection', (s) => {
+    sockets.add(s);
+    s.once('close', () => sockets.delete(s));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    effects,
+    delayMs,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        for (const s of sockets) s.destroy();
+      }),
+  };
+}
+
+describe.runIf(available)('one tab against another in headless Chromium', { timeout: 30_000 }, () => {
+  let browser: Browser;
+  let context: BrowserContext;
+  let site: Awaited<ReturnType<typeof startSite>>;
+
+  beforeAll(async () => {
+    const bundle = await bundleForBrowser(fileURLToPath(new URL('./tabs-page.ts', import.meta.url)));
+    site = await startSite(bundle);
+    browser = await launchChromium();
+    context = await browser.newContext();
+  }, 30_000);
+
+  afterAll(async () => {
+    await context?.close().catch(() => undefined);
+    await browser?.close().catch(() => undefined);
+    await site?.close();
+  });
+
+  async function openPage(): Promise<Page> {
+    const page = await context.newPage();
+    page.on('pageerror', (e) => console.error(`[page error] ${e.message}`));
+    await page.goto(`${site.url}/`);
+    await page.waitForSelector('body[data-ready="true"]', { state: 'attached', timeout: 10_000 });
+    return page;
+  }
+
+  const post = (page: Page, call: TabCall): Promise<TabOutcome> => page.evaluate((c) => window.tabsTest.post(c), call);
+  const call = (extra: Partial<TabCall> = {}): TabCall => ({ url: `${site.url}/orders`, ref: unique('tabs'), dbName: unique('db'), ...extra });
+  const effects = (ref: string): number => site.effects.get(ref) ?? 0;
+
+  for (const groupCommit of [true, false]) {
+    it(`two tabs racing compare-and-set on one record, each on its own connection (groupCommit ${groupCommit}): no lost update`, async () => {
+      const [a, b] = [await openPage(), await openPage()];
+      const dbName = unique('db');
+      const id = await a.evaluate(([d, r]) => window.tabsTest.casSetup(d, r), [dbName, unique('race')] as const);
+      const before = (await a.evaluate(([d, i]) => window.tabsTest.generation(d, i), [dbName, id] as const))!;
+      const rounds = 60;
+      const [x, y] = await Promise.all([a, b].map((p) => p.evaluate(([d, i, n, g]) => window.tabsTest.casRace(d, i, n, g), [dbName, id, rounds, groupCommit] as const)));
+      const after = (await a.evaluate(([d, i]) => window.tabsTest.generation(d, i), [dbName, id] as const))!;
+      console.info(`[tabs] CAS race (groupCommit ${groupCommit}): won ${x!.won}+${y!.won}, lost ${x!.lost}+${y!.lost}, generation ${before} -> ${after}`);
+      expect(x!.won + y!.won).toBe(after - before);
+      expect(x!.won + x!.lost + y!.won + y!.lost).toBe(4 * rounds);
+      await a.close();
+      await b.close();
+    });
+  }
+
+  it('a tab hung while holding the Web Lock of a scope: the other tab waits inFlightWaitMs, not forever, then sends once', async () => {
+    const [hung, other] = [await openPage(), await openPage()];
+    const c = call({ inFlightWaitMs: 1_000 });
+    await hung.evaluate((ref) => window.tabsTest.holdLock(ref), c.ref);
+    const got = await post(other, c);
+    expect(got).toMatchObject({ ok: true, status: 201 });
+    expect(got.ms).toBeGreaterThanOrEqual(950);
+    expect(got.ms).toBeLessThan(5_000);
+    expect(got.locks).toEqual({ held: 1, pending: 0 }); // the hung tab's; this tab's request was withdrawn
+    expect(effects(c.ref)).toBe(1);
+    await hung.close();
+    await other.close();
+  });
+
+  it("the caller's abort while waiting for a hung tab's Web Lock: rejects with its reason, nothing sent, the lock request withdrawn", async () => {
+    const [hung, other] = [await openPage(), await openPage()];
+    const c = call({ abortAfterMs: 300 });
+    await hung.evaluate((ref) => window.tabsTest.holdLock(ref), c.ref);
+    const got = await post(other, c);
+    expect(got).toMatchObject({ ok: false, error: { message: 'caller gave up' } });
+    expect(got.ms).toBeLessThan(2_000);
+    expect(got.locks).toEqual({ held: 1, pending: 0 });
+    expect(effects(c.ref)).toBe(0);
+    await hung.close();
+    await other.close();
+  });
+
+  it('the call deadline while waiting for a hung tab\'s Web Lock: DeadlineExceededError at the deadline, nothing sent', async () => {
+    const [hung, other] = [await openPage(), await openPage()];
+    const c = call({ deadlineMs: 500 });
+    await hung.evaluate((ref) => window.tabsTest.holdLock(ref), c.ref);
+    const got = await post(other, c);
+    expect(got).toMatchObject({ ok: false, error: { code: 'DEADLINE_EXCEEDED' } });
+    expect(got.ms).toBeLessThan(2_000);
+    expect(got.locks).toEqual({ held: 1, pending: 0 });
+    expect(effects(c.ref)).toBe(0);
+    await hung.close();
+    await other.close();
+  });
+
+  it("the site's IndexedDB cleared (site data wiped) while a request is on the wire: the call ends, no hang, nothing resent by it", async () => {
+    const page = await openPage();
+    const c = call();
+    site.delayMs.set(c.ref, 800);
+    const running = post(page, c);
+    await until(() => effects(c.ref) === 1, 5_000, 'the POST to arrive');
+    const cdp = await context.newCDPSession(page);
+    await cdp.send('Storage.clearDataForOrigin', { origin: site.url, storageTypes: 'indexeddb' });
+    const got = await running;
+    console.info(`[tabs] IndexedDB cleared mid-request: ${got.error?.code} ${got.error?.message} (${got.ms} ms)`);
+    expect(got).toMatchObject({ ok: false, error: { code: 'STORE_ERROR' } });
+    expect(got.ms).toBeLessThan(5_000);
+    expect(effects(c.ref)).toBe(1);
+    await page.close();
+  });
+
+  it('another tab upgrades the database while a request is on the wire: no hang, nothing resent; calls again fail before sending', async () => {
+    const [a, b] = [await openPage(), await openPage()];
+    const c = call();
+    site.delayMs.set(c.ref, 800);
+    const running = post(a, c);
+    await until(() => effects(c.ref) === 1, 5_000, 'the POST to arrive');
+    const upgraded = await b.evaluate(([d]) => window.tabsTest.upgrade(d, 2), [c.dbName] as const);
+    const got = await running;
+    console.info(`[tabs] database upgraded mid-request: ${upgraded}; ${got.error?.code} ${got.error?.message}`);
+    expect(upgraded).toMatch(/^upgraded/);
+    expect(got).toMatchObject({ ok: false, error: { code: 'STORE_ERROR' } });
+    const again = await post(a, c);
+    expect(again).toMatchObject({ ok: false, error: { code: 'STORE_ERROR' } });
+    expect(effects(c.ref)).toBe(1);
+    await a.close();
+    await b.close();
+  });
+});
+
+describe.runIf(available)('the browser crashing right after the send, in headless Chromium', { timeout: 60_000 }, () => {
+  let site: Awaited<ReturnType<typeof startSite>>;
+  let profile: string;
+
+  beforeAll(async () => {
+    site = await startSite(await bundleForBrowser(fileURLToPath(new URL('./tabs-page.ts', import.meta.url))));
+    profile = await mkdtemp(join(tmpdir(), 'oncefetch-crash-'));
+  }, 30_000);
+
+  afterAll(async () => {
+    await site?.close();
+    if (profile !== undefined) await rm(profile, { recursive: true, force: true });
+  });
+
+  /** Chromium on the profile kept across launches, and a page of the site in it. */
+  async function launch(): Promise<{ context: BrowserContext; page: Page }> {
+    const context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM_PATH, headless: true, args: CHROMIUM_ARGS, timeout: 20_000 });
+    const page = await context.newPage();
+    page.on('pageerror', (e) => console.error(`[page error] ${e.message}`));
+    await page.goto(`${site.url}/`);
+    await page.waitForSelector('body[data-ready="true"]', { state: 'attached', timeout: 10_000 });
+    return { context, page };
+  }
+
+  it('the whole browser crashes while the POST is at the provider: relaunched, the record is there, the lookup finds the order, nothing resent', async () => {
+    const c: TabCall = { url: `${site.url}/orders`, ref: unique('crash'), dbName: unique('db'), leaseMs: 1_000, lookup: true };
+    site.delayMs.set(c.ref, 10_000);
+    const first = await launch();
+    await first.page.evaluate((x) => window.tabsTest.start(x), c);
+    await until(() => (site.effects.get(c.ref) ?? 0) === 1, 5_000, 'the POST to arrive');
+    const cdp = await first.context.newCDPSession(first.page);
+    const crashed = await cdp.send('Browser.crash').then(() => 'returned', (e: unknown) => String(e).split('\n')[0]); // the browser process dies: no unload, no close
+    console.info(`[tabs] Browser.crash: ${crashed}`);
+    await first.context.close().catch(() => undefined);
+    const second = await launch();
+    try {
+      const stored = await second.page.evaluate(([d, r]) => window.tabsTest.stored(d, r), [c.dbName, c.ref] as const);
+      console.info(`[tabs] after a browser crash: record ${JSON.stringify(stored)}`);
+      expect(stored).toEqual({ state: 'in_flight', attempts: [null] });
+      const got = await second.page.evaluate((x) => window.tabsTest.post(x), c);
+      expect(got).toMatchObject({ ok: true, status: 200 });
+      expect(got.events).toEqual(expect.arrayContaining(['takeover', 'lookup']));
+      expect(got.events).not.toContain('attempt_started');
+      expect(site.effects.get(c.ref)).toBe(1);
+    } finally {
+      await second.context.close();
+    }
+  });
+});
