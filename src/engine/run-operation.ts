@@ -9,6 +9,7 @@ import { chosenClass, classifyError, classifyResponse } from '../classify/classi
 import { isSuccessStatus } from '../classify/status.js';
 import { OperationFailedError } from '../errors.js';
 import { fingerprintPayload } from '../operation/fingerprint.js';
+import { recordId } from '../operation/record.js';
 import type { Scope } from '../operation/record.js';
 import { valueSnapshot } from '../operation/snapshot.js';
 import type { LookupContext, SnapshotLookup } from '../reconcile/lookup.js';
@@ -116,6 +117,16 @@ function toJson(value: unknown): string {
   }
 }
 
+type Settled = { value: unknown } | { error: unknown };
+
+/**
+ * By engine, then record id: a call of the effect that its attempt gave up on before it settled (it
+ * ignored its signal, as stripe-node, which takes none, does). It may still send or commit, after
+ * the attempt "ended" and after any lookup's "absent": in this process the next attempt takes its
+ * outcome instead of calling the effect again.
+ */
+const unsettled = new WeakMap<Engine, Map<string, Promise<Settled>>>();
+
 /** `client.run`. */
 export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx: RunContext) => Promise<T>): Promise<T> {
   const scope: Scope = { tenant: spec.tenant ?? engine.opts.tenant, action: spec.action, ref: spec.ref };
@@ -136,24 +147,46 @@ export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx:
           if (typeof found !== 'object' || !Object.hasOwn(found, 'value')) throw new TypeError('spec.lookup must resolve to { value } (found) or null (absent)');
           return valueSnapshot(toJson((found as { value: unknown }).value), 200, 'lookup');
         };
+  const id = recordId(scope);
+  let out = unsettled.get(engine);
+  if (out === undefined) unsettled.set(engine, (out = new Map()));
+  const outstanding = out;
   const send = async (ctx: AttemptContext): Promise<AttemptOutcome> => {
-    try {
-      const value = await effect({ key: ctx.key, attempt: ctx.attempt, signal: ctx.signal, scope });
-      return { classification: { class: 'success', reason: 'effect resolved' }, snapshot: valueSnapshot(toJson(value), 200, 'attempt'), live: { value } };
-    } catch (error) {
-      const computed = classifyEffectError(error, engine.opts.now());
-      let classification = computed;
-      let fault: unknown;
-      try {
-        classification = spec.classify === undefined ? computed : chosenClass(spec.classify(error, computed), computed, 'spec.classify');
-      } catch (thrown) {
-        fault = thrown; // the default stands; the caller gets its classify's error
-      }
-      const snapshot = valueSnapshot(JSON.stringify({ error: messageOf(error, computed.reason) }), statusOf(error) ?? 0, 'attempt');
-      return { classification, snapshot, live: { error }, fault, cause: error };
+    const earlier = outstanding.get(id);
+    outstanding.delete(id);
+    // (a synchronous throw is the effect's outcome too)
+    const call = earlier ?? (async () => effect({ key: ctx.key, attempt: ctx.attempt, signal: ctx.signal, scope }))().then((value): Settled => ({ value }), (error: unknown): Settled => ({ error }));
+    let done = false;
+    // The attempt ends before the call settles: the engine never sees its outcome, which stays for the next attempt.
+    const keep = (): void => {
+      if (!done) outstanding.set(id, call);
+    };
+    ctx.signal.addEventListener('abort', keep, { once: true });
+    const settled = await call.finally(() => {
+      done = true;
+      ctx.signal.removeEventListener('abort', keep);
+    });
+    const late = earlier === undefined ? '' : 'late, the effect of an earlier attempt: ';
+    if ('value' in settled) {
+      const value = settled.value as T;
+      return { classification: { class: 'success', reason: `${late}effect resolved` }, snapshot: valueSnapshot(toJson(value), 200, 'attempt'), live: { value } };
     }
+    const error = settled.error;
+    const computed = classifyEffectError(error, engine.opts.now());
+    if (late !== '') computed.reason = late + computed.reason;
+    let classification = computed;
+    let fault: unknown;
+    try {
+      classification = spec.classify === undefined ? computed : chosenClass(spec.classify(error, computed), computed, 'spec.classify');
+    } catch (thrown) {
+      fault = thrown; // the default stands; the caller gets its classify's error
+    }
+    const snapshot = valueSnapshot(JSON.stringify({ error: messageOf(error, computed.reason) }), statusOf(error) ?? 0, 'attempt');
+    return { classification, snapshot, live: { error }, fault, cause: error };
   };
   const result = await engine.execute({ scope, fingerprint, callerKey: spec.key, request: null, send, lookup, signal: spec.signal });
+  // The operation ended: nothing is sent for it again, so no earlier call of the effect is waited for.
+  outstanding.delete(id);
   const live = result.live as { value: T } | { error: unknown } | undefined;
   if (result.record.state === 'failed') {
     if (live !== undefined && 'error' in live) throw live.error;

@@ -1,0 +1,88 @@
+/**
+ * A `client.run` effect that ignores its signal (stripe-node takes none) goes on after its attempt
+ * timed out: its request may leave, or commit, after the attempt "ended". In this process that is
+ * known: nothing calls the effect again while an earlier call of it is still out, and what that
+ * call settles with late is the outcome the next attempt reports. Effects are counted at a fake
+ * provider that ignores keys; its lookup sees only committed effects. Fake timers.
+ */
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { createClient, memoryStore } from '../../src/index.js';
+import type { OnceClientOptions, RunContext } from '../../src/index.js';
+import { advance, track } from '../helpers/fake-clock.js';
+
+const SPEC = { action: 'charge', ref: 'late-1', payload: { amount: 500 } };
+
+/** A provider that ignores keys: every call that commits is an effect. */
+function provider(commitAfterMs: number[]) {
+  const committed: string[] = [];
+  let calls = 0;
+  const effect = ({ key }: RunContext): Promise<{ id: string }> => {
+    const ms = commitAfterMs[calls++] ?? 0;
+    // ignores ctx.signal, as an SDK without abort support does; Infinity: never settles
+    return new Promise((resolve) =>
+      ms !== Infinity && setTimeout(() => {
+        committed.push(key);
+        resolve({ id: `ch_${committed.length}` });
+      }, ms),
+    );
+  };
+  const lookup = async ({ key }: { key: string }): Promise<{ value: { id: string } } | null> => {
+    const i = committed.indexOf(key);
+    return i === -1 ? null : { value: { id: `ch_${i + 1}` } };
+  };
+  return { effect, lookup, committed, calls: () => calls };
+}
+
+function makeClient(options: OnceClientOptions) {
+  return createClient({ store: memoryStore(), random: () => 0, settleMs: 500, ...options, retry: { budget: false, attemptTimeoutMs: 1_000, ...options.retry } });
+}
+
+describe('client.run: an effect still out after its attempt timed out', () => {
+  beforeEach(() => vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date'] }));
+  afterEach(() => vi.useRealTimers());
+
+  it('within one call: the next attempt waits for it and takes its late success, never a second effect', async () => {
+    const p = provider([3_000, 0]);
+    const client = makeClient({ retry: { maxAttempts: 3, deadlineMs: 60_000 } });
+    const call = track(client.run({ ...SPEC, lookup: p.lookup }, p.effect));
+    for (let i = 0; i < 100 && call.state() === 'pending'; i++) await advance(100);
+    await advance(5_000); // whatever is still out lands
+    expect(p.committed).toHaveLength(1);
+    expect(call.state()).toBe('resolved');
+    expect(call.value()).toEqual({ id: 'ch_1' });
+    expect(p.calls()).toBe(1);
+    expect((await client.get(SPEC))?.state).toBe('succeeded');
+  });
+
+  it('across calls of one client: the next call does not run the effect again while the first is out', async () => {
+    const p = provider([3_000, 0]);
+    const client = makeClient({ retry: { maxAttempts: 1, deadlineMs: 10_000 } });
+    const first = track(client.run({ ...SPEC, lookup: p.lookup }, p.effect));
+    for (let i = 0; i < 100 && first.state() === 'pending'; i++) await advance(100);
+    expect(first.state()).toBe('rejected');
+    expect(p.committed).toHaveLength(0); // still out
+    const second = track(client.run({ ...SPEC, lookup: p.lookup }, p.effect));
+    for (let i = 0; i < 100 && second.state() === 'pending'; i++) await advance(100);
+    await advance(3_000);
+    expect(p.committed).toHaveLength(1);
+    expect(second.state()).toBe('resolved');
+    expect(second.value()).toEqual({ id: 'ch_1' });
+    expect(p.calls()).toBe(1);
+  });
+
+  it('an effect that never settles: no second call of it, whatever the lookup says', async () => {
+    const p = provider([Infinity, 0]);
+    const client = makeClient({ retry: { maxAttempts: 3, deadlineMs: 20_000 } });
+    const call = track(client.run({ ...SPEC, lookup: p.lookup }, p.effect));
+    for (let i = 0; i < 300 && call.state() === 'pending'; i++) await advance(100);
+    expect(p.committed).toHaveLength(0);
+    expect(call.state()).toBe('rejected');
+    expect(p.calls()).toBe(1);
+    // and the next call of this client waits for it too
+    const again = track(client.run({ ...SPEC, lookup: p.lookup }, p.effect));
+    for (let i = 0; i < 300 && again.state() === 'pending'; i++) await advance(100);
+    expect(again.state()).toBe('rejected');
+    expect(p.calls()).toBe(1);
+    expect(p.committed).toHaveLength(0);
+  });
+});
