@@ -84,10 +84,18 @@ function headersOf(error: unknown): Headers {
   return new Headers();
 }
 
-/** Default classification of an error thrown by an effect: by its HTTP status when it has one (a 2xx is ambiguous). */
+/**
+ * Default classification of an error thrown by an effect: by its HTTP status when it has one (a 2xx
+ * is ambiguous), else as a transport error, but never `not_sent`: a connect error at the end of an
+ * effect is proof about its last request only, and an SDK's own retry (or a second call) may have
+ * followed a first request that left (`spec.classify` can say `not_sent` for an effect of one request).
+ */
 export function classifyEffectError(error: unknown, now: number): Classification {
   const status = statusOf(error);
-  if (status === undefined) return classifyError(error, 'awaiting_response');
+  if (status === undefined) {
+    const c = classifyError(error, 'awaiting_response');
+    return c.class === 'not_sent' ? { class: 'ambiguous', reason: `${c.reason}, thrown by the effect: an earlier request of it may have left` } : c;
+  }
   // Thrown after a 2xx (an answer the SDK could not read): it took effect, and its value is lost.
   if (isSuccessStatus(status)) return { class: 'ambiguous', reason: `error after status ${status}` };
   // SDK errors carry the provider's error type beside the message (Stripe: type/rawType
