@@ -128,7 +128,7 @@ function toJson(value: unknown): string {
 type Settled = { value: unknown } | { error: unknown };
 
 /**
- * By engine, then record id: a call of the effect that its attempt gave up on before it settled (it
+ * By engine, then record id and key: a call of the effect that its attempt gave up on before it settled (it
  * ignored its signal, as stripe-node, which takes none, does). It may still send or commit, after
  * the attempt "ended" and after any lookup's "absent": in this process the next attempt takes its
  * outcome instead of calling the effect again.
@@ -160,14 +160,16 @@ export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx:
   if (out === undefined) unsettled.set(engine, (out = new Map()));
   const outstanding = out;
   const send = async (ctx: AttemptContext): Promise<AttemptOutcome> => {
-    const earlier = outstanding.get(id);
-    outstanding.delete(id);
+    // (with its key: a new operation of the scope, after a purge, is not the one still out)
+    const slot = `${id}\n${ctx.key}`;
+    const earlier = outstanding.get(slot);
+    outstanding.delete(slot);
     // (a synchronous throw is the effect's outcome too)
     const call = earlier ?? (async () => effect({ key: ctx.key, attempt: ctx.attempt, signal: ctx.signal, scope }))().then((value): Settled => ({ value }), (error: unknown): Settled => ({ error }));
     let done = false;
     // The attempt ends before the call settles: the engine never sees its outcome, which stays for the next attempt.
     const keep = (): void => {
-      if (!done) outstanding.set(id, call);
+      if (!done) outstanding.set(slot, call);
     };
     ctx.signal.addEventListener('abort', keep, { once: true });
     const settled = await call.finally(() => {
@@ -194,7 +196,7 @@ export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx:
   };
   const result = await engine.execute({ scope, fingerprint, callerKey: spec.key, request: null, send, lookup, signal: spec.signal });
   // The operation ended: nothing is sent for it again, so no earlier call of the effect is waited for.
-  outstanding.delete(id);
+  outstanding.delete(`${id}\n${result.record.key}`);
   const live = result.live as { value: T } | { error: unknown } | undefined;
   if (result.record.state === 'failed') {
     if (live !== undefined && 'error' in live) throw live.error;

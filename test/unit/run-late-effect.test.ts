@@ -85,4 +85,25 @@ describe('client.run: an effect still out after its attempt timed out', () => {
     expect(p.calls()).toBe(1);
     expect(p.committed).toHaveLength(0);
   });
+
+  it("an earlier operation's call still out is not taken for a new operation of the same scope (after a purge)", async () => {
+    const store = memoryStore();
+    let late: () => void = () => undefined;
+    const a = makeClient({ store, retentionMs: 1_000, retry: { maxAttempts: 1, deadlineMs: 1_500 } });
+    const first = track(a.run(SPEC, () => new Promise<string>((resolve) => (late = () => resolve('old operation')))));
+    for (let i = 0; i < 50 && first.state() === 'pending'; i++) await advance(100);
+    expect(first.state()).toBe('rejected');
+    // another client settles it (its lookup finds it), and it is purged once past its retention
+    const b = makeClient({ store });
+    expect(await b.run({ ...SPEC, lookup: async () => ({ value: 'old operation' }) }, async () => 'never')).toBe('old operation');
+    await advance(2_000);
+    expect(await a.purge()).toBe(1);
+    late();
+    // a new operation of the same scope, with a new key: its effect runs
+    let effects = 0;
+    const again = track(a.run(SPEC, async () => (effects++, 'new operation')));
+    for (let i = 0; i < 50 && again.state() === 'pending'; i++) await advance(100);
+    expect(effects).toBe(1);
+    expect(again.value()).toBe('new operation');
+  });
 });
