@@ -13,6 +13,9 @@
 const UNSAFE_INTEGER_MESSAGE =
   'is an integer outside the safe range ±(2^53 - 1), so JSON cannot carry it exactly; send it as a string';
 
+/** A literal with more precision than its double would share its canonical text with another number. */
+const INEXACT_NUMBER_MESSAGE = 'has more digits than a double keeps, so its canonical form would stand for other numbers too; send it as a string';
+
 /**
  * Returns the RFC 8785 canonical JSON text of a JS value.
  *
@@ -53,9 +56,12 @@ export function canonicalJson(value: unknown): string {
  *
  * Rejects, with a `TypeError` naming the JSON path, everything {@link canonicalJson} rejects plus
  * what `JSON.parse` would hide: integer literals that are not safe integers (JSON.parse rounds
- * `12345678901234567890` silently), numbers that overflow to `Infinity` (`1e400`), lone
+ * `12345678901234567890` silently), numbers that overflow to `Infinity` (`1e400`), any other
+ * literal that the double it reads as does not give back (`1.000000000000000001` reads as `1`,
+ * `1e-400` as `0`: a server reading decimals sees two amounts where the double sees one), lone
  * surrogates (raw or from `\ud800` escapes) and duplicate object keys (their meaning is
- * ambiguous). Invalid JSON is a `TypeError` giving the offset.
+ * ambiguous). Literals that only spell a double differently (`1.0`, `1.5E3`, `-0`) are accepted.
+ * Invalid JSON is a `TypeError` giving the offset.
  *
  * @param text - JSON text, e.g. a UTF-8 decoded request body
  * @returns the canonical JSON text
@@ -213,6 +219,20 @@ function appendKey(path: string, key: string): string {
 }
 
 const NUMBER_TOKEN = /-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/y;
+const DECIMAL_PARTS = /^(-?)([0-9]+)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?$/;
+
+/**
+ * The exact value of a decimal number text (a JSON literal, or what `String(number)` gives) as
+ * `<sign><significant digits>e<exponent>`, zero as `0` whatever its sign: equal for two texts
+ * exactly when they denote the same number (`1.50`, `15e-1` and `1.5` all give `15e-1`).
+ */
+function decimalValue(text: string): string {
+  const [, sign = '', whole = '', fraction = '', exponent = '0'] = DECIMAL_PARTS.exec(text) ?? [];
+  const digits = `${whole}${fraction}`.replace(/^0+/, '');
+  if (digits === '') return '0';
+  const significant = digits.replace(/0+$/, '');
+  return `${sign}${significant}e${Number(exponent) - fraction.length + digits.length - significant.length}`;
+}
 const SIMPLE_ESCAPE = /["\\/bfnrt]/;
 const UNICODE_ESCAPE = /^u[0-9a-fA-F]{4}$/;
 
@@ -342,6 +362,12 @@ class JsonTextParser {
     }
     if (!Number.isFinite(value)) {
       throw new TypeError(`canonicalizeJsonText: number at ${path} (${literal}) overflows to ${String(value)}`);
+    }
+    // RFC 8785 writes the double, so a literal with more digits than the double keeps (or one that
+    // underflows to 0) would share its text with another number: 1.000000000000000001 and 1 are two
+    // amounts to a server that reads decimals (BigDecimal, Python's Decimal, PostgreSQL numeric).
+    if (decimalValue(literal) !== decimalValue(String(value))) {
+      throw new TypeError(`canonicalizeJsonText: number at ${path} (${literal}) ${INEXACT_NUMBER_MESSAGE} (it reads as ${String(value)})`);
     }
     return value;
   }

@@ -194,6 +194,20 @@ describe('canonical JSON: same meaning, same fingerprint', () => {
     );
   });
 
+  it('a number literal of at most 15 significant digits is the double it reads as, whatever its spelling', () => {
+    fc.assert(
+      fc.property(fc.stringMatching(/^[1-9][0-9]{0,14}$/), fc.integer({ min: -290, max: 290 }), fc.nat({ max: 3 }), (digits, exponent, zeros) => {
+        const fraction = `${digits.slice(1)}${'0'.repeat(zeros)}`;
+        const point = `${digits[0]}${fraction === '' ? '' : `.${fraction}`}e${exponent}`;
+        const value = Number(point);
+        fc.pre(!Number.isInteger(value) || Number.isSafeInteger(value) || Math.abs(value) >= 1e21);
+        expect(canonicalizeJsonText(point)).toBe(canonicalJson(value));
+        expect(canonicalizeJsonText(`${digits}${'0'.repeat(zeros)}E${exponent - digits.length + 1 - zeros}`)).toBe(canonicalJson(value));
+      }),
+      { numRuns: 500 },
+    );
+  });
+
   it('the canonical text is what JSON.parse reads back as the same value', () => {
     fc.assert(
       fc.property(jsonArb, (value) => {
@@ -337,10 +351,15 @@ describe('canonical JSON: what JSON cannot carry is rejected, never coerced', ()
   /** JSON text tokens that JSON.parse would accept by rounding or hiding something, or that are not JSON at all. */
   const badTokenArb = fc.oneof(
     fc.bigInt({ min: 2n ** 53n, max: 10n ** 30n }).chain((n) => fc.constantFrom(String(n), `-${n}`)), // rounded by JSON.parse
+    // more significant digits (18 or more) than the shortest spelling of any double (at most 17)
+    fc
+      .tuple(fc.constantFrom('', '-'), fc.stringMatching(/^[1-9][0-9]{16,24}[1-9]$/), fc.integer({ min: -300, max: 300 }))
+      .map(([sign, digits, exponent]) => `${sign}${digits[0]}.${digits.slice(1)}e${exponent}`),
+    fc.integer({ min: 1, max: 9 }).map((digit) => `${digit}e-${330 + digit}`), // underflows to 0
     fc.constantFrom('1e400', '-1e400', '123e99999', '"\\ud800"', '"a\\udc00b"', '"\\udbff\\u0041"', 'NaN', 'Infinity', '-Infinity', 'undefined', '01', '+1', '.5', '1.', "'single'", '{"a":1,"a":1}', '{"a":1,"a":2}', '[1,]', '{"a":1,}', '"\t"'),
   );
 
-  it('a JSON body holding an unsafe integer literal, an overflowing number, a lone surrogate escape, a duplicate key or invalid JSON is not canonicalised: its exact bytes count', async () => {
+  it('a JSON body holding an unsafe integer literal, a number with more digits than its double, an overflowing number, a lone surrogate escape, a duplicate key or invalid JSON is not canonicalised: its exact bytes count', async () => {
     await fc.assert(
       fc.asyncProperty(jsonArb, fc.nat(), badTokenArb, async (value, pick, token) => {
         const sentinel = '@@planted@@';

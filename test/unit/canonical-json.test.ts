@@ -165,9 +165,12 @@ describe('canonicalJson: rejections name the JSON path', () => {
 });
 
 describe('canonicalizeJsonText', () => {
-  it('canonicalises the RFC 8785 §3.2.2 sample', () => {
+  // The sample's 333333333.33333329 has one digit more than its double keeps: RFC 8785 rounds it to
+  // 333333333.3333333, which would also be the canonical form of 333333333.33333331 and others, so
+  // such a literal counts by its exact bytes (see 'rejects a literal with more digits …' below).
+  it('canonicalises the RFC 8785 §3.2.2 sample (its 17-digit literal spelled as the double it reads as)', () => {
     const text = `{
-      "numbers": [333333333.33333329, 1E30, 4.50, 2e-3, 0.000000000000000000000000001],
+      "numbers": [333333333.3333333, 1E30, 4.50, 2e-3, 0.000000000000000000000000001],
       "string": "\\u20ac$\\u000F\\u000aA'\\u0042\\u0022\\u005c\\\\\\"\\/",
       "literals": [null, true, false]
     }`;
@@ -191,6 +194,18 @@ describe('canonicalizeJsonText', () => {
     ['1.50', '1.5'],
     ['1.5e3', '1500'],
     ['1e21', '1e+21'],
+    // other spellings of the number the double gives back are the same number
+    ['1000000000000000000000.0', '1e+21'],
+    ['0.30000000000000004', '0.30000000000000004'],
+    ['30000000000000004E-17', '0.30000000000000004'],
+    ['0.1000', '0.1'],
+    ['100e-3', '0.1'],
+    ['0e-400', '0'],
+    ['-0.0E+999', '0'],
+    ['5e-324', '5e-324'],
+    ['1.7976931348623157e308', '1.7976931348623157e+308'],
+    ['0.000001', '0.000001'],
+    ['1e-7', '1e-7'],
     ['9007199254740991', '9007199254740991'],
     ['-9007199254740991', '-9007199254740991'],
     ['"\\ud83d\\ude00"', '"\ud83d\ude00"'],
@@ -211,6 +226,14 @@ describe('canonicalizeJsonText', () => {
     ['overflow to Infinity', '{"a":1e400}', /\$\.a \(1e400\) overflows to Infinity/],
     ['overflow to -Infinity', '[-1E+400]', /\$\[0\] .*overflows to -Infinity/],
     ['unsafe integer with a fraction', '{"a":10000000000000000000.0}', /\$\.a .*safe range/],
+    // the double each reads as has another canonical text than the number written: a false match
+    ['a literal with more digits than a double keeps', '{"amount":1.000000000000000001}', /\$\.amount \(1\.000000000000000001\) has more digits than a double keeps.*reads as 1\)/],
+    ['the RFC 8785 sample literal', '[333333333.33333329]', /\$\[0\] \(333333333\.33333329\) has more digits/],
+    ['a 17-digit neighbour of it', '[333333333.33333331]', /has more digits than a double keeps/],
+    ['a literal that underflows to 0', '{"a":1e-400}', /\$\.a \(1e-400\) .*reads as 0\)/],
+    ['a subnormal that loses digits', '[2.5e-324]', /reads as 5e-324/],
+    ['a non-integer literal that rounds past 1e21', '[1000000000000000000001.0]', /reads as 1e\+21/],
+    ['the exact decimal of the double 0.1', '[0.1000000000000000055511151231257827021181583404541015625]', /reads as 0\.1\)/],
     ['lone surrogate escape', '"\\ud800"', /string at \$ has a lone UTF-16 surrogate/],
     ['lone low surrogate escape', '{"s":["\\udc00x"]}', /string at \$\.s\[0\] has a lone/],
     ['raw lone surrogate', '{"s":"\ud800"}', /string at \$\.s has a lone/],

@@ -208,6 +208,8 @@ describe('fingerprintRequest', () => {
     ['invalid JSON', utf8('{"a":}')],
     ['duplicate keys', utf8('{"a":1,"a":2}')],
     ['an unsafe integer', utf8('{"id":12345678901234567890}')],
+    ['a decimal with more digits than a double keeps', utf8('{"amount":1.000000000000000001}')],
+    ['a number that underflows to 0', utf8('{"amount":1e-400}')],
     ['a lone surrogate escape', utf8('"\\ud800"')],
     ['invalid UTF-8', Uint8Array.from([0x22, 0xff, 0x22])],
   ])('a body declared as JSON that is %s counts as its exact bytes and media type', async (_name, body) => {
@@ -222,6 +224,12 @@ describe('fingerprintRequest', () => {
   it('JSON that canonicalisation would change is never one request with the JSON it resembles', async () => {
     expect(await fingerprintRequest(json('{"a":1,"a":2}'))).not.toBe(await fingerprintRequest(json('{"a":2}')));
     expect(await fingerprintRequest(json('{"id":9007199254740993}'))).not.toBe(await fingerprintRequest(json('{"id":9007199254740992}')));
+    // one double, two amounts to a server that reads decimals
+    expect(await fingerprintRequest(json('{"amount":1.000000000000000001}'))).not.toBe(await fingerprintRequest(json('{"amount":1}')));
+    expect(await fingerprintRequest(json('{"amount":0.30000000000000001}'))).not.toBe(await fingerprintRequest(json('{"amount":0.3}')));
+    expect(await fingerprintRequest(json('{"amount":1e-400}'))).not.toBe(await fingerprintRequest(json('{"amount":0}')));
+    // while other spellings of the double's own number stay one request
+    expect(await fingerprintRequest(json('{"amount":1.50}'))).toBe(await fingerprintRequest(json('{"amount":15e-1}')));
   });
 
   it.each<[string, FingerprintInput, RegExp]>([

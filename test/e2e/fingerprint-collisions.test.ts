@@ -1,0 +1,64 @@
+/**
+ * Two requests under one ref that mean different things must never share a fingerprint: the
+ * second would be answered with the first's replayed result while its own effect never happens.
+ * Each case sends the first request, then the second under the same ref, and counts what reached
+ * the provider: the second must end in IdempotencyConflictError with nothing sent.
+ */
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { IdempotencyConflictError } from '../../src/index.js';
+import type { OnceClient } from '../../src/index.js';
+import { startProvider } from '../../src/testing/provider.js';
+import type { Provider } from '../../src/testing/provider.js';
+import { sqliteClient, tempDir } from '../helpers/setup.js';
+
+let provider: Provider;
+let tmp: ReturnType<typeof tempDir>;
+let client: OnceClient;
+
+beforeEach(async () => {
+  tmp = tempDir();
+  provider = await startProvider();
+  client = sqliteClient(join(tmp.dir, 'once.db')).client;
+});
+
+afterEach(async () => {
+  await client.close();
+  await provider.close();
+  tmp.cleanup();
+});
+
+/** A JSON order whose amount is written as given (JSON.stringify cannot write every literal). */
+const order = (ref: string, amount: string): RequestInit => ({
+  method: 'POST',
+  headers: { 'content-type': 'application/json' },
+  body: `{"ref":"${ref}","sku":"A-17","qty":1,"amount":${amount}}`,
+});
+
+describe('JSON numbers: one double, two amounts', () => {
+  // JSON.parse reads both as 1, but a provider that reads decimals (BigDecimal, Decimal,
+  // PostgreSQL numeric) books two amounts. Before the fix the second call got the first's 201.
+  it.each([
+    ['9007199254740993', '9007199254740992'], // an unsafe integer: refused canonicalisation already
+    ['1.000000000000000001', '1'],
+    ['0.30000000000000001', '0.3'],
+    ['1e-400', '0'],
+  ])('an amount of %s then %s under one ref: the second is a conflict, never a replay', async (first, second) => {
+    const once = { action: 'create-order', ref: 'F-1' };
+    const res = await client.fetch(`${provider.url}/orders`, { ...order('F-1', first), once });
+    expect(res.status).toBe(201);
+    const err = await client.fetch(`${provider.url}/orders`, { ...order('F-1', second), once }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(IdempotencyConflictError);
+    expect(provider.requests.map((r) => r.bodyText)).toEqual([order('F-1', first).body]);
+    expect(provider.effects).toBe(1);
+  });
+
+  it('the same amount spelled another way is still one operation: replayed, not sent again', async () => {
+    const once = { action: 'create-order', ref: 'F-2' };
+    expect((await client.fetch(`${provider.url}/orders`, { ...order('F-2', '1.50'), once })).status).toBe(201);
+    const again = await client.fetch(`${provider.url}/orders`, { ...order('F-2', '15E-1'), once });
+    expect(again.status).toBe(201);
+    expect(provider.requests).toHaveLength(1);
+    expect(provider.effects).toBe(1);
+  });
+});
