@@ -13,6 +13,16 @@
 const UNSAFE_INTEGER_MESSAGE =
   'is an integer outside the safe range ±(2^53 - 1), so JSON cannot carry it exactly; send it as a string';
 
+/**
+ * How many arrays and objects may nest. Both entries recurse, so without a bound of their own the
+ * engine's stack would set one: a body would canonicalise or not (and change fingerprint) with the
+ * stack left to the caller, the engine and its version. 512 takes ~230 KB of V8's ~1 MB stack, and
+ * is deeper than servers parse by default (System.Text.Json 64, serde_json 128).
+ */
+const MAX_DEPTH = 512;
+
+const TOO_DEEP_MESSAGE = `nests more than ${MAX_DEPTH} arrays and objects deep`;
+
 /** A literal with more precision than its double would share its canonical text with another number. */
 const INEXACT_NUMBER_MESSAGE = 'has more digits than a double keeps, so its canonical form would stand for other numbers too; send it as a string';
 
@@ -30,7 +40,8 @@ const INEXACT_NUMBER_MESSAGE = 'has more digits than a double keeps, so its cano
  * integer literal (e.g. `12345678901234567890`, already rounded by JS), `bigint`, strings or keys
  * with lone UTF-16 surrogates, `undefined`/functions/symbols in arrays or at the top level,
  * functions and symbols as property values, non-plain objects without `toJSON` (`Map`, `Set`,
- * typed arrays, class instances, boxed primitives) and cycles.
+ * typed arrays, class instances, boxed primitives), cycles, and arrays and objects nested more
+ * than 512 deep (a bound of its own, not the engine's stack, so the outcome is the same everywhere).
  *
  * Integer-valued numbers of magnitude 1e21 and above serialise with an exponent (`1e+21`), so no
  * reader takes them for exact integers; they are accepted, matching the RFC 8785 test vectors.
@@ -130,6 +141,7 @@ function writeProperty(
 
 function writeContainer(parts: string[], value: object, path: string, ancestors: Set<object>): void {
   if (ancestors.has(value)) throw new TypeError(`canonicalJson: value at ${path} is a cycle back to one of its ancestors`);
+  if (ancestors.size === MAX_DEPTH) throw new TypeError(`canonicalJson: value at ${path} ${TOO_DEEP_MESSAGE}`);
   ancestors.add(value);
   if (Array.isArray(value)) {
     parts.push('[');
@@ -242,6 +254,8 @@ const UNICODE_ESCAPE = /^u[0-9a-fA-F]{4}$/;
  */
 class JsonTextParser {
   private pos = 0;
+  /** arrays and objects open around the current position */
+  private depth = 0;
 
   constructor(private readonly text: string) {}
 
@@ -255,8 +269,13 @@ class JsonTextParser {
   private parseValue(path: string): unknown {
     this.skipWhitespace();
     const char = this.text[this.pos];
-    if (char === '{') return this.parseObject(path);
-    if (char === '[') return this.parseArray(path);
+    if (char === '{' || char === '[') {
+      if (this.depth === MAX_DEPTH) throw new TypeError(`canonicalizeJsonText: value at ${path} ${TOO_DEEP_MESSAGE}`);
+      this.depth++;
+      const value = char === '{' ? this.parseObject(path) : this.parseArray(path);
+      this.depth--;
+      return value;
+    }
     if (char === '"') return this.parseString(path, 'string');
     if (char === '-' || (char !== undefined && char >= '0' && char <= '9')) return this.parseNumber(path);
     for (const [word, value] of LITERALS) {

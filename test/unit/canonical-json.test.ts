@@ -278,3 +278,29 @@ describe('canonicalizeJsonText', () => {
     expect(canonicalizeJsonText(deep)).toBe(deep);
   });
 });
+
+describe('nesting depth: a bound of its own, never the stack', () => {
+  const nestedText = (depth: number): string => '{"a":['.repeat(depth / 2) + ']}'.repeat(depth / 2);
+  const nestedValue = (depth: number): unknown => {
+    let value: unknown = {};
+    for (let i = 1; i < depth; i++) value = i % 2 === 1 ? [value] : { a: value };
+    return value;
+  };
+
+  it('accepts 512 nested arrays and objects, text and value alike', () => {
+    expect(canonicalizeJsonText(nestedText(512))).toBe(nestedText(512));
+    expect(canonicalJson(nestedValue(512))).toMatch(/^\[\{"a":\[/);
+  });
+
+  // Before: past ~2,200 levels (with this stack) a RangeError from the engine, so whether a body
+  // canonicalised depended on the stack the caller and the engine left, not on the body.
+  it.each([514, 5_000, 100_000])('refuses %i levels with a TypeError naming the path, from any stack depth', (depth) => {
+    const text = nestedText(depth);
+    const value = nestedValue(depth);
+    const fromDeepStack = <T>(levels: number, f: () => T): T => (levels === 0 ? f() : fromDeepStack(levels - 1, f));
+    for (const levels of [0, 1_000]) {
+      expect(() => fromDeepStack(levels, () => canonicalizeJsonText(text))).toThrow(/^canonicalizeJsonText: value at \$\.a\[0\]\.a.* nests more than 512 arrays and objects deep$/);
+      expect(() => fromDeepStack(levels, () => canonicalJson(value))).toThrow(/^canonicalJson: value at \$\[0\]\.a\[0\].* nests more than 512 arrays and objects deep$/);
+    }
+  });
+});

@@ -9,6 +9,7 @@ import {
 } from '../../src/operation/fingerprint.js';
 
 const utf8 = (text: string): Uint8Array => new TextEncoder().encode(text);
+const utf8ToText = (bytes: Uint8Array): string => new TextDecoder().decode(bytes);
 const sha256 = (...parts: Array<string | Uint8Array>): string => {
   const hash = createHash('sha256');
   for (const part of parts) hash.update(part);
@@ -219,6 +220,19 @@ describe('fingerprintRequest', () => {
     expect(await fingerprintRequest({ ...input, body: Uint8Array.from([...body, 0x20]) })).not.toBe(expected);
     expect(await fingerprintRequest({ ...input, contentType: 'text/plain' })).not.toBe(expected);
     expect(await fingerprintRequest({ method: 'POST', url: URL_A, contentType: 'application/json' })).not.toBe(expected);
+  });
+
+  // Regression: canonicalisation recursed until the engine's stack ran out (~2,200 levels here) and
+  // a RangeError then made the body count as bytes, so one body had two fingerprints, by the stack
+  // left to the caller (and by engine, version, --stack-size): a false conflict on resume.
+  it('a body nested deeper than 512 counts as its exact bytes, whatever the stack it is fingerprinted from', async () => {
+    const body = utf8('['.repeat(2_190) + ']'.repeat(2_190));
+    const input = { method: 'POST', url: URL_A, body, contentType: 'application/json' };
+    const fromDeepStack = (levels: number): Promise<string> => (levels === 0 ? fingerprintRequest(input) : fromDeepStack(levels - 1));
+    const expected = sha256(`oncefetch-fp-v1\nPOST\n${URL_A}\nbytes:application/json:${body.byteLength}\n`, body);
+    expect(await fingerprintRequest(input)).toBe(expected);
+    expect(await fromDeepStack(300)).toBe(expected);
+    await expect(fingerprintPayload(JSON.parse(utf8ToText(body)))).rejects.toThrow(/nests more than 512 arrays and objects deep/);
   });
 
   it('JSON that canonicalisation would change is never one request with the JSON it resembles', async () => {
