@@ -159,7 +159,8 @@ export interface FingerprintInput {
  * upper-cased method, the {@link normaliseUrl normalised URL} and the body. Under a JSON content
  * type the body counts as its RFC 8785 canonical form (so key order and whitespace do not
  * matter); otherwise, or when a JSON-typed body has no canonical form that keeps its meaning
- * (empty, not JSON, duplicate keys, unsafe integers, lone surrogates, not UTF-8), its exact bytes
+ * (empty, not JSON, a byte order mark, duplicate keys, unsafe integers or other numbers a double
+ * does not give back, lone surrogates, nesting deeper than 512, not UTF-8), its exact bytes
  * count, with their media type (the Content-Type's essence lower-cased, its parameters sorted, a
  * charset lower-cased): a false conflict is safe, a false match is not.
  *
@@ -216,12 +217,15 @@ export async function fingerprintPayload(payload: unknown): Promise<string> {
 
 /**
  * The RFC 8785 form of a body declared as JSON, or `undefined` when it has none that keeps its
- * meaning (empty, not UTF-8, not JSON, or JSON that canonicalisation would change: duplicate keys,
- * unsafe integers, lone surrogates). fetch sends such a body as is, so its exact bytes count.
+ * meaning (empty, not UTF-8, not JSON, a byte order mark, or JSON that canonicalisation would
+ * change: duplicate keys, unsafe integers, lone surrogates). fetch sends such a body as is, so its
+ * exact bytes count.
  */
 function canonicalBodyText(body: Uint8Array): string | undefined {
   try {
-    return canonicalizeJsonText(new TextDecoder('utf-8', { fatal: true }).decode(body));
+    // ignoreBOM keeps a leading BOM in the text, where the strict parser refuses it (RFC 8259 §8.1:
+    // not JSON text; JSON.parse and Go refuse it): dropped here, `BOM{…}` was one request with `{…}`.
+    return canonicalizeJsonText(new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(body));
   } catch {
     return undefined;
   }

@@ -213,6 +213,7 @@ describe('fingerprintRequest', () => {
     ['a number that underflows to 0', utf8('{"amount":1e-400}')],
     ['a lone surrogate escape', utf8('"\\ud800"')],
     ['invalid UTF-8', Uint8Array.from([0x22, 0xff, 0x22])],
+    ['led by a byte order mark', Uint8Array.from([0xef, 0xbb, 0xbf, ...utf8('{"a":1}')])], // TextDecoder dropped it: one request with {"a":1}
   ])('a body declared as JSON that is %s counts as its exact bytes and media type', async (_name, body) => {
     const input = { method: 'POST', url: URL_A, body, contentType: 'Application/JSON; charset=UTF-8' };
     const expected = sha256(`oncefetch-fp-v1\nPOST\n${URL_A}\nbytes:application/json;charset=utf-8:${body.byteLength}\n`, body);
