@@ -76,26 +76,30 @@ function multipartBoundary(contentType: string | null | undefined): string | und
   return value === undefined || value === '' ? undefined : value;
 }
 
+/** Whether `needle`, from its index `skip` on, stands in `body` at `at`. */
+function standsAt(body: Uint8Array, at: number, needle: Uint8Array, skip = 0): boolean {
+  for (let j = skip; j < needle.length; j++) if (body[at + j - skip] !== needle[j]) return false;
+  return true;
+}
+
 /**
  * `body` with the boundary of each delimiter line (`--B` at the start, `CRLF--B` after it: the only
- * places it may stand) replaced by {@link BOUNDARY_TOKEN}; the same text inside a part stays.
+ * places it may stand) replaced by {@link BOUNDARY_TOKEN}; the same text inside a part stays. Or
+ * `undefined` when the body holds the token itself (a field's value can): a delimiter would then
+ * read like that text, and a form of one field like a form of two.
  */
-function withoutBoundary(body: Uint8Array, boundary: string): Uint8Array {
+function withoutBoundary(body: Uint8Array, boundary: string): Uint8Array | undefined {
+  for (let i = body.indexOf(0); i !== -1; i = body.indexOf(0, i + 1)) if (standsAt(body, i, BOUNDARY_TOKEN)) return undefined;
   const needle = new TextEncoder().encode(`\r\n--${boundary}`);
-  /** Whether `needle` from index `skip` on stands in `body` at `i`. */
-  const matchesAt = (i: number, skip: number): boolean => {
-    for (let j = skip; j < needle.length; j++) if (body[i + j - skip] !== needle[j]) return false;
-    return true;
-  };
   const parts: Uint8Array[] = [];
   let from = 0;
   // at the very start the delimiter has no CRLF before it
-  if (matchesAt(0, 2)) {
+  if (standsAt(body, 0, needle, 2)) {
     parts.push(body.subarray(0, 2), BOUNDARY_TOKEN);
     from = needle.length - 2;
   }
   for (let i = from; i + needle.length <= body.length; ) {
-    if (!matchesAt(i, 0)) {
+    if (!standsAt(body, i, needle)) {
       i++;
       continue;
     }
@@ -193,9 +197,11 @@ export async function fingerprintRequest(input: FingerprintInput): Promise<strin
   }
   // Bytes mean what their media type says: the same bytes as text/plain and as a form are two requests.
   // A multipart body is compared with its boundary set aside: the same form serialises under a new one each time.
+  // One that holds the token itself keeps its boundary, in its bytes and its media type (so never a frame of the other kind).
   const boundary = multipartBoundary(input.contentType);
-  const body = boundary === undefined ? input.body : withoutBoundary(input.body, boundary);
-  const type = boundary === undefined ? mediaType(input.contentType) : mediaType(input.contentType, 'boundary');
+  const aside = boundary === undefined ? undefined : withoutBoundary(input.body, boundary);
+  const body = aside ?? input.body;
+  const type = mediaType(input.contentType, aside === undefined ? undefined : 'boundary');
   return sha256Hex([encoder.encode(`${head}bytes:${type}:${body.byteLength}\n`), body]);
 }
 

@@ -4,6 +4,9 @@
  * Each case sends the first request, then the second under the same ref, and counts what reached
  * the provider: the second must end in IdempotencyConflictError with nothing sent.
  */
+import { once as onceEvent } from 'node:events';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { IdempotencyConflictError } from '../../src/index.js';
@@ -75,5 +78,63 @@ describe('a byte order mark', () => {
     expect(err).toBeInstanceOf(IdempotencyConflictError);
     expect(provider.requests).toHaveLength(1);
     expect(provider.effects).toBe(1);
+  });
+});
+
+describe('multipart forms', () => {
+  /** A loopback endpoint that takes any body: every request it sees is an effect. */
+  async function formEndpoint(): Promise<{ url: string; bodies: string[]; close: () => Promise<void> }> {
+    const bodies: string[] = [];
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (chunk: Buffer) => chunks.push(chunk));
+      req.on('end', () => {
+        bodies.push(Buffer.concat(chunks).toString('utf8'));
+        res.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ effect: bodies.length }));
+      });
+    });
+    server.listen(0, '127.0.0.1');
+    await onceEvent(server, 'listening');
+    const { port } = server.address() as AddressInfo;
+    return { url: `http://127.0.0.1:${port}/uploads`, bodies, close: () => new Promise((r) => server.close(() => r())) };
+  }
+
+  // A field value holding the text the fingerprint puts where each boundary stood made a form of
+  // one field compare like a form of two: the second form got the first's 201, and its field g
+  // never reached the provider.
+  it('a form of one field whose value spells a delimiter is not the form of two fields it resembles', async () => {
+    const endpoint = await formEndpoint();
+    try {
+      const once = { action: 'upload', ref: 'F-4' };
+      const crafted = new FormData();
+      crafted.set('f', 'x\r\n--\u0000boundary\u0000\r\nContent-Disposition: form-data; name="g"\r\n\r\ny');
+      expect((await client.fetch(endpoint.url, { method: 'POST', body: crafted, once })).status).toBe(201);
+      const honest = new FormData();
+      honest.set('f', 'x');
+      honest.set('g', 'y');
+      const err = await client.fetch(endpoint.url, { method: 'POST', body: honest, once }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(IdempotencyConflictError);
+      expect(endpoint.bodies).toHaveLength(1);
+    } finally {
+      await endpoint.close();
+    }
+  });
+
+  it('the same form, serialised again under a new boundary, is still one operation', async () => {
+    const endpoint = await formEndpoint();
+    try {
+      const once = { action: 'upload', ref: 'F-5' };
+      const form = (): FormData => {
+        const f = new FormData();
+        f.set('f', 'x');
+        f.set('file', new Blob(['\u0000boundary'], { type: 'text/plain' }), 'a.txt');
+        return f;
+      };
+      expect((await client.fetch(endpoint.url, { method: 'POST', body: form(), once })).status).toBe(201);
+      expect((await client.fetch(endpoint.url, { method: 'POST', body: form(), once })).status).toBe(201);
+      expect(endpoint.bodies).toHaveLength(1);
+    } finally {
+      await endpoint.close();
+    }
   });
 });

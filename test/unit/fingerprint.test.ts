@@ -163,6 +163,25 @@ describe('fingerprintRequest', () => {
     const withValue = (boundary: string, value: string): FingerprintInput => ({ ...multipart(boundary, value), contentType: `multipart/form-data; boundary=${boundary}` });
     expect(await fingerprintRequest(withValue('100', '100'))).not.toBe(await fingerprintRequest(withValue('999', '999')));
     expect(await fingerprintRequest(withValue('name', '1'))).toBe(await fingerprintRequest(withValue('q7Zk', '1')));
+    // Regression: a value holding the token itself made a form of one field compare like a form of two
+    // (its text read as the delimiter the other form's boundary was replaced by): a false replay.
+    const token = '\u0000boundary\u0000';
+    const oneField = (boundary: string): FingerprintInput => ({
+      method: 'POST',
+      url: URL_A,
+      body: utf8(`--${boundary}\r\nContent-Disposition: form-data; name="f"\r\n\r\nx\r\n--${token}\r\nContent-Disposition: form-data; name="g"\r\n\r\ny\r\n--${boundary}--\r\n`),
+      contentType: `multipart/form-data; boundary=${boundary}`,
+    });
+    const twoFields = (boundary: string): FingerprintInput => ({
+      ...oneField(boundary),
+      body: utf8(`--${boundary}\r\nContent-Disposition: form-data; name="f"\r\n\r\nx\r\n--${boundary}\r\nContent-Disposition: form-data; name="g"\r\n\r\ny\r\n--${boundary}--\r\n`),
+    });
+    expect(await fingerprintRequest(oneField('b1'))).not.toBe(await fingerprintRequest(twoFields('b2')));
+    // such a body counts by its exact bytes under its full media type, boundary included
+    const raw = oneField('b1').body as Uint8Array;
+    expect(await fingerprintRequest(oneField('b1'))).toBe(sha256(`oncefetch-fp-v1\nPOST\n${URL_A}\nbytes:multipart/form-data;boundary=b1:${raw.byteLength}\n`, raw));
+    // the token's parts alone (a NUL, the word) are only text
+    expect(await fingerprintRequest(multipart('b1', '\u0000boundary'))).toBe(await fingerprintRequest(multipart('b2', '\u0000boundary')));
     // not multipart: the same bytes are compared as they are
     expect(await fingerprintRequest({ ...multipart('b1', '1'), contentType: 'text/plain' })).not.toBe(await fingerprintRequest({ ...multipart('b2', '1'), contentType: 'text/plain' }));
   });
