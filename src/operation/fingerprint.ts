@@ -27,7 +27,9 @@ const JSON_MEDIA_TYPE = /^(?:application\/json|[^\s/;]+\/[^\s/;]+\+json)$/;
  *
  * The path is kept as the URL parser serialises it, which is what fetch sends. Query pairs are
  * compared as written, without decoding, so `a=%20` and `a=+` stay distinct: a false conflict is
- * safe, a false match would replay another request's result.
+ * safe, a false match would replay another request's result. For the same reason a query that
+ * spells one name two ways (`a=1&%61=2`, `A=1&a=2`) is not sorted: its values would change order
+ * unseen.
  *
  * @param url - an absolute URL (resolve relative ones against the page first)
  * @returns the normalised URL text
@@ -59,7 +61,20 @@ export function normaliseUrl(url: string): string {
     .split('&')
     .filter((pair) => pair !== '');
   const byName = pairs.map((pair) => ({ pair, name: pair.split('=', 1)[0] ?? '' }));
-  byName.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)); // stable since ES2019
+  // Sorting keeps the order of equal names only as written: `filter[]` and `filter%5B%5D` (or `a+b`
+  // and `a%20b`, or `A` and `a` for servers that ignore case, as ASP.NET does) sort apart, yet a
+  // server reads them as one name whose values would change order. Such a query is kept as written.
+  // URLSearchParams splits as above and decodes as servers do.
+  const decoded = pairs.length < 2 ? [] : [...new URLSearchParams(parsed.search).keys()];
+  const spelling = new Map<string, string>();
+  let oneSpelling = true;
+  byName.forEach(({ name }, i) => {
+    const key = (decoded[i] ?? name).toLowerCase();
+    const seen = spelling.get(key);
+    if (seen === undefined) spelling.set(key, name);
+    else if (seen !== name) oneSpelling = false;
+  });
+  if (oneSpelling) byName.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)); // stable since ES2019
   parsed.search = byName.map(({ pair }) => pair).join('&');
   return parsed.href;
 }

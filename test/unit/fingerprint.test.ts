@@ -38,6 +38,13 @@ describe('normaliseUrl', () => {
     ['https://api.example.com/a?b&a=&&c=1', 'https://api.example.com/a?a=&b&c=1'],
     ['https://api.example.com/a?q=x%20y&p=x+y', 'https://api.example.com/a?p=x+y&q=x%20y'],
     ['https://api.example.com/a?B=1&a=2', 'https://api.example.com/a?B=1&a=2'], // code-unit order: 'B' < 'a'
+    // one name spelled two ways (a server decodes, or ignores case): sorting would reorder its values, so it is kept as written
+    ['https://api.example.com/a?step[]=charge&step%5B%5D=ship', 'https://api.example.com/a?step[]=charge&step%5B%5D=ship'],
+    ['https://api.example.com/a?step%5B%5D=ship&step[]=charge', 'https://api.example.com/a?step%5B%5D=ship&step[]=charge'],
+    ['https://api.example.com/a?z=0&a=1&%61=2', 'https://api.example.com/a?z=0&a=1&%61=2'],
+    ['https://api.example.com/a?z=0&a+b=1&a%20b=2', 'https://api.example.com/a?z=0&a+b=1&a%20b=2'],
+    ['https://api.example.com/a?z=0&Id=1&id=2', 'https://api.example.com/a?z=0&Id=1&id=2'],
+    ['https://api.example.com/a?z=0&id=1&id=2', 'https://api.example.com/a?id=1&id=2&z=0'], // one spelling: sorted
     ['foo://Host.Example/p?b=1&a=2#x', 'foo://host.example/p?a=2&b=1'],
   ])('%s → %s', (input, expected) => {
     expect(normaliseUrl(input)).toBe(expected);
@@ -143,6 +150,9 @@ describe('fingerprintRequest', () => {
     ['query value', json(base, `${URL_A}?a=1`), json(base, `${URL_A}?a=2`)],
     ['query presence', json(base, `${URL_A}?a=1`), json(base)],
     ['repeated-name order', json(base, `${URL_A}?a=2&a=1`), json(base, `${URL_A}?a=1&a=2`)],
+    // Regression: sorted by the names as written, these two were one URL, while a server reads step[] as [charge, ship] and [ship, charge]
+    ['repeated-name order, the name spelled two ways', json(base, `${URL_A}?step[]=charge&step%5B%5D=ship`), json(base, `${URL_A}?step%5B%5D=ship&step[]=charge`)],
+    ['repeated-name order, the name in two cases', json(base, `${URL_A}?Id=1&id=2`), json(base, `${URL_A}?id=2&Id=1`)],
   ])('differs by %s', async (_name, a, b) => {
     expect(await fingerprintRequest(a)).not.toBe(await fingerprintRequest(b));
   });
