@@ -144,21 +144,26 @@ function mediaType(contentType: string | null | undefined, without?: string): st
 }
 
 /**
- * Tells whether a `Content-Type` denotes JSON: `application/json` or any `type/subtype+json`
- * (`application/problem+json`, `application/vnd.api+json`). Parameters and case are ignored.
+ * Tells whether a `Content-Type` denotes JSON to compare as canonical JSON: `application/json` or
+ * any `type/subtype+json` (`application/problem+json`, `application/vnd.api+json`), in UTF-8 (no
+ * charset, or `utf-8`). Case and other parameters are ignored. JSON text is UTF-8 (RFC 8259 §8.1),
+ * but a server may read a body declared in another charset so (a servlet's reader does): decoded as
+ * UTF-8 here, `"Ã©"` sent as Latin-1 would compare equal to `"\u00e9"`, so such a body counts by its bytes.
  *
  * @param contentType - a `Content-Type` header value
  * @returns true when the body is to be canonicalised as JSON
  * @example
  * ```ts
  * isJsonContentType('Application/JSON; charset=utf-8'); // true
+ * isJsonContentType('application/json; charset=iso-8859-1'); // false
  * isJsonContentType('text/plain'); // false
  * ```
  */
 export function isJsonContentType(contentType: string | null | undefined): boolean {
   if (contentType === null || contentType === undefined) return false;
   const essence = (contentType.split(';', 1)[0] ?? '').trim().toLowerCase();
-  return JSON_MEDIA_TYPE.test(essence);
+  const charset = /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(contentType)?.[1]?.toLowerCase();
+  return JSON_MEDIA_TYPE.test(essence) && (charset === undefined || charset === 'utf-8' || charset === 'utf8');
 }
 
 /** What a request fingerprint is computed over. */

@@ -69,6 +69,12 @@ describe('isJsonContentType', () => {
     ['application/problem+json', true],
     ['application/vnd.api+JSON', true],
     ['text/x-custom+json', true],
+    ['application/json; charset="UTF-8"', true],
+    ['application/json;charset=utf8', true],
+    // declared in another charset: a server may decode it so, where canonicalisation reads UTF-8
+    ['application/json; charset=iso-8859-1', false],
+    ['application/vnd.api+json; charset="windows-1252"', false],
+    ['application/json; charset=', false],
     ['text/plain', false],
     ['application/jsonp', false],
     ['application/json-seq', false],
@@ -263,6 +269,13 @@ describe('fingerprintRequest', () => {
     expect(await fingerprintRequest(input)).toBe(expected);
     expect(await fromDeepStack(300)).toBe(expected);
     await expect(fingerprintPayload(JSON.parse(utf8ToText(body)))).rejects.toThrow(/nests more than 512 arrays and objects deep/);
+  });
+
+  it('a JSON body declared in a charset other than UTF-8 counts by its bytes, so its escapes are not its raw text', async () => {
+    const latin1 = 'application/json; charset=iso-8859-1';
+    // "\u00e9" is é; the UTF-8 bytes of é read as Latin-1 are Ã©: two strings to a server honouring the charset
+    expect(await fingerprintRequest({ ...json('"\\u00e9"'), contentType: latin1 })).not.toBe(await fingerprintRequest({ ...json('"é"'), contentType: latin1 }));
+    expect(await fingerprintRequest({ ...json('"\\u00e9"'), contentType: 'application/json; charset=utf-8' })).toBe(await fingerprintRequest(json('"é"')));
   });
 
   it('JSON that canonicalisation would change is never one request with the JSON it resembles', async () => {
