@@ -375,8 +375,9 @@ class JsonTextParser {
     const literal = match[0];
     this.pos += literal.length;
     const value = Number(literal);
-    const isIntegerLiteral = match[1] === undefined && match[2] === undefined;
-    if (isIntegerLiteral && !Number.isSafeInteger(value)) {
+    if (match[1] === undefined && match[2] === undefined) {
+      // an integer literal: exact when safe
+      if (Number.isSafeInteger(value)) return value;
       throw new TypeError(`canonicalizeJsonText: number at ${path} (${literal}) ${UNSAFE_INTEGER_MESSAGE}`);
     }
     if (!Number.isFinite(value)) {
@@ -385,8 +386,9 @@ class JsonTextParser {
     // RFC 8785 writes the double, so a literal with more digits than the double keeps (or one that
     // underflows to 0) would share its text with another number: 1.000000000000000001 and 1 are two
     // amounts to a server that reads decimals (BigDecimal, Python's Decimal, PostgreSQL numeric).
-    if (decimalValue(literal) !== decimalValue(String(value))) {
-      throw new TypeError(`canonicalizeJsonText: number at ${path} (${literal}) ${INEXACT_NUMBER_MESSAGE} (it reads as ${String(value)})`);
+    const written = String(value); // what JSON.stringify writes, and so what most bodies hold
+    if (literal !== written && decimalValue(literal) !== decimalValue(written)) {
+      throw new TypeError(`canonicalizeJsonText: number at ${path} (${literal}) ${INEXACT_NUMBER_MESSAGE} (it reads as ${written})`);
     }
     return value;
   }
