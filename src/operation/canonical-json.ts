@@ -231,6 +231,9 @@ function appendKey(path: string, key: string): string {
 }
 
 const NUMBER_TOKEN = /-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/y;
+const SIMPLE_ESCAPE = /["\\/bfnrt]/;
+const UNICODE_ESCAPE = /^u[0-9a-fA-F]{4}$/;
+
 const DECIMAL_PARTS = /^(-?)([0-9]+)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?$/;
 
 /**
@@ -245,8 +248,6 @@ function decimalValue(text: string): string {
   const significant = digits.replace(/0+$/, '');
   return `${sign}${significant}e${Number(exponent) - fraction.length + digits.length - significant.length}`;
 }
-const SIMPLE_ESCAPE = /["\\/bfnrt]/;
-const UNICODE_ESCAPE = /^u[0-9a-fA-F]{4}$/;
 
 /**
  * A strict RFC 8259 parser that keeps what JSON.parse discards: duplicate keys and the literal

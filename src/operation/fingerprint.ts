@@ -243,9 +243,8 @@ export async function fingerprintPayload(payload: unknown): Promise<string> {
 
 /**
  * The RFC 8785 form of a body declared as JSON, or `undefined` when it has none that keeps its
- * meaning (empty, not UTF-8, not JSON, a byte order mark, or JSON that canonicalisation would
- * change: duplicate keys, unsafe integers, lone surrogates). fetch sends such a body as is, so its
- * exact bytes count.
+ * meaning (not UTF-8, a byte order mark, or anything `canonicalizeJsonText` refuses: not JSON, or
+ * JSON that canonicalisation would change). fetch sends such a body as is, so its exact bytes count.
  */
 function canonicalBodyText(body: Uint8Array): string | undefined {
   try {
