@@ -2,7 +2,8 @@
  * Two requests under one ref that mean different things must never share a fingerprint: the
  * second would be answered with the first's replayed result while its own effect never happens.
  * Each case sends the first request, then the second under the same ref, and counts what reached
- * the provider: the second must end in IdempotencyConflictError with nothing sent.
+ * the provider: the second must end in IdempotencyConflictError with nothing sent. Beside them, the
+ * same request spelled another way (or a form serialised again) must stay one operation.
  */
 import { once as onceEvent } from 'node:events';
 import { createServer } from 'node:http';
