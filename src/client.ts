@@ -4,8 +4,10 @@
  *
  * @module
  */
+import { longTimeout, untilAborted } from './backoff/sleep.js';
 import { StoreError } from './errors.js';
 import type { OnceStats } from './events.js';
+import { LET_GO_WAIT_MS, awaitAbandon } from './engine/acquire.js';
 import { Engine } from './engine/execute.js';
 import { isOwned, waitWhileOwned } from './engine/wait.js';
 import type { Exclusive } from './engine/execute.js';
@@ -75,6 +77,22 @@ export interface CancelOptions {
 }
 
 /**
+ * Options of {@link OnceClient.close}.
+ *
+ * @example
+ * ```ts
+ * process.once('SIGTERM', () => void client.close({ waitMs: 20_000 }).finally(() => process.exit(0)))
+ * ```
+ */
+export interface CloseOptions {
+  /**
+   * the longest wait for the work already started to end by itself; then it is stopped and the store
+   * closed @default none: as long as that work takes (each call ends by its own deadline, `retry.deadlineMs`)
+   */
+  waitMs?: number;
+}
+
+/**
  * A once-only client. Create it with `createClient`.
  *
  * @example
@@ -117,8 +135,29 @@ export interface OnceClient {
   stats(): OnceStats;
   /** the store in use */
   readonly store: OnceStore;
-  /** closes the store */
-  close(): Promise<void>;
+  /**
+   * Shuts the client down gracefully, then closes the store. At once, every method that does work
+   * (`fetch`, a `wrap()`ped fetch, `run`, `get`, `cancel`, `recover`, `purge`, `explain`) called from
+   * then on rejects with a `StoreError` naming `client.close()`, before anything is recorded or sent.
+   * Then it waits for the work already started to end by itself: calls in flight (and the calls that
+   * joined them), `cancel()` and `recover()` in progress, and the writes a call left going in the
+   * background (an outcome's write its deadline cut off, until its lease's end; the undo of a write
+   * before the send that failed or was given up on, at most 1 s more, as the call itself waits for it).
+   * A call in flight thus returns and records what the provider answered, which a new client replays.
+   * Each call is bounded by its own deadline (`retry.deadlineMs`), a cancel by its `waitMs`, a
+   * `recover()` by its lookups (or its `signal`); `waitMs` bounds the whole wait.
+   *
+   * When `waitMs` runs out first, the rest is stopped and the store closed: a call that holds the
+   * provider's answer (now, or when it comes) returns it, unrecorded, as at its deadline; a call that
+   * holds none rejects (a `StoreError`, or an `AmbiguousOutcomeError` when its outcome is unknown) and
+   * sends nothing more. What such a call left unrecorded, the next call with the same ref (in any
+   * client) reconciles first (a lookup, or `AmbiguousOutcomeError`), never resending blind.
+   *
+   * Calling it again returns the same promise (a shorter `waitMs` given then ends the wait sooner).
+   *
+   * @throws TypeError or RangeError (as a rejection) naming `waitMs` when it is not a non-negative integer.
+   */
+  close(options?: CloseOptions): Promise<void>;
 }
 
 /** Where the platform entry supplies its defaults. */
@@ -140,36 +179,120 @@ export function createClientWith(options: OnceClientOptions, platform: PlatformD
   const opts = resolveOptions(options, platform);
   const engine = new Engine(opts, platform.exclusive, opts.telemetry ? platform.telemetry?.() : undefined);
   const toScope = (s: ScopeInput): Scope => ({ tenant: s.tenant ?? opts.tenant, action: s.action, ref: s.ref });
+  const shutdown = shutdownOf(engine);
+  const { admit } = shutdown;
   const client: OnceClient = {
     store: opts.store,
-    fetch: (input, init) => onceFetch(engine, input, init),
-    wrap: () => ((input: RequestInfo | URL, init?: RequestInit) => wrappedFetch(engine, input, init)) as typeof globalThis.fetch,
-    run: (spec, effect) => onceRun(engine, spec, effect),
-    get: (scope) => opts.store.get(recordId(toScope(scope))),
-    cancel: (scope, o) => cancel(engine, recordId(toScope(scope)), o?.waitMs ?? opts.inFlightWaitMs),
-    recover: (o) => recover(engine, o),
-    purge: () => opts.store.purge(opts.now()),
-    explain: async (scope) => {
-      const record = await opts.store.get(recordId(toScope(scope)));
-      if (record === undefined) return undefined;
-      // explain() loads its code on first use: a browser bundle splits it off the entry. It shares no
-      // module with the entry (see Facts.terminal), so the split adds no shared chunk to the page load.
-      const { explain, explainPolicy } = await import('./explain/explain.js');
-      return explain(record, explainPolicy(opts, record.action, opts.now()));
-    },
+    fetch: (input, init) => admit('fetch', () => onceFetch(engine, input, init)),
+    wrap: () => ((input: RequestInfo | URL, init?: RequestInit) => admit('wrap', () => wrappedFetch(engine, input, init))) as typeof globalThis.fetch,
+    run: (spec, effect) => admit('run', () => onceRun(engine, spec, effect)),
+    get: (scope) => admit('get', () => opts.store.get(recordId(toScope(scope)))),
+    cancel: (scope, o) => admit('cancel', () => cancel(engine, recordId(toScope(scope)), o?.waitMs ?? opts.inFlightWaitMs)),
+    recover: (o) => admit('recover', () => recover(engine, o)),
+    purge: () => admit('purge', () => opts.store.purge(opts.now())),
+    explain: (scope) =>
+      admit('explain', async () => {
+        const record = await opts.store.get(recordId(toScope(scope)));
+        if (record === undefined) return undefined;
+        // explain() loads its code on first use: a browser bundle splits it off the entry. It shares no
+        // module with the entry (see Facts.terminal), so the split adds no shared chunk to the page load.
+        const { explain, explainPolicy } = await import('./explain/explain.js');
+        return explain(record, explainPolicy(opts, record.action, opts.now()));
+      }),
     stats: () => ({ ...engine.stats }),
-    close: () => {
-      engine.close();
-      return opts.store.close();
-    },
+    close: (o) => shutdown.close(o?.waitMs),
   };
   return client;
 }
 
+/**
+ * `client.close()`: no new work once it is called (`admit` rejects it), then a wait for the work
+ * already started (the client's calls in progress, then the engine's background writes in
+ * `abandoning`), bounded by `waitMs`; then the engine's `closed` signal and the store's close.
+ */
+function shutdownOf(engine: Engine): { admit: <T>(method: string, start: () => Promise<T>) => Promise<T>; close: (waitMs: unknown) => Promise<void> } {
+  /** the client's calls in progress */
+  const work = new Set<Promise<unknown>>();
+  /** aborted when a close()'s `waitMs` runs out */
+  const stop = new AbortController();
+  /** the timers of the `waitMs` given, cleared once the wait is over */
+  const timers: (() => void)[] = [];
+  /** the first close()'s promise */
+  let closing: Promise<void> | undefined;
+  let waited = false;
+  /** the background entries given their LET_GO_WAIT_MS */
+  const graced = new WeakSet<object>();
+
+  /** Resolves once no work of the client is left; rejects when `stop` aborts first. */
+  const drained = async (): Promise<void> => {
+    for (;;) {
+      stop.signal.throwIfAborted();
+      if (work.size > 0) {
+        await untilAborted(Promise.allSettled(work), stop.signal);
+        continue;
+      }
+      // The writes the calls left going in the background: what a call learned after its send, until
+      // its lease's end (as a later call waits for it); the undo of a write before the send, at most
+      // LET_GO_WAIT_MS (as its own call waits for it: a store that keeps failing must not hold the close).
+      const left = [...engine.abandoning].filter(([, entry]) => !graced.has(entry));
+      if (left.length === 0) return;
+      await Promise.all(
+        left.map(([id, entry]) => {
+          if (engine.afterSend.has(entry)) return awaitAbandon(engine, id, stop.signal);
+          graced.add(entry);
+          return awaitAbandon(engine, id, stop.signal, LET_GO_WAIT_MS);
+        }),
+      );
+    }
+  };
+
+  const shutdown = async (): Promise<void> => {
+    // (waitMs ran out: what is still running is stopped by the engine's close)
+    await drained().catch(() => undefined);
+    waited = true;
+    for (const clear of timers) clear();
+    engine.close(stop.signal.aborted ? (stop.signal.reason as StoreError) : undefined);
+    await engine.opts.store.close();
+  };
+
+  return {
+    // A synchronous throw of `start` (a bad argument) stays one.
+    admit: (method, start) => {
+      if (closing !== undefined) return Promise.reject(new StoreError(`client.${method}: called after client.close(); nothing was recorded or sent. Use a new client.`));
+      const running = start();
+      work.add(running);
+      const done = (): void => void work.delete(running);
+      running.then(done, done);
+      return running;
+    },
+    close: (waitMs) => {
+      if (waitMs !== undefined) {
+        // (a rejection, as cancel's)
+        try {
+          checkWaitMs('close', waitMs);
+        } catch (error) {
+          return Promise.reject(error as Error);
+        }
+        // (each close()'s bound counts from that call; the first to run out stops the wait)
+        const reason = new StoreError(`client.close({ waitMs: ${waitMs} }) stopped this work when its wait ran out, and closed the store`);
+        if (waitMs === 0) stop.abort(reason);
+        else if (!waited) timers.push(longTimeout(() => stop.abort(reason), waitMs));
+      }
+      return (closing ??= shutdown());
+    },
+  };
+}
+
+/** Throws a TypeError or RangeError naming option `waitMs` of `client.<method>` unless it is a non-negative integer. */
+function checkWaitMs(method: string, waitMs: unknown): asserts waitMs is number {
+  const message = `client.${method}: option "waitMs" must be a non-negative integer of milliseconds`;
+  if (typeof waitMs !== 'number') throw new TypeError(message);
+  if (!Number.isSafeInteger(waitMs) || waitMs < 0) throw new RangeError(`${message}, got ${waitMs}`);
+}
+
 async function cancel(engine: Engine, id: string, waitMs: unknown): Promise<CancelResult> {
   // (as inFlightWaitMs, its default: a negative wait was taken as none)
-  if (typeof waitMs !== 'number') throw new TypeError('client.cancel: option "waitMs" must be a non-negative integer of milliseconds');
-  if (!Number.isSafeInteger(waitMs) || waitMs < 0) throw new RangeError(`client.cancel: option "waitMs" must be a non-negative integer of milliseconds, got ${waitMs}`);
+  checkWaitMs('cancel', waitMs);
   const { store, now, owner, random } = engine.opts;
   const startedAt = now();
   const settled = (record: OperationRecord): CancelResult => ({ outcome: record.state === 'cancelled' ? 'cancelled' : 'delivered', state: record.state });

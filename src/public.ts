@@ -6,7 +6,7 @@
  *
  * @module
  */
-export type { CancelOptions, CancelResult, OnceClient, ScopeInput } from './client.js';
+export type { CancelOptions, CancelResult, CloseOptions, OnceClient, ScopeInput } from './client.js';
 export type { OnceClientOptions, RetryOptions } from './options.js';
 export type { JitterMode, Random } from './backoff/backoff.js';
 export type { RetryBudgetOptions } from './backoff/budget.js';

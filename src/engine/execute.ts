@@ -147,8 +147,18 @@ export class Engine {
   private readonly unrecorded = new WeakSet<OperationRecord>();
   /** by record id: the abandon of a write given up on before the send, pending until it lands (see `bounded`), and until when a call waits for it */
   readonly abandoning = new Map<string, { done: Promise<unknown>; until: number | (() => number) }>();
+  /**
+   * The entries of `abandoning` that write what a call learned after its send (see `behind`):
+   * `client.close()` waits for them until their lease's end; for the others (the undo or release of a
+   * write before the send, which records nothing learned) at most `LET_GO_WAIT_MS`, as a call waits for its own
+   */
+  readonly afterSend = new WeakSet<object>();
   private readonly closer = new AbortController();
-  /** aborted by {@link close}: work left going in the background (a read-back that keeps failing) stops, its timers with it */
+  /**
+   * aborted by {@link close}: work left going in the background (a read-back that keeps failing) stops,
+   * its timers with it; a call still running cuts off its writes after the send (see `within`) and
+   * sends nothing more (see `sendOnce`)
+   */
   readonly closed: AbortSignal = this.closer.signal;
 
   /**
@@ -163,9 +173,14 @@ export class Engine {
     private readonly telemetry?: Telemetry,
   ) {}
 
-  /** The client closes (its store next): background retries end now, not at a lease's end. */
-  close(): void {
-    this.closer.abort(new StoreError('the client was closed'));
+  /**
+   * The client closes (its store next): background retries end now, not at a lease's end. `client.close()`
+   * calls it once the work it waits for has ended, or when its `waitMs` ran out first: a call still
+   * running then returns an answer in hand unrecorded, as at its deadline (see `cutOff`), and starts
+   * no send; `reason` is what it ends with otherwise.
+   */
+  close(reason: StoreError = new StoreError('the client was closed')): void {
+    this.closer.abort(reason);
   }
 
   emit(event: OnceEvent): void {
@@ -393,8 +408,29 @@ export class Engine {
     }
     this.stats.retries++;
     this.emit({ type: 'retry_scheduled', scope, at: this.opts.now(), attempt: attemptNumber, delayMs, source: retryAfterMs === undefined ? 'backoff' : 'retry-after' });
-    await sleep(delayMs, deadline.signal);
+    await this.pause(delayMs, deadline.signal);
     return delayMs;
+  }
+
+  /**
+   * The wait before a retry, under the call's signal; the client's close ends it too, with its reason
+   * (the store is closed: no next attempt could be recorded, so none is sent), so that a long
+   * `Retry-After` does not hold the process open after `client.close()`.
+   */
+  private async pause(ms: number, signal: AbortSignal): Promise<void> {
+    const closed = this.closed;
+    closed.throwIfAborted();
+    const wake = new AbortController();
+    const onAbort = (): void => wake.abort(signal.aborted ? signal.reason : closed.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    closed.addEventListener('abort', onAbort, { once: true });
+    if (signal.aborted) onAbort();
+    try {
+      await sleep(ms, wake.signal);
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+      closed.removeEventListener('abort', onAbort);
+    }
   }
 
   /**
@@ -410,22 +446,40 @@ export class Engine {
    *
    * A write cut off returns `CUT` and goes on in the background (see `behind`); the caller ends the
    * call with what it would have got had the write landed (see `cutOff`), or with the caller's abort
-   * reason (see `executeOnce`).
+   * reason (see `executeOnce`). The client's close (`closed`: its wait for the call ran out, the store
+   * goes next) cuts a pending write off too, and a write begun after it at once.
    */
   private within<T>(owned: OwnedRecord, deadline: CallDeadline, write: Promise<T>, release = true, again?: RecordEvent): Promise<T | typeof CUT> {
     const late = deadline.passed !== undefined;
+    const closed = this.closed;
     return new Promise<T | typeof CUT>((resolve, reject) => {
-      const unhook = deadline.whenEnded(() => {
+      let ended = false;
+      const cut = (): void => {
+        if (ended) return;
+        ended = true;
+        unhook();
+        closed.removeEventListener('abort', cut);
         this.behind(owned, deadline, write, release, late, again);
         resolve(CUT);
-      }, LET_GO_WAIT_MS);
+      };
+      // The deadline's end, or the client's close (its store goes next): the call ends with what it holds.
+      const unhook = deadline.whenEnded(cut, LET_GO_WAIT_MS);
+      if (closed.aborted) cut();
+      else closed.addEventListener('abort', cut, { once: true });
+      const landed = (): void => {
+        ended = true;
+        unhook();
+        closed.removeEventListener('abort', cut);
+      };
       write.then(
         (value) => {
-          unhook();
+          if (ended) return;
+          landed();
           resolve(value);
         },
         (error: unknown) => {
-          unhook();
+          if (ended) return;
+          landed();
           reject(error);
         },
       );
@@ -467,6 +521,8 @@ export class Engine {
     const prev = this.abandoning.get(id);
     const until = (): number => Math.max(cutUntil, owned.rec.lease?.owner === owner ? owned.rec.lease.expiresAt : 0, prev === undefined ? 0 : untilOf(prev));
     trackAbandon(this, id, prev === undefined ? work : Promise.all([prev.done, work]), until);
+    const entry = this.abandoning.get(id);
+    if (entry !== undefined) this.afterSend.add(entry);
   }
 
   /**
@@ -476,7 +532,9 @@ export class Engine {
    * error is thrown (`endedBy`). `fault`, the error of the caller's own classify, is thrown instead,
    * as when the write lands in time: the caller's own error, not DeadlineExceededError. Unless the
    * call would have ended with `signal.reason` had the write landed (see `endedBy`): the caller
-   * aborted first, or the write began after the deadline passed; that reason then.
+   * aborted first, or the write began after the deadline passed; that reason then. Cut off by the
+   * client's close, while neither had happened: the answer in hand, `fault`, or the close's reason
+   * (see `endedBy`).
    */
   private cutOff(owned: OwnedRecord, deadline: CallDeadline, event: RecordEvent, late: boolean, fault?: unknown): OperationRecord {
     let next = owned.rec;
@@ -487,7 +545,8 @@ export class Engine {
     }
     if (fault !== undefined) {
       const passed = deadline.passed;
-      throw !late && passed !== undefined && deadline.signal.reason === passed ? new FaultStands(fault) : deadline.signal.reason;
+      const stands = deadline.signal.aborted ? !late && passed !== undefined && deadline.signal.reason === passed : this.closed.aborted;
+      throw stands ? new FaultStands(fault) : deadline.signal.reason;
     }
     if (isTerminal(next.state)) {
       // (not written: a caller that aborted gets its reason, the calls that joined it this answer; see executeOnce)
@@ -503,9 +562,12 @@ export class Engine {
    * deadline's DeadlineExceededError, or an AmbiguousOutcomeError with it as its cause while the
    * outcome is unknown (as a call that gives up early says, see `unlessAmbiguous`). `late`: the write
    * began after the deadline passed (the deadline ended the attempt, whose outcome it records): the
-   * call then ends with the signal's reason, as when that write lands (see `attempts`).
+   * call then ends with the signal's reason, as when that write lands (see `attempts`). Cut off by the
+   * client's close while the call was live: the close's reason (a StoreError), or an
+   * AmbiguousOutcomeError with it as its cause while the outcome is unknown.
    */
   private endedBy(rec: OperationRecord, deadline: CallDeadline, late: boolean): unknown {
+    if (!deadline.signal.aborted && this.closed.aborted) return unlessAmbiguous(rec, this.closed.reason as StoreError);
     const passed = deadline.passed;
     if (late || passed === undefined || deadline.signal.reason !== passed) return deadline.signal.reason;
     return unlessAmbiguous(rec, passed);
@@ -616,6 +678,10 @@ export class Engine {
     this.stats.attemptsPerOperation = this.stats.attempts / Math.max(1, this.stats.operationsExecuted);
     this.emit({ type: 'attempt_started', scope: spec.scope, at: this.opts.now(), attempt });
     deadline.signal.throwIfAborted(); // a listener may have aborted the call
+    // The client's close stopped the call before this send (its store is closed: no outcome could be
+    // recorded). Nothing leaves the process; the open attempt reads as possibly sent to the next call,
+    // which reconciles it first.
+    this.closed.throwIfAborted();
     owned.unsentAttempt = false;
     const outcome = await this.sendWithLease(owned, spec, deadline, attempt);
     const c = outcome.classification;

@@ -282,7 +282,8 @@ describe("an answer in hand whose cut-off write fails for good (after settle's b
     expect(provider.effectsFor(ref)).toBe(1);
   });
 
-  it('client.close() during those tries: they stop, nothing is written after close()', async () => {
+  // (close() without waitMs would wait for those tries while their lease runs: see test/e2e/close-graceful.test.ts)
+  it('client.close({ waitMs: 0 }) during those tries: they stop, nothing is written after close()', async () => {
     const inner = memoryStore();
     const { store, plan } = scripted(inner);
     plan.steps['attempt_finished:success'] = [-SLOW_FAIL_MS, 'fail', 'fail', 'fail', 'fail'];
@@ -290,7 +291,7 @@ describe("an answer in hand whose cut-off write fails for good (after settle's b
     const a = clientOn(store, plan);
     expect((await timed(order(a, ref))).outcome).toBe('201');
     await until(() => plan.log.filter((l) => l.startsWith('attempt_finished:success:')).length >= 2);
-    await a.close();
+    await a.close({ waitMs: 0 });
     await wait(1_000);
     expect(plan.afterClose).toBe(0);
     expect(plan.log.filter((l) => l.startsWith('attempt_finished:success:')).length).toBeLessThanOrEqual(3);

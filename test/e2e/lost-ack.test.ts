@@ -249,6 +249,27 @@ describe('client.close() while the read-back after a lost acknowledgement is sti
     expect(plan.reads).toBe(readsAtClose);
     expect(provider.requests).toHaveLength(0);
   });
+
+  // close() waits for the work a call left going in the background; an undo of a write before the
+  // send (this read-back) gets at most 1 s more, as the call gave it: a store that keeps failing must
+  // not hold the close until the lease's end.
+  it('close() gives it at most 1 s more (as the call did), then ends it: no read after close()', async () => {
+    const { store, plan } = lossy(memoryStore());
+    const client = clientOn(store, { leaseMs: 30_000 });
+    plan.lose = 'claim+attempt';
+    plan.failReads = 1_000_000;
+    expect(await caught(order(client, 'LA-close-graceful'))).toBeInstanceOf(StoreError);
+    const readsBefore = plan.reads;
+    const closing = Date.now();
+    await client.close();
+    expect(Date.now() - closing).toBeGreaterThanOrEqual(900);
+    expect(Date.now() - closing).toBeLessThan(1_800);
+    expect(plan.reads).toBeGreaterThan(readsBefore); // it went on trying meanwhile
+    const readsAtClose = plan.reads;
+    await new Promise((r) => setTimeout(r, 1_500));
+    expect(plan.reads).toBe(readsAtClose);
+    expect(provider.requests).toHaveLength(0);
+  });
 });
 
 describe('never_sent of an attempt opened and never handed to the transport fails once, not applied', () => {

@@ -224,7 +224,9 @@ describe("the caller's abort and client.close() during settle's tries", () => {
     expect(provider.requests.filter((r) => r.ref === ref)).toHaveLength(1);
   });
 
-  it('client.close() while settle waits to try again: the call ends at once, nothing written after close, no second effect later', async () => {
+  // Before close() waited for the work in flight (and returned an answer in hand when stopped), this
+  // call ended with a StoreError at close().
+  it('client.close({ waitMs: 0 }) while settle waits to try again: the call ends at once with the 201 in hand (unrecorded), nothing written after close, no second effect later', async () => {
     const inner = memoryStore();
     const { store, plan } = scripted(inner);
     plan.answers = ['fail', 'fail', 'fail'];
@@ -234,10 +236,34 @@ describe("the caller's abort and client.close() during settle's tries", () => {
     const first = outcome(order(a, ref));
     await until(() => plan.log.filter((l) => l === 'answer:failed').length >= 3);
     const closedAt = Date.now();
-    await a.close();
-    expect(await first).toBe('StoreError');
+    await a.close({ waitMs: 0 });
+    expect(await first).toBe('201');
     expect(Date.now() - closedAt).toBeLessThan(200);
     expect(plan.afterClose).toBe(0);
+    expect(plan.log.filter((l) => l.startsWith('answer:'))).toEqual(['answer:failed', 'answer:failed', 'answer:failed']);
+    expect(provider.effectsFor(ref)).toBe(1);
+  });
+
+  it('client.close() while settle waits to try again: it waits for the next try, which records the 201; the call returns it', async () => {
+    const inner = memoryStore();
+    const { store, plan } = scripted(inner);
+    plan.answers = ['fail', 'fail', 'fail'];
+    plan.answerDelayMs = 50;
+    const ref = 'SL-close-graceful';
+    const a = clientOn(store);
+    const first = outcome(order(a, ref));
+    await until(() => plan.log.filter((l) => l === 'answer:failed').length >= 3);
+    let recorded: unknown;
+    const close = inner.close.bind(inner);
+    inner.close = async () => {
+      recorded = (await inner.get(recordId({ tenant: 'default', action: ACTION, ref })))?.state;
+      return close();
+    };
+    await a.close();
+    expect(await first).toBe('201');
+    expect(recorded).toBe('succeeded');
+    expect(plan.afterClose).toBe(0);
+    expect(plan.log.filter((l) => l.startsWith('answer:'))).toEqual(['answer:failed', 'answer:failed', 'answer:failed', 'answer:ok']);
     expect(provider.effectsFor(ref)).toBe(1);
   });
 });
