@@ -111,7 +111,10 @@ export interface OnceClient {
    * (a Stainless SDK's retry without an `Idempotency-Key`, `x-stainless-retry-count` ≥ 1, is refused unsent)
    */
   wrap(): typeof globalThis.fetch;
-  /** the same guarantee for any async side effect that takes an idempotency key */
+  /**
+   * the same guarantee for any async side effect that takes an idempotency key; turn the SDK's own retries off
+   * inside it (a thrown error describes its last try only)
+   */
   run<T>(spec: RunSpec<T>, effect: (ctx: RunContext) => Promise<T>): Promise<T>;
   /** the stored record of a scope */
   get(scope: ScopeInput): Promise<OperationRecord | undefined>;

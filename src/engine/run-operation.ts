@@ -39,7 +39,11 @@ export interface RunSpec<T> {
   payload?: unknown;
   /** reconciliation: `{ value }` when the effect happened (the call returns its JSON form, as a replay does), `null` when it did not, throw when unknown (anything else counts as unknown) */
   lookup?: (ctx: LookupContext) => Promise<{ value: T } | null>;
-  /** classify an error thrown by the effect; `undefined` keeps the default (any other value is a `TypeError` to the caller) */
+  /**
+   * classify an error thrown by the effect; `undefined` keeps the default (any other value is a `TypeError` to the caller).
+   * The default never says `not_sent` (a connect error is ambiguous: an SDK's own retry may have followed a request
+   * that left); return `'not_sent'` for it only when the effect makes one request
+   */
   classify?: (error: unknown, defaultClass: Classification) => OutcomeClass | undefined;
   /** aborts waits and the effect's signal */
   signal?: AbortSignal;
@@ -60,7 +64,11 @@ export interface RunContext {
   key: string;
   /** attempt number, counting from 1 */
   attempt: number;
-  /** aborts on the attempt timeout, the deadline or the caller's abort */
+  /**
+   * aborts on the attempt timeout, the deadline or the caller's abort; an effect that goes on after it
+   * is not called again for the operation in this process until it settles, and what it settles with
+   * is the next attempt's outcome
+   */
   signal: AbortSignal;
   /** the operation this attempt belongs to, e.g. for logs */
   scope: Scope;
