@@ -157,6 +157,8 @@ export interface OnceClient {
    * client) reconciles first (a lookup, or `AmbiguousOutcomeError`), never resending blind.
    *
    * Calling it again returns the same promise (a shorter `waitMs` given then ends the wait sooner).
+   * Do not await it inside a call of this client (its `run()` effect, a lookup, its `fetch` transport):
+   * it waits for that call, which waits for it, until the attempt times out and ends ambiguous.
    *
    * @throws TypeError or RangeError (as a rejection) naming `waitMs` when it is not a non-negative integer.
    */
