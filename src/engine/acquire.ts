@@ -210,7 +210,7 @@ async function readBack(engine: Engine, id: string, attemptId: string, until: nu
       return await openedUnsent(engine, id, attemptId);
     } catch {
       if (engine.opts.now() + waitMs >= until) return undefined;
-      await sleep(waitMs, engine.closed);
+      await engine.nap(waitMs);
     }
   }
 }

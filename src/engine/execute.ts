@@ -154,6 +154,8 @@ export class Engine {
    */
   readonly afterSend = new WeakSet<object>();
   private readonly closer = new AbortController();
+  /** see {@link whenClosed} */
+  private readonly closers = new Set<(reason: unknown) => void>();
   /**
    * aborted by {@link close}: work left going in the background (a read-back that keeps failing) stops,
    * its timers with it; a call still running cuts off its writes after the send (see `within`) and
@@ -181,6 +183,35 @@ export class Engine {
    */
   close(reason: StoreError = new StoreError('the client was closed')): void {
     this.closer.abort(reason);
+    for (const fn of this.closers) fn(reason);
+    this.closers.clear();
+  }
+
+  /**
+   * Calls `fn` with the close's reason when the client closes (at once if it has); returns its unhook.
+   * The calls' waits hook here, not on `closed`: a Node AbortSignal warns past 10 listeners
+   * (MaxListenersExceededWarning at c=16), and a Set costs less than an EventTarget.
+   */
+  whenClosed(fn: (reason: unknown) => void): () => void {
+    if (this.closed.aborted) {
+      fn(this.closed.reason);
+      return () => undefined;
+    }
+    this.closers.add(fn);
+    return () => void this.closers.delete(fn);
+  }
+
+  /** Waits `ms`; rejects with `signal`'s reason when it aborts first, or with the close's when the client closes first. */
+  nap(ms: number, signal?: AbortSignal): Promise<void> {
+    const wake = new AbortController();
+    const onAbort = (): void => wake.abort(signal?.reason);
+    if (signal?.aborted === true) onAbort();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const unhook = this.whenClosed((reason) => wake.abort(reason));
+    return sleep(ms, wake.signal).finally(() => {
+      signal?.removeEventListener('abort', onAbort);
+      unhook();
+    });
   }
 
   emit(event: OnceEvent): void {
@@ -417,20 +448,8 @@ export class Engine {
    * (the store is closed: no next attempt could be recorded, so none is sent), so that a long
    * `Retry-After` does not hold the process open after `client.close()`.
    */
-  private async pause(ms: number, signal: AbortSignal): Promise<void> {
-    const closed = this.closed;
-    closed.throwIfAborted();
-    const wake = new AbortController();
-    const onAbort = (): void => wake.abort(signal.aborted ? signal.reason : closed.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    closed.addEventListener('abort', onAbort, { once: true });
-    if (signal.aborted) onAbort();
-    try {
-      await sleep(ms, wake.signal);
-    } finally {
-      signal.removeEventListener('abort', onAbort);
-      closed.removeEventListener('abort', onAbort);
-    }
+  private pause(ms: number, signal: AbortSignal): Promise<void> {
+    return this.nap(ms, signal);
   }
 
   /**
@@ -451,25 +470,24 @@ export class Engine {
    */
   private within<T>(owned: OwnedRecord, deadline: CallDeadline, write: Promise<T>, release = true, again?: RecordEvent): Promise<T | typeof CUT> {
     const late = deadline.passed !== undefined;
-    const closed = this.closed;
     return new Promise<T | typeof CUT>((resolve, reject) => {
       let ended = false;
+      let unclose = (): void => undefined;
       const cut = (): void => {
         if (ended) return;
         ended = true;
         unhook();
-        closed.removeEventListener('abort', cut);
+        unclose();
         this.behind(owned, deadline, write, release, late, again);
         resolve(CUT);
       };
       // The deadline's end, or the client's close (its store goes next): the call ends with what it holds.
       const unhook = deadline.whenEnded(cut, LET_GO_WAIT_MS);
-      if (closed.aborted) cut();
-      else closed.addEventListener('abort', cut, { once: true });
+      unclose = this.whenClosed(cut);
       const landed = (): void => {
         ended = true;
         unhook();
-        closed.removeEventListener('abort', cut);
+        unclose();
       };
       write.then(
         (value) => {
@@ -776,18 +794,8 @@ export class Engine {
   }
 
   /** Waits `ms` before settle's next try; a lost lease or the client's close ends the wait. */
-  private async settleWait(ms: number, lost: AbortSignal): Promise<void> {
-    const wake = new AbortController();
-    const onAbort = (): void => wake.abort();
-    lost.addEventListener('abort', onAbort, { once: true });
-    this.closed.addEventListener('abort', onAbort, { once: true });
-    if (lost.aborted || this.closed.aborted) wake.abort();
-    try {
-      await sleep(ms, wake.signal).catch(() => undefined);
-    } finally {
-      lost.removeEventListener('abort', onAbort);
-      this.closed.removeEventListener('abort', onAbort);
-    }
+  private settleWait(ms: number, lost: AbortSignal): Promise<void> {
+    return this.nap(ms, lost).catch(() => undefined);
   }
 
   /** Sends one attempt, renewing the lease while it is on the wire. */
