@@ -136,7 +136,7 @@ function toJson(value: unknown): string {
 type Settled = { value: unknown } | { error: unknown };
 
 /**
- * By engine, then record id and key: a call of the effect that its attempt gave up on before it settled (it
+ * By engine, then record id, key and payload fingerprint: a call of the effect that its attempt gave up on before it settled (it
  * ignored its signal, as stripe-node, which takes none, does). It may still send or commit, after
  * the attempt "ended" and after any lookup's "absent": in this process the next attempt takes its
  * outcome instead of calling the effect again.
@@ -167,9 +167,10 @@ export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx:
   let out = unsettled.get(engine);
   if (out === undefined) unsettled.set(engine, (out = new Map()));
   const outstanding = out;
+  // (with its key and payload: a new operation of the scope after a purge, a new key or the caller's key reused for another payload, is not the one still out)
+  const slotOf = (key: string): string => `${id}\n${key}\n${fingerprint}`;
   const send = async (ctx: AttemptContext): Promise<AttemptOutcome> => {
-    // (with its key: a new operation of the scope, after a purge, is not the one still out)
-    const slot = `${id}\n${ctx.key}`;
+    const slot = slotOf(ctx.key);
     const earlier = outstanding.get(slot);
     outstanding.delete(slot);
     // (a synchronous throw is the effect's outcome too)
@@ -204,7 +205,7 @@ export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx:
   };
   const result = await engine.execute({ scope, fingerprint, callerKey: spec.key, request: null, send, lookup, signal: spec.signal });
   // The operation ended: nothing is sent for it again, so no earlier call of the effect is waited for.
-  outstanding.delete(`${id}\n${result.record.key}`);
+  outstanding.delete(slotOf(result.record.key));
   const live = result.live as { value: T } | { error: unknown } | undefined;
   if (result.record.state === 'failed') {
     if (live !== undefined && 'error' in live) throw live.error;

@@ -106,4 +106,24 @@ describe('client.run: an effect still out after its attempt timed out', () => {
     expect(effects).toBe(1);
     expect(again.value()).toBe('new operation');
   });
+
+  it("an earlier operation's call still out is not taken for a new operation with the same caller key and another payload (after a purge)", async () => {
+    const store = memoryStore();
+    let late: () => void = () => undefined;
+    const a = makeClient({ store, retentionMs: 1_000, retry: { maxAttempts: 1, deadlineMs: 1_500 } });
+    const first = track(a.run({ ...SPEC, key: 'order-7' }, () => new Promise<string>((resolve) => (late = () => resolve('charged 500')))));
+    for (let i = 0; i < 50 && first.state() === 'pending'; i++) await advance(100);
+    expect(first.state()).toBe('rejected');
+    const b = makeClient({ store });
+    expect(await b.run({ ...SPEC, key: 'order-7', lookup: async () => ({ value: 'charged 500' }) }, async () => 'never')).toBe('charged 500');
+    await advance(2_000);
+    expect(await a.purge()).toBe(1);
+    late();
+    // the caller reuses its key for another payload: the old call's value is not this operation's
+    let effects = 0;
+    const again = track(a.run({ ...SPEC, key: 'order-7', payload: { amount: 900 } }, async () => (effects++, 'charged 900')));
+    for (let i = 0; i < 50 && again.state() === 'pending'; i++) await advance(100);
+    expect(again.value()).toBe('charged 900');
+    expect(effects).toBe(1);
+  });
 });
