@@ -133,7 +133,8 @@ function toJson(value: unknown): string {
   }
 }
 
-type Settled = { value: unknown } | { error: unknown };
+/** `at`: the clock when it settled */
+type Settled = ({ value: unknown } | { error: unknown }) & { at: number };
 
 /**
  * By engine, then record id, key and payload fingerprint: a call of the effect that its attempt gave up on before it settled (it
@@ -174,11 +175,19 @@ export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx:
     const earlier = outstanding.get(slot);
     outstanding.delete(slot);
     // (a synchronous throw is the effect's outcome too)
-    const call = earlier ?? (async () => effect({ key: ctx.key, attempt: ctx.attempt, signal: ctx.signal, scope }))().then((value): Settled => ({ value }), (error: unknown): Settled => ({ error }));
+    const now = engine.opts.now;
+    const call = earlier ?? (async () => effect({ key: ctx.key, attempt: ctx.attempt, signal: ctx.signal, scope }))().then((value): Settled => ({ value, at: now() }), (error: unknown): Settled => ({ error, at: now() }));
     let done = false;
     // The attempt ends before the call settles: the engine never sees its outcome, which stays for the next attempt.
     const keep = (): void => {
-      if (!done) outstanding.set(slot, call);
+      if (done) return;
+      outstanding.set(slot, call);
+      // Unless it throws by the abort's time (it honours its signal, as fetch does): it ended with the attempt, whose end
+      // the engine's settle window counts from, as for a fetch; waiting for it would only spend the next attempt.
+      const at = now();
+      void call.then((s) => {
+        if ('error' in s && s.at <= at && outstanding.get(slot) === call) outstanding.delete(slot);
+      });
     };
     ctx.signal.addEventListener('abort', keep, { once: true });
     const settled = await call.finally(() => {

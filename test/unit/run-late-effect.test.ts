@@ -86,6 +86,27 @@ describe('client.run: an effect still out after its attempt timed out', () => {
     expect(p.committed).toHaveLength(0);
   });
 
+  it('an effect that honours its signal (rejects at the abort) is not waited for: the next attempt calls it again', async () => {
+    const committed: string[] = [];
+    let calls = 0;
+    // the first call would commit at 3 s, the second at once; an abort stops a call before it commits
+    const effect = ({ key, signal }: RunContext): Promise<{ id: string }> => {
+      const ms = calls++ === 0 ? 3_000 : 0;
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(() => (committed.push(key), resolve({ id: `ch_${committed.length}` })), ms);
+        signal.addEventListener('abort', () => (clearTimeout(timer), reject(signal.reason)), { once: true });
+      });
+    };
+    const lookup = async ({ key }: { key: string }): Promise<{ value: { id: string } } | null> => (committed.includes(key) ? { value: { id: 'ch_1' } } : null);
+    const client = makeClient({ retry: { maxAttempts: 2, deadlineMs: 60_000 } });
+    const call = track(client.run({ ...SPEC, lookup }, effect));
+    for (let i = 0; i < 100 && call.state() === 'pending'; i++) await advance(100);
+    expect(call.state()).toBe('resolved');
+    expect(call.value()).toEqual({ id: 'ch_1' });
+    expect(calls).toBe(2);
+    expect(committed).toHaveLength(1);
+  });
+
   it("an earlier operation's call still out is not taken for a new operation of the same scope (after a purge)", async () => {
     const store = memoryStore();
     let late: () => void = () => undefined;
