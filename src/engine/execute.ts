@@ -280,6 +280,11 @@ export class Engine {
     }
   }
 
+  /** Whether an execution of record `id` runs in this client. */
+  running(id: string): boolean {
+    return this.inflight.has(id);
+  }
+
   conflict(scope: Scope, reason: string): IdempotencyConflictError {
     this.stats.conflicts++;
     this.emit({ type: 'conflict', scope, at: this.opts.now(), reason });

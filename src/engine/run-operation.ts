@@ -142,7 +142,14 @@ type Settled = ({ value: unknown } | { error: unknown }) & { at: number };
  * the attempt "ended" and after any lookup's "absent": in this process the next attempt takes its
  * outcome instead of calling the effect again.
  */
-const unsettled = new WeakMap<Engine, Map<string, Promise<Settled>>>();
+const unsettled = new WeakMap<Engine, Map<string, Kept>>();
+
+/** A call kept in {@link unsettled}: `at`, when it settled (Infinity while out). */
+interface Kept {
+  id: string;
+  call: Promise<Settled>;
+  at: number;
+}
 
 /** `client.run`. */
 export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx: RunContext) => Promise<T>): Promise<T> {
@@ -168,11 +175,14 @@ export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx:
   let out = unsettled.get(engine);
   if (out === undefined) unsettled.set(engine, (out = new Map()));
   const outstanding = out;
+  // Let go of an outcome that settled over settleMs ago while its operation runs nowhere in this client: a lookup asked
+  // from now on sees what it did, as after any attempt (else every operation that ended with one out would keep it).
+  for (const [slot, kept] of outstanding) if (kept.at + engine.opts.settleMs < engine.opts.now() && !engine.running(kept.id)) outstanding.delete(slot);
   // (with its key and payload: a new operation of the scope after a purge, a new key or the caller's key reused for another payload, is not the one still out)
   const slotOf = (key: string): string => `${id}\n${key}\n${fingerprint}`;
   const send = async (ctx: AttemptContext): Promise<AttemptOutcome> => {
     const slot = slotOf(ctx.key);
-    const earlier = outstanding.get(slot);
+    const earlier = outstanding.get(slot)?.call;
     outstanding.delete(slot);
     // (a synchronous throw is the effect's outcome too)
     const now = engine.opts.now;
@@ -181,12 +191,14 @@ export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx:
     // The attempt ends before the call settles: the engine never sees its outcome, which stays for the next attempt.
     const keep = (): void => {
       if (done) return;
-      outstanding.set(slot, call);
+      const kept: Kept = { id, call, at: Infinity };
+      outstanding.set(slot, kept);
       // Unless it throws by the abort's time (it honours its signal, as fetch does): it ended with the attempt, whose end
       // the engine's settle window counts from, as for a fetch; waiting for it would only spend the next attempt.
       const at = now();
       void call.then((s) => {
-        if ('error' in s && s.at <= at && outstanding.get(slot) === call) outstanding.delete(slot);
+        kept.at = s.at;
+        if ('error' in s && s.at <= at && outstanding.get(slot) === kept) outstanding.delete(slot);
       });
     };
     ctx.signal.addEventListener('abort', keep, { once: true });

@@ -5,6 +5,8 @@
  * call settles with late is the outcome the next attempt reports. Effects are counted at a fake
  * provider that ignores keys; its lookup sees only committed effects. Fake timers.
  */
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createClient, memoryStore } from '../../src/index.js';
 import type { OnceClientOptions, RunContext } from '../../src/index.js';
@@ -146,5 +148,30 @@ describe('client.run: an effect still out after its attempt timed out', () => {
     for (let i = 0; i < 50 && again.state() === 'pending'; i++) await advance(100);
     expect(again.value()).toBe('charged 900');
     expect(effects).toBe(1);
+  });
+
+  it('a late outcome nobody took is let go: the client does not keep it once it settled and settleMs passed', async () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const client = makeClient({ retry: { maxAttempts: 1, deadlineMs: 10_000 } });
+    let held: WeakRef<object> | undefined;
+    // ignores its signal, answers at 3 s: a large value the operation, ended ambiguous at 1 s, never returns
+    const effect = (): Promise<object> =>
+      new Promise((resolve) =>
+        setTimeout(() => {
+          const value = { id: 'ch_1', blob: 'x'.repeat(1_000_000) };
+          held = new WeakRef(value);
+          resolve(value);
+        }, 3_000),
+      );
+    const first = track(client.run(SPEC, effect));
+    for (let i = 0; i < 50 && first.state() === 'pending'; i++) await advance(100);
+    expect(first.state()).toBe('rejected');
+    await advance(3_000); // it settles; settleMs (500) passes
+    expect(held?.deref()).toBeDefined();
+    await client.run({ ...SPEC, ref: 'other' }, async () => 'ok'); // the client goes on with other work
+    await new Promise((resolve) => setImmediate(resolve));
+    gc();
+    expect(held?.deref()).toBeUndefined();
   });
 });
