@@ -66,8 +66,9 @@ export interface RunContext {
   attempt: number;
   /**
    * aborts on the attempt timeout, the deadline or the caller's abort; an effect that goes on after it
-   * is not called again for the operation in this process until it settles, and what it settles with
-   * is the next attempt's outcome
+   * is not called again for the operation by this client until it settles, and what it settles with
+   * is the next attempt's outcome (not when it threw by the abort: it honoured the signal, and the next
+   * attempt calls it; nor when it settled over `settleMs` before a later call of the operation began)
    */
   signal: AbortSignal;
   /** the operation this attempt belongs to, e.g. for logs */
