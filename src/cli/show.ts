@@ -18,7 +18,7 @@ Prints one operation record: state, key, fingerprint, lease, every attempt with
 its class and status, the evidence (lookups, takeovers, stops), and the stored result.
 
 ${RECORD_FLAGS_HELP}
-  --reveal-key       print the whole idempotency key (default: its last 4 characters)
+  --reveal-key       print the whole idempotency key (default: its last 4 characters; a key under 12 characters, its length only)
 `;
 
 const BODY_PREVIEW_CHARS = 300;

@@ -260,7 +260,7 @@ const browserFetch = (): boolean => {
   return onLine() !== undefined && (v?.node === undefined || v.electron !== undefined);
 };
 
-/** Media types of a 2xx passed through as it arrives: `text/event-stream`, and JSON lines (`application/x-ndjson`, `application/ndjson`, `application/jsonl`, `application/x-jsonlines`, `application/jsonlines`, `application/stream+json`). */
+/** Media types of a 2xx passed through as it arrives: `text/event-stream`, and JSON lines (`application/x-ndjson`, `application/ndjson`, `application/jsonl`, `application/x-jsonl`, `application/x-jsonlines`, `application/jsonlines`, `application/stream+json`). */
 const STREAMED = /^\s*(?:text\/event-stream|application\/(?:x-)?(?:ndjson|jsonl|jsonlines)|application\/stream\+json)\s*(?:;|$)/i;
 
 /** Streams handed to a caller: cancelled at their source once collected unread, as fetch's own Response is. */

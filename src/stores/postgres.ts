@@ -3,7 +3,7 @@
  * of agents on many machines (DESIGN §6).
  *
  * `claim` is `INSERT … ON CONFLICT DO NOTHING RETURNING`, `compareAndSet` an
- * `UPDATE … WHERE id = $1 AND generation = $2`, each one autocommit statement.
+ * `UPDATE … WHERE id = $8 AND generation = $9`, each one autocommit statement.
  * `purge` deletes in bounded batches, each its own statement, so claims never
  * queue behind a long delete.
  *
