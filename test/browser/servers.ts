@@ -20,7 +20,8 @@ export interface StaticFile {
   body: string | Uint8Array;
 }
 
-async function listen(server: Server, port = 0): Promise<Loopback> {
+/** Listens on 127.0.0.1 (`port` 0: any free one); `close()` ends the server and its open connections. */
+export async function listen(server: Server, port = 0): Promise<Loopback> {
   const sockets = new Set<import('node:net').Socket>();
   server.on('connection', (s) => {
     sockets.add(s);

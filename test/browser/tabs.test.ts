@@ -7,13 +7,13 @@
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bundleForBrowser, CHROMIUM_ARGS, CHROMIUM_PATH, chromiumAvailable, launchChromium, pageHtml, unique, until } from './chromium.js';
+import { listen } from './servers.js';
 import type { TabCall, TabOutcome } from './tabs-page.js';
 
 const available = chromiumAvailable();
@@ -45,23 +45,7 @@ async function startSite(files: Map<string, string>): Promise<{ url: string; eff
       setTimeout(() => res.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ ref })), delayMs.get(ref) ?? 0);
     });
   });
-  const sockets = new Set<import('node:net').Socket>();
-  server.on('connection', (s) => {
-    sockets.add(s);
-    s.once('close', () => sockets.delete(s));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    effects,
-    delayMs,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        for (const s of sockets) s.destroy();
-      }),
-  };
+  return { ...(await listen(server)), effects, delayMs };
 }
 
 describe.runIf(available)('one tab against another in headless Chromium', { timeout: 30_000 }, () => {

@@ -8,12 +8,11 @@
  * effect, so a resend shows up as a second effect.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bundleForBrowser, chromiumAvailable, launchChromium, pageHtml, unique, until } from './chromium.js';
-import { startStaticServer, type Loopback, type StaticFile } from './servers.js';
+import { listen, startStaticServer, type Loopback, type StaticFile } from './servers.js';
 import type { WebCall, WebOutcome } from './web-page.js';
 
 const available = chromiumAvailable();
@@ -100,26 +99,16 @@ async function startTestProvider(): Promise<TestProvider> {
       else setTimeout(send, a.delayMs);
     });
   });
-  const sockets = new Set<import('node:net').Socket>();
-  server.on('connection', (s) => {
-    sockets.add(s);
-    s.once('close', () => sockets.delete(s));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
+  const { url, close } = await listen(server);
   return {
-    url: `http://127.0.0.1:${port}`,
+    url,
     posts,
     effects,
     routes,
     get preflights() {
       return state.preflights;
     },
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        for (const s of sockets) s.destroy();
-      }),
+    close,
   };
 }
 

@@ -4,26 +4,19 @@
  * be released, and nothing may throw outside the caller's reach (an uncaught exception ends a Node
  * process). Counted at a loopback server that streams until the client goes away.
  */
-import { createServer } from 'node:http';
-import type { Server } from 'node:http';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createClient, memoryStore } from '../../src/index.js';
 import type { OnceClient } from '../../src/index.js';
+import { eachTest } from '../helpers/loopback.js';
 
-let server: Server | undefined;
-let client: OnceClient | undefined;
-afterEach(async () => {
-  await client?.close();
-  server?.closeAllConnections();
-  server?.close();
-});
+const loop = eachTest();
 
 /** Streams `data: n` every `everyMs` until the client goes away; counts requests and closed responses. */
 async function endless(everyMs: number): Promise<{ url: string; state: { requests: number; closed: number } }> {
   const state = { requests: 0, closed: 0 };
-  server = createServer((req, res) => {
+  const origin = await loop.serve((req, res) => {
     state.requests++;
     req.resume();
     res.writeHead(200, { 'content-type': 'text/event-stream' });
@@ -34,9 +27,7 @@ async function endless(everyMs: number): Promise<{ url: string; state: { request
       state.closed++;
     });
   });
-  await new Promise<void>((resolve) => server?.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  return { url: `http://127.0.0.1:${port}/v1/chat/completions`, state };
+  return { url: `${origin}/v1/chat/completions`, state };
 }
 
 const call = (c: OnceClient, url: string, ref: string): Promise<Response> =>
@@ -61,8 +52,7 @@ describe('an event stream the caller stops early', () => {
   // "Controller is already closed" as an uncaught exception (nodejs/node#54205).
   it('cancelled before any read: no uncaught exception, the connection is closed', async () => {
     const { url, state } = await endless(5);
-    client = createClient({ store: memoryStore(), telemetry: false });
-    const c = client;
+    const c = loop.use(createClient({ store: memoryStore(), telemetry: false }));
     const uncaught = await uncaughtDuring(async () => {
       for (let i = 0; i < 5; i++) await (await call(c, url, `cancel-${i}`)).body?.cancel();
     }, 200);
@@ -73,8 +63,7 @@ describe('an event stream the caller stops early', () => {
 
   it('cancelled after the first event: no uncaught exception, the connection is closed', async () => {
     const { url, state } = await endless(5);
-    client = createClient({ store: memoryStore(), telemetry: false });
-    const c = client;
+    const c = loop.use(createClient({ store: memoryStore(), telemetry: false }));
     const uncaught = await uncaughtDuring(async () => {
       for (let i = 0; i < 5; i++) {
         const reader = (await call(c, url, `read-cancel-${i}`)).body!.getReader();
@@ -99,8 +88,7 @@ describe('an event stream the caller never reads', () => {
     setFlagsFromString('--expose-gc');
     const gc = runInNewContext('gc') as () => void;
     const { url, state } = await endless(50);
-    client = createClient({ store: memoryStore(), telemetry: false, ...(transport === undefined ? {} : { fetch: transport }) });
-    const c = client;
+    const c = loop.use(createClient({ store: memoryStore(), telemetry: false, ...(transport === undefined ? {} : { fetch: transport }) }));
     // (statuses only: the Responses are left for the collector)
     const statuses = await (async () => [(await call(c, url, 'unread-0')).status, (await call(c, url, 'unread-1')).status, (await call(c, url, 'unread-2')).status])();
     expect(statuses).toEqual([200, 200, 200]);
@@ -118,7 +106,7 @@ describe("the caller's abort", () => {
     ["Node's global fetch", globalThis.fetch],
   ] as const)('rejects a pending read with its reason and closes the connection (%s)', async (_, transport) => {
     const { url, state } = await endless(50);
-    client = createClient({ store: memoryStore(), telemetry: false, ...(transport === undefined ? {} : { fetch: transport }) });
+    const client = loop.use(createClient({ store: memoryStore(), telemetry: false, ...(transport === undefined ? {} : { fetch: transport }) }));
     const controller = new AbortController();
     const res = await client.fetch(url, { method: 'POST', body: '{}', signal: controller.signal, once: { action: 'chat', ref: 'abort' } });
     const reader = res.body!.getReader();

@@ -4,26 +4,19 @@
  * printed at c=16 once the client's close was listened for by every write after a send. Counted at
  * a loopback provider: 32 orders, 32 effects, no warning.
  */
-import { createServer } from 'node:http';
-import type { Server } from 'node:http';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createClient, memoryStore } from '../../src/index.js';
 import type { OnceClient, OnceStore } from '../../src/index.js';
+import { eachTest } from '../helpers/loopback.js';
 import { wait } from '../helpers/setup.js';
 
-let server: Server | undefined;
-let client: OnceClient | undefined;
-afterEach(async () => {
-  await client?.close();
-  server?.closeAllConnections();
-  server?.close();
-});
+const loop = eachTest();
 
 /** A provider that answers each ref's first request 503 with `Retry-After: 1` when `busyFirst`, then 201; counts effects. */
 async function provider(busyFirst: boolean): Promise<{ url: string; effects: () => number }> {
   const seen = new Set<string>();
   let effects = 0;
-  server = createServer((req, res) => {
+  const origin = await loop.serve((req, res) => {
     let body = '';
     req.on('data', (chunk: Buffer) => (body += chunk.toString()));
     req.on('end', () => {
@@ -38,9 +31,7 @@ async function provider(busyFirst: boolean): Promise<{ url: string; effects: () 
       res.end('{}');
     });
   });
-  await new Promise<void>((resolve) => server?.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  return { url: `http://127.0.0.1:${port}/orders`, effects: () => effects };
+  return { url: `${origin}/orders`, effects: () => effects };
 }
 
 /** A memory store whose compare-and-set answers after `ms`: the writes after the sends overlap. */
@@ -74,9 +65,9 @@ const order = (c: OnceClient, url: string, i: number): Promise<Response> =>
 describe('32 calls of one client at once', () => {
   it('writes after the sends, all pending together: no listener warning, 32 effects', async () => {
     const p = await provider(false);
-    client = createClient({ store: slowWrites(40) });
+    const client = loop.use(createClient({ store: slowWrites(40) }));
     const warnings = await warningsDuring(async () => {
-      const answers = await Promise.all(Array.from({ length: 32 }, (_, i) => order(client!, p.url, i)));
+      const answers = await Promise.all(Array.from({ length: 32 }, (_, i) => order(client, p.url, i)));
       expect(answers.map((r) => r.status)).toEqual(Array.from({ length: 32 }, () => 201));
     });
     expect(warnings.filter((w) => w.includes('MaxListeners'))).toEqual([]);
@@ -86,9 +77,9 @@ describe('32 calls of one client at once', () => {
   it('all waiting out a Retry-After together: no listener warning, 32 effects', async () => {
     const p = await provider(true);
     // (the shared retry budget would refuse most of 32 retries at once)
-    client = createClient({ store: memoryStore(), retry: { budget: false } });
+    const client = loop.use(createClient({ store: memoryStore(), retry: { budget: false } }));
     const warnings = await warningsDuring(async () => {
-      const answers = await Promise.all(Array.from({ length: 32 }, (_, i) => order(client!, p.url, i)));
+      const answers = await Promise.all(Array.from({ length: 32 }, (_, i) => order(client, p.url, i)));
       expect(answers.map((r) => r.status)).toEqual(Array.from({ length: 32 }, () => 201));
     });
     expect(warnings.filter((w) => w.includes('MaxListeners'))).toEqual([]);

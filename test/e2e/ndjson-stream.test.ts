@@ -4,25 +4,19 @@
  * still holds the stream, and a connection dropped mid-stream reaches the reader as an error, never
  * a resend. Counted at a loopback provider.
  */
-import { createServer } from 'node:http';
-import type { Server, ServerResponse } from 'node:http';
-import { afterEach, describe, expect, it } from 'vitest';
+import type { ServerResponse } from 'node:http';
+import { describe, expect, it } from 'vitest';
 import { createClient, memoryStore } from '../../src/index.js';
 import type { OnceClient } from '../../src/index.js';
+import { eachTest } from '../helpers/loopback.js';
 
-let server: Server | undefined;
-let client: OnceClient | undefined;
-afterEach(async () => {
-  await client?.close();
-  server?.closeAllConnections();
-  server?.close();
-});
+const loop = eachTest();
 
 /** Writes one line with `type`, then holds the response until the test ends or drops it. */
 async function provider(type: string): Promise<{ url: string; effects: () => number; end: () => void; drop: () => void }> {
   let effects = 0;
   let held: ServerResponse | undefined;
-  server = createServer((req, res) => {
+  const origin = await loop.serve((req, res) => {
     req.resume();
     req.on('end', () => {
       effects++;
@@ -31,10 +25,8 @@ async function provider(type: string): Promise<{ url: string; effects: () => num
       held = res;
     });
   });
-  await new Promise<void>((resolve) => server?.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
   return {
-    url: `http://127.0.0.1:${port}/api/chat`,
+    url: `${origin}/api/chat`,
     effects: () => effects,
     end: () => held?.end('{"message":{"content":"lo"},"done":true}\n'),
     drop: () => held?.socket?.destroy(),
@@ -53,7 +45,7 @@ describe('a 2xx stream of JSON lines', () => {
     '%s: the first line reaches the reader while the provider holds the stream',
     async (type) => {
       const p = await provider(type);
-      client = createClient({ store: memoryStore() });
+      const client = loop.use(createClient({ store: memoryStore() }));
       const res = await within(call(client, p.url, 'r1'), 2_000);
       expect(res).not.toBe('held');
       const reader = (res as Response).body!.getReader();
@@ -70,7 +62,7 @@ describe('a 2xx stream of JSON lines', () => {
 
   it('dropped mid-stream: the reader gets the error, nothing is resent, a replay is marked truncated', async () => {
     const p = await provider('application/x-ndjson');
-    client = createClient({ store: memoryStore() });
+    const client = loop.use(createClient({ store: memoryStore() }));
     const res = (await within(call(client, p.url, 'r2'), 2_000)) as Response;
     expect(res).not.toBe('held');
     const reader = res.body!.getReader();
@@ -86,7 +78,7 @@ describe('a 2xx stream of JSON lines', () => {
 
   it('a plain application/json 2xx is still read whole (stored and replayed with its body)', async () => {
     const p = await provider('application/json');
-    client = createClient({ store: memoryStore() });
+    const client = loop.use(createClient({ store: memoryStore() }));
     const pending = call(client, p.url, 'r3');
     expect(await within(pending, 300)).toBe('held');
     p.end();
