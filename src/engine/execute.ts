@@ -444,17 +444,11 @@ export class Engine {
     }
     this.stats.retries++;
     this.emit({ type: 'retry_scheduled', scope, at: this.opts.now(), attempt: attemptNumber, delayMs, source: retryAfterMs === undefined ? 'backoff' : 'retry-after' });
-    await this.pause(delayMs, deadline.signal);
+    // Under the call's signal; the client's close ends the wait too, with its reason (the store is
+    // closed: no next attempt could be recorded, so none is sent), so that a long `Retry-After` does
+    // not hold the process open after `client.close()`.
+    await this.nap(delayMs, deadline.signal);
     return delayMs;
-  }
-
-  /**
-   * The wait before a retry, under the call's signal; the client's close ends it too, with its reason
-   * (the store is closed: no next attempt could be recorded, so none is sent), so that a long
-   * `Retry-After` does not hold the process open after `client.close()`.
-   */
-  private pause(ms: number, signal: AbortSignal): Promise<void> {
-    return this.nap(ms, signal);
   }
 
   /**
@@ -780,7 +774,8 @@ export class Engine {
     return this.leased(owned, async (lostSignal) => {
       const lost = lostSignal();
       for (const [i, delayMs] of SETTLE_RETRY_MS.entries()) {
-        if (delayMs > 0) await this.settleWait(delayMs, lost);
+        // (a lost lease or the client's close ends the wait)
+        if (delayMs > 0) await this.nap(delayMs, lost).catch(() => undefined);
         // (the client closed: its store goes next, and its timers must not hold the process open)
         this.closed.throwIfAborted();
         // A renewal found the lease lost: no more tries, the new owner's view wins. One last write
@@ -796,11 +791,6 @@ export class Engine {
       }
       return owned.commit(event);
     });
-  }
-
-  /** Waits `ms` before settle's next try; a lost lease or the client's close ends the wait. */
-  private settleWait(ms: number, lost: AbortSignal): Promise<void> {
-    return this.nap(ms, lost).catch(() => undefined);
   }
 
   /** Sends one attempt, renewing the lease while it is on the wire. */
