@@ -10,12 +10,12 @@
  * `hang` (never answers), a positive number (applied after so many ms) or a negative one (fails,
  * not applied, after so many ms: a PostgreSQL query_timeout on a dead connection).
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { memoryStore } from '../../src/index.js';
 import type { OnceClient, OnceClientOptions, OnceStore } from '../../src/index.js';
 import { recordId } from '../../src/operation/record.js';
-import { startProvider } from '../../src/testing/provider.js';
 import type { Provider } from '../../src/testing/provider.js';
+import { keylessProviderEachTest, timed } from '../helpers/keyless-provider.js';
 import { armedClient, scripted } from '../helpers/scripted-store.js';
 import { orderInit, until, wait } from '../helpers/setup.js';
 
@@ -23,32 +23,13 @@ const ACTION = 'create-order';
 const DEADLINE_MS = 400;
 
 let provider: Provider;
-const cleanups: (() => unknown)[] = [];
-
-beforeEach(async () => {
-  provider = await startProvider({ ignoreKeys: true });
-});
-
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-  await provider.close();
-});
+const cleanups = keylessProviderEachTest((p) => (provider = p));
 
 /** A client whose transport arms the store's script once the provider has answered. */
 const clientOn = (store: OnceStore, arm: { armed: boolean } | undefined, options: OnceClientOptions = {}): OnceClient => armedClient(store, arm, options, { deadlineMs: DEADLINE_MS, cleanups });
 
 function order(client: OnceClient, ref: string, signal?: AbortSignal): Promise<Response> {
   return client.fetch(`${provider.url}/orders`, { ...orderInit(ref), ...(signal === undefined ? {} : { signal }), once: { action: ACTION, ref } });
-}
-
-/** How a call ended (its status, or its error's name) and after how many ms. */
-async function timed(call: Promise<Response>): Promise<{ outcome: string; ms: number; value: unknown }> {
-  const started = performance.now();
-  const ended = await call.then(
-    (res) => ({ outcome: String(res.status), value: res as unknown }),
-    (error: unknown) => ({ outcome: error instanceof Error ? error.name : String(error), value: error }),
-  );
-  return { ...ended, ms: Math.round(performance.now() - started) };
 }
 
 const sent = (ref: string): number => provider.requests.filter((r) => r.ref === ref).length;

@@ -17,15 +17,15 @@
  * through (test/helpers/scripted-store.ts). Effects are counted at a loopback provider that does not dedupe (every POST is a new
  * order), so a second send would show as a second effect.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { AmbiguousOutcomeError, DeadlineExceededError, createClient, memoryStore } from '../../src/index.js';
 import type { OnceClient, OnceClientOptions, OnceStore, OperationRecord } from '../../src/index.js';
 import { Engine } from '../../src/engine/execute.js';
 import { onceFetch } from '../../src/engine/fetch-operation.js';
 import { resolveOptions } from '../../src/options.js';
 import { recordId } from '../../src/operation/record.js';
-import { startProvider } from '../../src/testing/provider.js';
 import type { Fault, Provider } from '../../src/testing/provider.js';
+import { keylessProviderEachTest, timed as timedFor } from '../helpers/keyless-provider.js';
 import { armedClient, scripted } from '../helpers/scripted-store.js';
 import { lookupByRef, orderInit, until, wait } from '../helpers/setup.js';
 
@@ -35,16 +35,7 @@ const DEADLINE_MS = 400;
 const SLACK_MS = 250;
 
 let provider: Provider;
-const cleanups: (() => unknown)[] = [];
-
-beforeEach(async () => {
-  provider = await startProvider({ ignoreKeys: true });
-});
-
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-  await provider.close();
-});
+const cleanups = keylessProviderEachTest((p) => (provider = p));
 
 /** A client whose transport arms the store once an answer is back from the provider: the writes after the send. */
 const clientOn = (store: OnceStore, arm: { armed: boolean } | undefined, options: OnceClientOptions = {}): OnceClient => armedClient(store, arm, options, { deadlineMs: DEADLINE_MS, cleanups });
@@ -54,19 +45,7 @@ function order(client: OnceClient, ref: string, withLookup = false): Promise<Res
 }
 
 /** How a call ended and when: its status or its error, or `pending` when it had not ended after `capMs`. */
-async function timed(call: Promise<Response>, capMs = 3_000): Promise<{ outcome: string; ms: number; value: unknown }> {
-  const started = performance.now();
-  let cap: ReturnType<typeof setTimeout> | undefined;
-  const ended = await Promise.race([
-    call.then(
-      (res) => ({ outcome: String(res.status), value: res as unknown }),
-      (error: unknown) => ({ outcome: error instanceof Error ? error.name : String(error), value: error }),
-    ),
-    new Promise<{ outcome: string; value: unknown }>((r) => (cap = setTimeout(() => r({ outcome: `pending after ${capMs} ms`, value: undefined }), capMs))),
-  ]);
-  clearTimeout(cap);
-  return { ...ended, ms: Math.round(performance.now() - started) };
-}
+const timed = (call: Promise<Response>, capMs = 3_000): ReturnType<typeof timedFor> => timedFor(call, capMs);
 
 /** Ended at the deadline, not before it (the write really was pending) and not long after. */
 function atDeadline(ms: number): void {

@@ -12,29 +12,21 @@
  * writes that close it).
  */
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { AmbiguousOutcomeError, OperationCancelledError, StoreError, createClient, memoryStore } from '../../src/index.js';
 import type { OnceClient, OnceClientOptions, OnceStore } from '../../src/index.js';
 import { recordId } from '../../src/operation/record.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
 import { startProvider } from '../../src/testing/provider.js';
 import type { Provider } from '../../src/testing/provider.js';
+import { keylessProviderEachTest } from '../helpers/keyless-provider.js';
 import { lossy } from '../helpers/lossy-store.js';
 import { lookupByRef, orderInit, tempDir } from '../helpers/setup.js';
 
 const ACTION = 'create-order';
 
 let provider: Provider;
-const cleanups: (() => unknown)[] = [];
-
-beforeEach(async () => {
-  provider = await startProvider({ ignoreKeys: true });
-});
-
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-  await provider.close();
-});
+const cleanups = keylessProviderEachTest((p) => (provider = p));
 
 function clientOn(store: OnceStore, options: OnceClientOptions = {}): OnceClient {
   const client = createClient({

@@ -11,12 +11,12 @@
  * no lookup is configured unless a case says so: a record left in_flight reads as ambiguous to the
  * next owner, an AmbiguousOutcomeError for good.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { StoreError, createClient, memoryStore } from '../../src/index.js';
 import type { OnceClient, OnceClientOptions, OnceStore, OperationRecord } from '../../src/index.js';
 import { recordId } from '../../src/operation/record.js';
-import { startProvider } from '../../src/testing/provider.js';
 import type { Provider } from '../../src/testing/provider.js';
+import { keylessProviderEachTest } from '../helpers/keyless-provider.js';
 import { orderInit } from '../helpers/setup.js';
 
 const ACTION = 'create-order';
@@ -87,16 +87,7 @@ function scripted(inner: OnceStore) {
 }
 
 let provider: Provider;
-const cleanups: (() => unknown)[] = [];
-
-beforeEach(async () => {
-  provider = await startProvider({ ignoreKeys: true });
-});
-
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-  await provider.close();
-});
+const cleanups = keylessProviderEachTest((p) => (provider = p));
 
 function clientOn(store: OnceStore, options: OnceClientOptions = {}): OnceClient {
   const client = createClient({ store, settleMs: 20, leaseMs: 150, ...options, retry: { baseDelayMs: 1, maxDelayMs: 5, budget: false, ...options.retry } });
