@@ -132,6 +132,7 @@ export class OwnedRecord {
       let res: CompareAndSetResult;
       try {
         res = await this.store.compareAndSet(base.id, base.generation, next);
+        if (!res.ok && res.current === undefined) res = await this.writeBack(next);
       } catch (error) {
         if (base === this.rec) this.unacked = [...this.unacked.slice(1 - MAX_REAPPLY), { event, next }];
         throw error;
@@ -177,6 +178,17 @@ export class OwnedRecord {
       throw new LeaseLostError(current);
     }
     throw new StoreError(`${this.store.name}: record ${this.rec.id} keeps changing under its owner`);
+  }
+
+  /**
+   * A record deleted under us (the site's data cleared, a row deleted by hand) is the only memory
+   * that this operation may have been sent: it is written back as `next` leaves it, so that the
+   * next call with its scope reconciles rather than sends afresh under a new key. A record claimed
+   * meanwhile under its id is another's: the write lost to it, as to any newer record.
+   */
+  private async writeBack(next: OperationRecord): Promise<CompareAndSetResult> {
+    const back = await this.store.claim(next);
+    return back.created ? { ok: true } : { ok: false, current: back.record };
   }
 
   /**

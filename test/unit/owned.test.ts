@@ -4,6 +4,7 @@
  * next event no longer applies to the reopened record, is told to start over (LeaseLostError),
  * never an IllegalTransitionError.
  */
+import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { StoreError } from '../../src/errors.js';
 import { LeaseLostError, OwnedRecord } from '../../src/engine/owned.js';
@@ -11,6 +12,7 @@ import { applyEvent, lateSuccess } from '../../src/operation/record.js';
 import type { OperationRecord, RecordedClass } from '../../src/operation/record.js';
 import { settledAt } from '../../src/reconcile/lookup.js';
 import { memoryStore } from '../../src/stores/memory.js';
+import { sqliteStore } from '../../src/stores/sqlite.js';
 import { claimSentByA } from '../helpers/sent-record.js';
 
 const T0 = 1_900_000_000_000;
@@ -162,6 +164,50 @@ describe('OwnedRecord: its own write applied, the acknowledgement lost', () => {
     expect(((await store.get(a.rec.id)) as OperationRecord).evidence).toEqual([]);
     expect(a.adopt({ ...a.rec, updatedAt: a.rec.updatedAt + 1 })).toBe(false);
     expect(a.adopt((await store.get(a.rec.id)) as OperationRecord)).toBe(true);
+  });
+});
+
+describe('OwnedRecord: its record deleted under it (a row deleted by hand; in browsers, site data cleared)', () => {
+  /** A SQLite store on one in-memory handle, and a way to delete a row behind the store's back. */
+  function deletable(): { store: ReturnType<typeof sqliteStore>; remove: (id: string) => void; close: () => void } {
+    const db = new Database(':memory:');
+    const store = sqliteStore({ path: ':memory:', database: db });
+    return { store, remove: (id) => db.prepare('DELETE FROM oncefetch_records WHERE id = ?').run(id), close: () => db.close() };
+  }
+
+  it('its next write puts it back as that write leaves it: the attempt, the key and the answer are not forgotten', async () => {
+    const { store, remove, close } = deletable();
+    let t = T0;
+    const record = await claimSentByA(store, { ref: 'R-4', key: 'k-4', createdAt: t, startedAt: t, leaseMs: 30_000 });
+    const a = new OwnedRecord(record, store, 'A', () => ++t);
+    remove(record.id);
+    expect(await store.get(record.id)).toBeUndefined();
+    await a.commit({ type: 'renew', leaseExpiresAt: T0 + 60_000 });
+    expect(await store.get(record.id)).toMatchObject({ state: 'in_flight', key: 'k-4', generation: record.generation + 1, lease: { owner: 'A', expiresAt: T0 + 60_000 } });
+    remove(record.id);
+    const done = await a.commit(finished('success'));
+    expect(done).toMatchObject({ state: 'succeeded', key: 'k-4', result: { status: 201 } });
+    expect(await store.get(record.id)).toEqual(done);
+    expect(done.attempts).toEqual([expect.objectContaining({ id: 'a-1', class: 'success' })]);
+    close();
+  });
+
+  it('a record claimed meanwhile under its id is not written over: the outcome is kept on it as evidence (LeaseLostError)', async () => {
+    const { store, remove, close } = deletable();
+    let t = T0;
+    const record = await claimSentByA(store, { ref: 'R-5', key: 'k-5', createdAt: t, startedAt: t, leaseMs: 30_000 });
+    const a = new OwnedRecord(record, store, 'A', () => ++t);
+    remove(record.id);
+    // another call's fresh record under the same id, held by B
+    const fresh = await claimSentByA(store, { ref: 'R-5', key: 'k-other', createdAt: t, startedAt: t, leaseMs: 30_000 });
+    const other = applyEvent(fresh, { type: 'acquire', owner: 'B', leaseExpiresAt: t + 30_000 }, ++t, 'B');
+    expect((await store.compareAndSet(fresh.id, fresh.generation, other)).ok).toBe(true);
+    const error = await a.commit(finished('success')).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LeaseLostError);
+    const stored = (await store.get(record.id)) as OperationRecord;
+    expect(stored).toMatchObject({ key: 'k-other', attempts: other.attempts, result: other.result, lease: other.lease });
+    expect(stored.evidence.at(-1)).toMatchObject({ kind: 'late_response', owner: 'A', detail: expect.stringMatching(/^late success outcome/) });
+    close();
   });
 });
 
