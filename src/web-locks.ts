@@ -1,8 +1,8 @@
 /**
  * Single flight across tabs with the Web Locks API: while one tab runs an
- * operation, the other tabs' calls of the same scope wait on a lock instead of
- * polling the store, and the lock goes away by itself when the tab that holds
- * it is closed or reloaded.
+ * operation, the other tabs' calls of the same scope on the same store wait on a
+ * lock instead of polling the store, and the lock goes away by itself when the
+ * tab that holds it is closed or reloaded.
  *
  * The lock is an optimisation and a courtesy, not the guarantee: the store's
  * lease and compare-and-set still decide who may send. A tab that waited too
@@ -18,7 +18,7 @@ export interface LockManagerLike {
   request<T>(name: string, options: { signal?: AbortSignal }, callback: () => Promise<T>): Promise<T>;
 }
 
-/** Prefix of every lock name; the rest is the record id. */
+/** Prefix of every lock name; the rest is the key the engine gives (the store's name and the record id). */
 export const LOCK_PREFIX = 'oncefetch:';
 
 /**
@@ -32,7 +32,7 @@ export const LOCK_PREFIX = 'oncefetch:';
  */
 export function webLocks(locks: LockManagerLike | undefined = navigatorLocks()): Exclusive | undefined {
   if (locks === undefined) return undefined;
-  return async <T>(id: string, body: () => Promise<T>, wait: { signal: AbortSignal | undefined; maxWaitMs: number }): Promise<T> => {
+  return async <T>(key: string, body: () => Promise<T>, wait: { signal: AbortSignal | undefined; maxWaitMs: number }): Promise<T> => {
     const { signal, maxWaitMs } = wait;
     signal?.throwIfAborted();
     const stopWaiting = new AbortController();
@@ -41,7 +41,7 @@ export function webLocks(locks: LockManagerLike | undefined = navigatorLocks()):
     const cancelTimer = longTimeout(() => stopWaiting.abort(new LockWaitTimeout()), maxWaitMs);
     let entered = false;
     try {
-      return await locks.request(LOCK_PREFIX + id, { signal: stopWaiting.signal }, () => {
+      return await locks.request(LOCK_PREFIX + key, { signal: stopWaiting.signal }, () => {
         entered = true;
         cancelTimer();
         signal?.removeEventListener('abort', onAbort);

@@ -87,13 +87,15 @@ export interface OperationSpec {
 }
 
 /**
- * Runs `body` while holding an exclusive lock on one record id, shared with other
- * tabs or processes. After `maxWaitMs` without the lock it runs `body` anyway (the
- * lease then decides whom to wait for); an abort of `signal` while waiting rejects
- * with `signal.reason`.
+ * Runs `body` while holding an exclusive lock on one record, shared with other
+ * tabs or processes. `key` is the store's `name`, a space and the record id: clients
+ * of one store share the lock, clients of two stores (two IndexedDB databases of one
+ * origin) never wait on each other. After `maxWaitMs` without the lock it runs `body`
+ * anyway (the lease then decides whom to wait for); an abort of `signal` while waiting
+ * rejects with `signal.reason`.
  */
 export type Exclusive = <T>(
-  id: string,
+  key: string,
   body: () => Promise<T>,
   wait: { signal: AbortSignal | undefined; maxWaitMs: number },
 ) => Promise<T>;
@@ -265,7 +267,7 @@ export class Engine {
       this.exclusive === undefined
         ? this.run(spec, deadline)
         : // one inFlightWaitMs for the lock and the lease together, counted from here
-          this.exclusive(id, () => this.run(spec, deadline, waitFrom), { signal: deadline.signal, maxWaitMs: this.opts.inFlightWaitMs });
+          this.exclusive(`${this.opts.store.name} ${id}`, () => this.run(spec, deadline, waitFrom), { signal: deadline.signal, maxWaitMs: this.opts.inFlightWaitMs });
     const running: Running = { fingerprint: spec.fingerprint, callerKey: spec.callerKey, signal: spec.signal, promise };
     this.inflight.set(id, running);
     try {

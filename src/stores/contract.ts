@@ -103,7 +103,11 @@ export interface ListQuery {
  * ```
  */
 export interface OnceStore {
-  /** short name for diagnostics, e.g. `'sqlite:/path/db'` */
+  /**
+   * short name for diagnostics, e.g. `'sqlite:/path/db'`; in browsers it also names the Web Locks
+   * of the store's records, so stores that share records share a name, and stores that do not
+   * should not (`'indexeddb:<dbName>/<storeName>'`)
+   */
   readonly name: string;
   /** insert-if-absent */
   claim(record: OperationRecord): Promise<ClaimResult>;

@@ -36,7 +36,9 @@ export interface TabOutcome {
 }
 
 const SCOPE_ACTION = 'order';
-const lockName = (ref: string): string => LOCK_PREFIX + recordId({ tenant: 'tabs', action: SCOPE_ACTION, ref });
+/** The Web Lock of `ref`'s record in database `dbName`: named after the store and the record, as the engine names it. */
+const lockName = (dbName: string, ref: string): string =>
+  `${LOCK_PREFIX}${indexedDbStore({ dbName }).name} ${recordId({ tenant: 'tabs', action: SCOPE_ACTION, ref })}`;
 
 /** One once-only POST with the browser entry (IndexedDB, Web Locks). */
 async function post(call: TabCall): Promise<TabOutcome> {
@@ -83,7 +85,7 @@ async function post(call: TabCall): Promise<TabOutcome> {
   }
   const ms = Math.round(performance.now() - started);
   const snapshot = await navigator.locks.query();
-  const name = lockName(call.ref);
+  const name = lockName(call.dbName, call.ref);
   const locks = { held: (snapshot.held ?? []).filter((l) => l.name === name).length, pending: (snapshot.pending ?? []).filter((l) => l.name === name).length };
   return { ...outcome, ms, locks };
 }
@@ -93,10 +95,10 @@ function start(call: TabCall): void {
   void post(call);
 }
 
-/** Takes the Web Lock of `ref`'s record and never lets go: a tab hung in the middle of an operation. */
-function holdLock(ref: string): Promise<void> {
+/** Takes the Web Lock of `ref`'s record in `dbName` and never lets go: a tab hung in the middle of an operation. */
+function holdLock(dbName: string, ref: string): Promise<void> {
   return new Promise<void>((granted) => {
-    void navigator.locks.request(lockName(ref), () => {
+    void navigator.locks.request(lockName(dbName, ref), () => {
       granted();
       return new Promise<never>(() => undefined);
     });

@@ -98,7 +98,7 @@ describe.runIf(available)('one tab against another in headless Chromium', { time
   it('a tab hung while holding the Web Lock of a scope: the other tab waits inFlightWaitMs, not forever, then sends once', async () => {
     const [hung, other] = [await openPage(), await openPage()];
     const c = call({ inFlightWaitMs: 1_000 });
-    await hung.evaluate((ref) => window.tabsTest.holdLock(ref), c.ref);
+    await hung.evaluate(([d, r]) => window.tabsTest.holdLock(d, r), [c.dbName, c.ref] as const);
     const got = await post(other, c);
     expect(got).toMatchObject({ ok: true, status: 201 });
     expect(got.ms).toBeGreaterThanOrEqual(950);
@@ -109,10 +109,43 @@ describe.runIf(available)('one tab against another in headless Chromium', { time
     await other.close();
   });
 
+  it('two apps of one origin on two databases, one ref: the second sends at once, not after the first\'s long request; on one database two tabs still make one POST', async () => {
+    const [a, b] = [await openPage(), await openPage()];
+    const first = call({ inFlightWaitMs: 10_000 });
+    const other: TabCall = { ...first, dbName: unique('db') };
+    site.delayMs.set(first.ref, 2_000);
+    const running = post(a, first);
+    await until(() => effects(first.ref) === 1, 5_000, 'the first POST to arrive');
+    site.delayMs.set(first.ref, 0); // the second POST is answered at once: its call's time is its wait
+    const second = await post(b, other);
+    const firstGot = await running;
+    console.info(`[tabs] two databases, one ref: the second call took ${second.ms} ms while the first's took ${firstGot.ms} ms; POSTs=${effects(first.ref)}`);
+    expect(firstGot).toMatchObject({ ok: true, status: 201 });
+    expect(second).toMatchObject({ ok: true, status: 201 });
+    expect(second.events).not.toContain('replay');
+    expect(second.ms).toBeLessThan(1_000);
+    expect(effects(first.ref)).toBe(2); // one operation per database, each sent once
+
+    const shared = call({ inFlightWaitMs: 10_000 });
+    site.delayMs.set(shared.ref, 1_000);
+    const owner = post(a, shared);
+    await until(() => effects(shared.ref) === 1, 5_000, 'the owner\'s POST to arrive');
+    const joined = await post(b, shared);
+    const ownerGot = await owner;
+    console.info(`[tabs] one database, two tabs: owner ${ownerGot.ms} ms, the other tab ${joined.ms} ms (${joined.events.join(', ')}); POSTs=${effects(shared.ref)}`);
+    expect(ownerGot).toMatchObject({ ok: true, status: 201 });
+    expect(joined).toMatchObject({ ok: true, status: 201 });
+    expect(joined.events).toContain('replay');
+    expect(joined.events).not.toContain('waiting'); // it waited on the Web Lock, not by polling the lease
+    expect(effects(shared.ref)).toBe(1);
+    await a.close();
+    await b.close();
+  });
+
   it("the caller's abort while waiting for a hung tab's Web Lock: rejects with its reason, nothing sent, the lock request withdrawn", async () => {
     const [hung, other] = [await openPage(), await openPage()];
     const c = call({ abortAfterMs: 300 });
-    await hung.evaluate((ref) => window.tabsTest.holdLock(ref), c.ref);
+    await hung.evaluate(([d, r]) => window.tabsTest.holdLock(d, r), [c.dbName, c.ref] as const);
     const got = await post(other, c);
     expect(got).toMatchObject({ ok: false, error: { message: 'caller gave up' } });
     expect(got.ms).toBeLessThan(2_000);
@@ -125,7 +158,7 @@ describe.runIf(available)('one tab against another in headless Chromium', { time
   it('the call deadline while waiting for a hung tab\'s Web Lock: DeadlineExceededError at the deadline, nothing sent', async () => {
     const [hung, other] = [await openPage(), await openPage()];
     const c = call({ deadlineMs: 500 });
-    await hung.evaluate((ref) => window.tabsTest.holdLock(ref), c.ref);
+    await hung.evaluate(([d, r]) => window.tabsTest.holdLock(d, r), [c.dbName, c.ref] as const);
     const got = await post(other, c);
     expect(got).toMatchObject({ ok: false, error: { code: 'DEADLINE_EXCEEDED' } });
     expect(got.ms).toBeLessThan(2_000);
