@@ -128,6 +128,24 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
   let closed = false;
   let connection: Promise<IDBDatabase> | undefined;
 
+  /**
+   * The open's VersionError (the database is at a higher version than ours) as a StoreError saying what
+   * to do. Not every browser's message carries the version (Firefox's, fake-indexeddb's): ask for it.
+   */
+  const newerVersion = async (cause: DOMException): Promise<StoreError> => {
+    let version;
+    try {
+      version = (await indexedDB.databases()).find((d) => d.name === dbName)?.version;
+    } catch {
+      // no indexedDB.databases() (Firefox before 126): the message goes without the number
+    }
+    const at = version === undefined ? 'a version' : `version ${version}`;
+    return new StoreError(
+      `${name}: database "${dbName}" is at ${at}, newer than version ${DB_VERSION} this oncefetch opens: another program or a newer oncefetch uses it; use another dbName`,
+      { cause },
+    );
+  };
+
   const connect = (): Promise<IDBDatabase> => {
     if (connection !== undefined) return connection;
     let request: IDBOpenDBRequest;
@@ -142,7 +160,9 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
       const records = request.result.createObjectStore(storeName);
       records.createIndex(STATE_INDEX, 'state');
     };
-    const got = promisifyRequest(request);
+    const got = promisifyRequest(request).catch(async (cause: unknown) => {
+      throw cause instanceof DOMException && cause.name === 'VersionError' ? await newerVersion(cause) : cause;
+    });
     let timer: ReturnType<typeof setTimeout> | undefined;
     const opened = Promise.race([
       got.then((db) => {

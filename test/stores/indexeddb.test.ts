@@ -241,6 +241,51 @@ describe('indexedDbStore', () => {
     await deleteIdb(dbName);
   });
 
+  // Regression: a database at a newer version (another program's, or a newer oncefetch's) failed every
+  // call with IndexedDB's VersionError inside "updating record ... failed"; it now says what to do.
+  it('a database at a newer version than ours: a StoreError naming the version and saying to use another dbName; the VersionError its cause', async () => {
+    const dbName = freshDbName();
+    await new Promise<void>((resolve, reject) => {
+      const req = indexedDB.open(dbName, 3);
+      req.onsuccess = () => {
+        req.result.close();
+        resolve();
+      };
+      req.onerror = () => reject(req.error);
+    });
+    const store = indexedDbStore({ dbName });
+    const error = await storeError(store.claim(sample()));
+    expect(error.message).toContain(`indexeddb:${dbName}/records: database "${dbName}" is at version 3, newer than version 1 this oncefetch opens: another program or a newer oncefetch uses it; use another dbName`);
+    expect((error.cause as Error).name).toBe('VersionError');
+    await storeError(store.get('x')); // every call, not the first only
+    await store.close();
+    await deleteIdb(dbName);
+  });
+
+  it('a database at a newer version, in a browser without indexedDB.databases() (Firefox before 126): the same StoreError without the number', async () => {
+    const dbName = freshDbName();
+    await new Promise<void>((resolve, reject) => {
+      const req = indexedDB.open(dbName, 2);
+      req.onsuccess = () => {
+        req.result.close();
+        resolve();
+      };
+      req.onerror = () => reject(req.error);
+    });
+    const databases = vi.spyOn(IDBFactory.prototype, 'databases').mockImplementation(() => {
+      throw new TypeError('indexedDB.databases is not a function');
+    });
+    try {
+      const store = indexedDbStore({ dbName });
+      const error = await storeError(store.claim(sample()));
+      expect(error.message).toMatch(/is at a version, newer than version 1 this oncefetch opens: .*use another dbName$/);
+      await store.close();
+    } finally {
+      databases.mockRestore();
+    }
+    await deleteIdb(dbName);
+  });
+
   // Regression (adversarial review): purge ran in one readwrite transaction over every terminal
   // record, and every write of every tab waited behind it: in Chromium, 20,000 terminal records
   // (10,000 expired) held a claim of another tab 14.1 s, lease renewals with it.
