@@ -30,14 +30,18 @@ export function longTimeout(fn: () => void, ms: number): () => void {
 /**
  * Settles as `promise` does, or rejects with `signal.reason` as soon as `signal` aborts: code that
  * ignores its signal (a lookup, an effect, a custom fetch) cannot hold a call past its deadline.
- * What `promise` does afterwards is ignored.
+ * What `promise` does afterwards is ignored; `gaveUp`, when given, is called then (synchronously, in
+ * the abort's dispatch), so that the caller can take it over.
  *
  * @example
  * const snapshot = await untilAborted(lookup(ctx), ctx.signal);
  */
-export function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+export function untilAborted<T>(promise: Promise<T>, signal: AbortSignal, gaveUp?: () => void): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => reject(signal.reason);
+    const onAbort = (): void => {
+      gaveUp?.();
+      reject(signal.reason);
+    };
     if (signal.aborted) onAbort();
     else signal.addEventListener('abort', onAbort, { once: true });
     promise.then(

@@ -9,11 +9,11 @@ import { chosenClass, classifyError, classifyResponse } from '../classify/classi
 import { isSuccessStatus } from '../classify/status.js';
 import { OperationFailedError } from '../errors.js';
 import { fingerprintPayload } from '../operation/fingerprint.js';
-import { recordId } from '../operation/record.js';
 import type { Scope } from '../operation/record.js';
 import { valueSnapshot } from '../operation/snapshot.js';
 import type { LookupContext, SnapshotLookup } from '../reconcile/lookup.js';
 import type { AttemptContext, AttemptOutcome, Engine } from './execute.js';
+import { lateCalls } from './late-call.js';
 
 /**
  * What `client.run` needs to know about the effect.
@@ -134,24 +134,6 @@ function toJson(value: unknown): string {
   }
 }
 
-/** `at`: the clock when it settled */
-type Settled = ({ value: unknown } | { error: unknown }) & { at: number };
-
-/**
- * By engine, then record id, key and payload fingerprint: a call of the effect that its attempt gave up on before it settled (it
- * ignored its signal, as stripe-node, which takes none, does). It may still send or commit, after
- * the attempt "ended" and after any lookup's "absent": in this process the next attempt takes its
- * outcome instead of calling the effect again.
- */
-const unsettled = new WeakMap<Engine, Map<string, Kept>>();
-
-/** A call kept in {@link unsettled}: `at`, when it settled (Infinity while out). */
-interface Kept {
-  id: string;
-  call: Promise<Settled>;
-  at: number;
-}
-
 /** `client.run`. */
 export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx: RunContext) => Promise<T>): Promise<T> {
   const scope: Scope = { tenant: spec.tenant ?? engine.opts.tenant, action: spec.action, ref: spec.ref };
@@ -172,42 +154,10 @@ export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx:
           if (typeof found !== 'object' || !Object.hasOwn(found, 'value')) throw new TypeError('spec.lookup must resolve to { value } (found) or null (absent)');
           return valueSnapshot(toJson((found as { value: unknown }).value), 200, 'lookup');
         };
-  const id = recordId(scope);
-  let out = unsettled.get(engine);
-  if (out === undefined) unsettled.set(engine, (out = new Map()));
-  const outstanding = out;
-  // Let go of an outcome that settled over settleMs ago while its operation runs nowhere in this client: a lookup asked
-  // from now on sees what it did, as after any attempt (else every operation that ended with one out would keep it).
-  for (const [slot, kept] of outstanding) if (kept.at + engine.opts.settleMs < engine.opts.now() && !engine.running(kept.id)) outstanding.delete(slot);
-  // (with its key and payload: a new operation of the scope after a purge, a new key or the caller's key reused for another payload, is not the one still out)
-  const slotOf = (key: string): string => `${id}\n${key}\n${fingerprint}`;
+  const calls = lateCalls(engine, scope, fingerprint);
   const send = async (ctx: AttemptContext): Promise<AttemptOutcome> => {
-    const slot = slotOf(ctx.key);
-    const earlier = outstanding.get(slot)?.call;
-    outstanding.delete(slot);
-    // (a synchronous throw is the effect's outcome too)
-    const now = engine.opts.now;
-    const call = earlier ?? (async () => effect({ key: ctx.key, attempt: ctx.attempt, signal: ctx.signal, scope }))().then((value): Settled => ({ value, at: now() }), (error: unknown): Settled => ({ error, at: now() }));
-    let done = false;
-    // The attempt ends before the call settles: the engine never sees its outcome, which stays for the next attempt.
-    const keep = (): void => {
-      if (done) return;
-      const kept: Kept = { id, call, at: Infinity };
-      outstanding.set(slot, kept);
-      // Unless it throws by the abort's time (it honours its signal, as fetch does): it ended with the attempt, whose end
-      // the engine's settle window counts from, as for a fetch; waiting for it would only spend the next attempt.
-      const at = now();
-      void call.then((s) => {
-        kept.at = s.at;
-        if ('error' in s && s.at <= at && outstanding.get(slot) === kept) outstanding.delete(slot);
-      });
-    };
-    ctx.signal.addEventListener('abort', keep, { once: true });
-    const settled = await call.finally(() => {
-      done = true;
-      ctx.signal.removeEventListener('abort', keep);
-    });
-    const late = earlier === undefined ? '' : 'late, the effect of an earlier attempt: ';
+    const settled = await calls.call(ctx, () => effect({ key: ctx.key, attempt: ctx.attempt, signal: ctx.signal, scope }));
+    const late = settled.late === true ? 'late, the effect of an earlier attempt: ' : '';
     if ('value' in settled) {
       const value = settled.value as T;
       return { classification: { class: 'success', reason: `${late}effect resolved` }, snapshot: valueSnapshot(toJson(value), 200, 'attempt'), live: { value } };
@@ -227,7 +177,7 @@ export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx:
   };
   const result = await engine.execute({ scope, fingerprint, callerKey: spec.key, request: null, send, lookup, signal: spec.signal });
   // The operation ended: nothing is sent for it again, so no earlier call of the effect is waited for.
-  outstanding.delete(slotOf(result.record.key));
+  calls.ended(result.record.key);
   const live = result.live as { value: T } | { error: unknown } | undefined;
   if (result.record.state === 'failed') {
     if (live !== undefined && 'error' in live) throw live.error;
