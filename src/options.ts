@@ -55,7 +55,7 @@ export interface OnceClientOptions {
   store?: OnceStore;
   /** tenant of every operation unless the call names one @default 'default' */
   tenant?: string;
-  /** the transport @default a fetch-compatible transport on undici's `request` on Node (it asks for no compression; `accept-encoding` requests go through undici's fetch, which decodes); the page's `fetch` in browsers */
+  /** the transport @default a fetch-compatible transport on undici's `request` on Node (it asks for no compression; `accept-encoding` requests go through undici's fetch, which decodes); the page's `fetch` in browsers. A custom fetch should honour the `signal` it is given; one that does not keeps its request out after the attempt ended (timeout, deadline, abort): this client then sends nothing more for the operation while that request is out, and its late response is the next attempt's outcome */
   fetch?: typeof globalThis.fetch;
   /** request header that carries the key @default 'Idempotency-Key' */
   keyHeader?: string;

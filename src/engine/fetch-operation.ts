@@ -18,6 +18,8 @@ import type { LiveBody } from '../operation/snapshot.js';
 import type { ResolvedOptions } from '../options.js';
 import type { LookupFn, SnapshotLookup } from '../reconcile/lookup.js';
 import type { AttemptContext, AttemptOutcome, Engine, OperationSpec } from './execute.js';
+import { lateCalls } from './late-call.js';
+import type { LateCalls } from './late-call.js';
 
 /**
  * Per-call once-only options (`init.once`).
@@ -148,6 +150,8 @@ export async function onceFetch(engine: Engine, input: RequestInfo | URL, init?:
     action: onceOptions.action ?? `${req.method} ${u.origin}${u.pathname}`,
     ref: onceOptions.ref ?? key ?? globalThis.crypto.randomUUID(),
   };
+  // A custom fetch may ignore its signal: its request, still out after its attempt ended, is the next attempt's.
+  const calls = lateCalls(engine, scope, fingerprint, cancelBody);
   // An own property only: an action named 'constructor' or 'toString' has no lookup of Object.prototype's.
   const lookupFn = onceOptions.lookup ?? (Object.hasOwn(opts.lookups, scope.action) ? opts.lookups[scope.action] : undefined);
   const spec: OperationSpec = {
@@ -158,13 +162,18 @@ export async function onceFetch(engine: Engine, input: RequestInfo | URL, init?:
     signal: req.signal,
     cancelSignal: onceOptions.signal,
     lookup: lookupFn === undefined ? undefined : responseLookup(lookupFn, opts),
-    send: (ctx) => sendAttempt(opts, req, captured.bytes, onceOptions.classify, ctx),
+    send: (ctx) => sendAttempt(opts, req, captured.bytes, onceOptions.classify, calls, ctx),
   };
   const result = await engine.execute(spec).catch((error: unknown) => {
     throw ownCause(error);
   });
+  // The operation ended: nothing is sent for it again, so no earlier request of it is waited for.
+  calls.ended(result.record.key);
   return buildResponse(result.snapshot, result.live as LiveBody | undefined, result.replayed);
 }
+
+/** A late response nobody takes: its body is cancelled, so its connection goes back to the pool. */
+const cancelBody = (res: Response): void => void res.body?.cancel().catch(() => undefined);
 
 /**
  * Calls that joined one execution share its error; a body reads once. So each caller gets its own
@@ -319,17 +328,21 @@ function passThrough(body: ReadableStream<Uint8Array>, signal: AbortSignal | und
 
 const OPAQUE_REDIRECT = "opaque redirect: the provider answered with a redirect that redirect 'manual' hides in a browser; use redirect 'follow' for once-only calls";
 
+/** The class of an outcome, by the caller's classify when it gives one; its error, when it throws, as `fault`. */
+type Decide = (input: Parameters<typeof applyOverride>[1], computed: Classification) => { classification: Classification; fault?: unknown };
+
 async function sendAttempt(
   opts: ResolvedOptions,
   req: PlainRequest,
   body: Uint8Array | undefined,
   override: ClassifyOverride | undefined,
+  calls: LateCalls,
   ctx: AttemptContext,
 ): Promise<AttemptOutcome> {
   const headers = new Headers(req.headers);
   headers.set(opts.keyHeader, opts.quoteKey ? quoteKey(ctx.key) : ctx.key);
   // The caller's classify may throw (or return no class): the default stands, the error goes to the caller.
-  const decide = (input: Parameters<typeof applyOverride>[1], computed: Classification): { classification: Classification; fault?: unknown } => {
+  const decide: Decide = (input, computed) => {
     try {
       return { classification: applyOverride(override, input, computed) };
     } catch (fault) {
@@ -340,13 +353,22 @@ async function sendAttempt(
   if (onLine() === false) {
     return { classification: { class: 'not_sent', reason: 'offline (navigator.onLine is false)' }, snapshot: null, live: new TypeError('Failed to fetch: offline') };
   }
-  let response: Response;
-  try {
-    // A fresh copy each attempt: exactly the caller's bytes, never a consumed stream.
-    response = await opts.fetch(req.url, { ...req.rest, method: req.method, headers, body: body?.slice() ?? null, signal: ctx.signal });
-  } catch (error) {
-    return { ...decide({ error }, classifyError(error, 'awaiting_response')), snapshot: null, live: error, cause: error };
-  }
+  // A fresh copy each attempt: exactly the caller's bytes, never a consumed stream. Not sent while an
+  // earlier attempt's request is still out (a custom fetch that ignored its signal): its outcome is this attempt's.
+  const settled = await calls.call(ctx, () => opts.fetch(req.url, { ...req.rest, method: req.method, headers, body: body?.slice() ?? null, signal: ctx.signal }));
+  const outcome = 'error' in settled ? { ...decide({ error: settled.error }, classifyError(settled.error, 'awaiting_response')), snapshot: null, live: settled.error, cause: settled.error } : await answered(opts, req, settled.value, override, decide);
+  if (settled.late === true) outcome.classification = { ...outcome.classification, reason: `late, the request of an earlier attempt: ${outcome.classification.reason}` };
+  return outcome;
+}
+
+/** The outcome of an attempt the provider answered with `response`. */
+async function answered(
+  opts: ResolvedOptions,
+  req: PlainRequest,
+  response: Response,
+  override: ClassifyOverride | undefined,
+  decide: Decide,
+): Promise<AttemptOutcome> {
   // A 2xx stream (server-sent events, or JSON lines as Ollama streams them) is handed over as it
   // arrives, never read whole first: its 2xx says the effect happened (success, headers stored, body
   // not: a replay is marked truncated), and a drop mid-stream reaches the caller's reader, never a
