@@ -67,14 +67,16 @@ describe('client.fetch with a custom fetch that ignores its signal', () => {
   });
 
   it('across calls of one client: the next call of the operation does not send while the first call\'s request is out', async () => {
-    provider.fault({ kind: 'delay_before_commit', delayMs: 600, match: { ref: 'LF-2' } });
-    const c = client({ fetch: deaf, retry: { maxAttempts: 1, attemptTimeoutMs: 400 } });
+    // Commits 950 ms after it came: ~300 ms after the first call's last lookup (at ~660 ms), ~300 ms before the second
+    // call's one attempt (from ~660 ms) times out: margins for a loaded machine.
+    provider.fault({ kind: 'delay_before_commit', delayMs: 950, match: { ref: 'LF-2' } });
+    const c = client({ fetch: deaf, retry: { maxAttempts: 1, attemptTimeoutMs: 600 } });
     const first = await timed(order(c, 'LF-2'));
     expect(first.outcome).toBe('RetriesExhaustedError'); // the lookup said absent: resumable
     expect(provider.effectsFor('LF-2')).toBe(0); // still out
     const again = await order(c, 'LF-2');
     expect(again.status).toBe(201);
-    await new Promise((r) => setTimeout(r, 700));
+    await new Promise((r) => setTimeout(r, 1_000));
     expect(provider.effectsFor('LF-2')).toBe(1);
     expect(sent('LF-2')).toBe(1);
   });
