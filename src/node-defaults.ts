@@ -369,6 +369,9 @@ async function toResponse(res: Dispatcher.ResponseData, method: string, url: str
     try {
       bytes = new Uint8Array(await res.body.arrayBuffer());
     } catch (error) {
+      // Aborted before this resolves: reject with the reason, as fetch does before it hands a Response over (a
+      // Response whose body fails would read as an answer still to come, kept for the next attempt to take).
+      if (signal?.aborted === true) throw signal.reason;
       failure = error;
     }
     response = bytes === undefined ? new Response(failedBody(failure, signal), init) : new BufferedResponse(bytes, init);

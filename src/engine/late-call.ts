@@ -23,6 +23,8 @@ interface Kept {
   at: number;
   /** frees what its value holds once nobody will take it (a Response's body) */
   discard: ((value: never) => void) | undefined;
+  /** the abort reason of the attempt that gave it up: a call that rejects with exactly it honoured its signal */
+  reason: unknown;
 }
 
 /**
@@ -39,9 +41,10 @@ export interface LateCalls {
    * synchronous throw is its outcome too). Call it before the send's first await. If the engine gives
    * the attempt up before it settles (`ctx.abandoned`), the engine never sees its outcome: it is kept
    * for the next attempt, unless it throws within the
-   * abort's turn of the event loop (it honoured its signal, as fetch does: it ended with the attempt,
-   * whose end the engine's settle window counts from, and waiting for it would only spend the next
-   * attempt).
+   * abort's turn of the event loop, or throws that attempt's abort reason itself, however late (it
+   * honoured its signal, as fetch does: it ended with the attempt, whose end the engine's settle
+   * window counts from, and waiting for it would only spend the next attempt; a next attempt already
+   * waiting for it then sends).
    */
   call<T>(ctx: AttemptContext, start: () => Promise<T>): Promise<Settled<T> & { late?: true }>;
   /** The operation ended with `key`: nothing is sent for it again, so no earlier call of it is waited for. */
@@ -66,22 +69,34 @@ export function lateCalls<V>(engine: Engine, scope: Scope, fingerprint: string, 
     call<T>(ctx: AttemptContext, start: () => Promise<T>): Promise<Settled<T> & { late?: true }> {
       const found = out.size === 0 ? undefined : out.get(slotOf(ctx.key));
       if (found !== undefined) out.delete(slotOf(ctx.key));
-      const earlier = found?.call as Promise<Settled<T>> | undefined;
-      const call = earlier ?? settle(start, now);
+      let late = found !== undefined;
+      // An earlier call that rejects with its own attempt's abort reason honoured its signal (as fetch, undici's
+      // request and the default transport do, however late their rejection comes: one cut while reading a body, or
+      // queued for a connection, rejects when undici gets to it): nothing of it is still out, so this attempt sends.
+      const call: Promise<Settled<T>> =
+        found === undefined
+          ? settle(start, now)
+          : (found.call as Promise<Settled<T>>).then((s) => {
+              if (!('error' in s) || s.error !== found.reason) return s;
+              late = false;
+              // (given up meanwhile itself: nothing is started for an attempt that has ended)
+              return ctx.signal.aborted ? { error: ctx.signal.reason, at: now() } : settle(start, now);
+            });
       let done = false;
       let kept = false;
       const keep = (): void => {
         if (done) return;
         kept = true;
         const slot = slotOf(ctx.key);
-        const entry: Kept = { id: (id ??= recordId(scope)), call, at: Infinity, discard };
+        const reason: unknown = ctx.signal.reason;
+        const entry: Kept = { id: (id ??= recordId(scope)), call, at: Infinity, discard, reason };
         out.set(slot, entry);
         // (a turn, not a clock reading: a rejection by the abort's time may be read a millisecond later)
         let aborting = true;
         setTimeout(() => (aborting = false), 0);
         void call.then((s) => {
           entry.at = s.at;
-          if ('error' in s && aborting && out.get(slot) === entry) out.delete(slot);
+          if ('error' in s && (aborting || s.error === reason) && out.get(slot) === entry) out.delete(slot);
         });
       };
       // (the engine's own abort listener calls it: no listener of ours, ~3 µs an attempt)
@@ -91,7 +106,7 @@ export function lateCalls<V>(engine: Engine, scope: Scope, fingerprint: string, 
         // Its attempt ended before it: the engine has moved on, and the outcome is the next attempt's to read
         // (a Response's body reads once; the caller's classify is not asked twice).
         if (kept) throw ctx.signal.reason;
-        return earlier === undefined ? settled : { ...settled, late: true };
+        return late ? { ...settled, late: true } : settled;
       });
     },
     ended: (key) => {
