@@ -132,7 +132,7 @@ export class OwnedRecord {
       let res: CompareAndSetResult;
       try {
         res = await this.store.compareAndSet(base.id, base.generation, next);
-        if (!res.ok && res.current === undefined) res = await this.writeBack(next);
+        if (!res.ok && res.current === undefined && this.leaseLive(base)) res = await this.writeBack(next);
       } catch (error) {
         if (base === this.rec) this.unacked = [...this.unacked.slice(1 - MAX_REAPPLY), { event, next }];
         throw error;
@@ -187,8 +187,19 @@ export class OwnedRecord {
    * meanwhile under its id is another's: the write lost to it, as to any newer record.
    */
   private async writeBack(next: OperationRecord): Promise<CompareAndSetResult> {
+    // (only under a lease still live: see leaseLive)
     const back = await this.store.claim(next);
     return back.created ? { ok: true } : { ok: false, current: back.record };
+  }
+
+  /**
+   * Whether `base` holds our lease and it has not run out. Only then is a vanished record known to
+   * have been deleted by hand: once it ran out (this process paused, its renewals failed), another
+   * owner may have taken the record over, finished it and, past its retention, purged it, as
+   * designed; writing ours back would revive a finished operation and send for it again.
+   */
+  private leaseLive(base: OperationRecord): boolean {
+    return base.lease?.owner === this.owner && base.lease.expiresAt > this.now();
   }
 
   /**
