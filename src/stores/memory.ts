@@ -40,7 +40,9 @@ const rowsOf = new WeakMap<OnceStore, Map<string, Row>>();
  * ```
  */
 export function memoryStore(): OnceStore {
-  const name = 'memory';
+  // Its own name: it shares its records with no other store, so its records' Web Locks are shared with none either
+  // (two tabs' or two clients' memory stores never wait on each other for one scope).
+  const name = `memory:${Math.random().toString(36).slice(2, 10)}`;
   const rows = new Map<string, Row>();
   let closed = false;
 
