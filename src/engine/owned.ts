@@ -132,7 +132,7 @@ export class OwnedRecord {
       let res: CompareAndSetResult;
       try {
         res = await this.store.compareAndSet(base.id, base.generation, next);
-        if (!res.ok && res.current === undefined && this.leaseLive(base)) res = await this.writeBack(next);
+        if (!res.ok && res.current === undefined && this.deletedByHand(base)) res = await this.writeBack(next);
       } catch (error) {
         if (base === this.rec) this.unacked = [...this.unacked.slice(1 - MAX_REAPPLY), { event, next }];
         throw error;
@@ -187,19 +187,22 @@ export class OwnedRecord {
    * meanwhile under its id is another's: the write lost to it, as to any newer record.
    */
   private async writeBack(next: OperationRecord): Promise<CompareAndSetResult> {
-    // (only under a lease still live: see leaseLive)
+    // (only a record deleted by hand: see deletedByHand)
     const back = await this.store.claim(next);
     return back.created ? { ok: true } : { ok: false, current: back.record };
   }
 
   /**
-   * Whether `base` holds our lease and it has not run out. Only then is a vanished record known to
-   * have been deleted by hand: once it ran out (this process paused, its renewals failed), another
-   * owner may have taken the record over, finished it and, past its retention, purged it, as
-   * designed; writing ours back would revive a finished operation and send for it again.
+   * Whether a vanished `base` can only have been deleted by hand: it holds our lease, not run out, and
+   * its `expiresAt` is still ahead. Any record that followed it (a cancel, another owner's takeover
+   * and answer) expires no earlier (`expiresAt` never decreases), so `purge()`, which removes only
+   * terminal records past it, cannot have removed one yet. Otherwise the record may have been
+   * cancelled or finished by another owner and purged, as designed: writing ours back would revive
+   * it and send for it again (after a confirmed cancellation, or a second time).
    */
-  private leaseLive(base: OperationRecord): boolean {
-    return base.lease?.owner === this.owner && base.lease.expiresAt > this.now();
+  private deletedByHand(base: OperationRecord): boolean {
+    const now = this.now();
+    return base.lease?.owner === this.owner && base.lease.expiresAt > now && base.expiresAt > now;
   }
 
   /**

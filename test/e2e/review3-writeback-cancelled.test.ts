@@ -1,0 +1,48 @@
+/**
+ * A record cancelled while its owner waits out a 503's Retry-After (nothing delivered: `cancel()`
+ * answers `cancelled`, "nothing will be sent") is terminal; once its retention has passed,
+ * `purge()` removes it, as designed. The owner's next write then finds no record: the write-back
+ * (src/engine/owned.ts) must not re-insert its pending record and send, after a confirmed
+ * cancellation. Counted at a loopback provider (503 + Retry-After: 1 first, 201 after).
+ *
+ * A retention shorter than the wait is unusual, but allowed (`retentionMs` is any positive value).
+ */
+import { describe, expect, it } from 'vitest';
+import { createClient, memoryStore } from '../../src/index.js';
+import { eachTest } from '../helpers/loopback.js';
+import { orderInit, until, wait } from '../helpers/setup.js';
+
+const { serve, use } = eachTest();
+
+describe('review3: write-back after a cancel and a purge', () => {
+  it('the owner does not send after a confirmed cancellation whose record was purged', async () => {
+    let requests = 0;
+    let effects = 0;
+    const url = await serve((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        requests++;
+        if (requests === 1) {
+          res.writeHead(503, { 'retry-after': '1' }).end();
+          return;
+        }
+        effects++;
+        res.writeHead(201, { 'content-type': 'application/json' }).end('{"id":"o-1"}');
+      });
+    });
+    const c = use(createClient({ store: memoryStore(), retentionMs: 100, random: () => 0, retry: { budget: false, maxAttempts: 3, deadlineMs: 10_000 } }));
+    const scope = { action: 'create-order', ref: 'R3-C1' };
+    const call = c.fetch(`${url}/orders`, { ...orderInit('R3-C1'), once: scope }).then(
+      (r) => r.status,
+      (e: unknown) => (e as Error).name,
+    );
+    await until(async () => (await c.get(scope))?.attempts.length === 1 && (await c.get(scope))?.state === 'pending');
+    expect((await c.cancel(scope)).outcome).toBe('cancelled');
+    await wait(150);
+    expect(await c.purge()).toBe(1);
+    const outcome = await call;
+    await wait(100);
+    expect({ effects, requests }).toEqual({ effects: 0, requests: 1 });
+    expect(outcome).toBe('StoreError'); // 'vanished while owned', as before the write-back
+  });
+});
