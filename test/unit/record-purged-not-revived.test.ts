@@ -20,7 +20,7 @@ afterEach(async () => {
   for (const c of clients.splice(0)) await c.close({ waitMs: 0 });
 });
 
-describe('review3: write-back after a legitimate purge', () => {
+describe('write-back after a legitimate purge', () => {
   it('a paused owner whose record was taken over, finished and purged does not write it back and send again', async () => {
     const store = memoryStore();
     let skew = 0;

@@ -14,7 +14,7 @@ import { orderInit, until, wait } from '../helpers/setup.js';
 
 const { serve, use } = eachTest();
 
-describe('review3: write-back after a cancel and a purge', () => {
+describe('write-back after a cancel and a purge', () => {
   it('the owner does not send after a confirmed cancellation whose record was purged', async () => {
     let requests = 0;
     let effects = 0;

@@ -46,7 +46,7 @@ function stallingProvider(stall: 'body' | 'headers' = 'body'): { effects: Map<st
   return { effects, requests, handler };
 }
 
-describe('review3: default transport, abort while it reads a small body', () => {
+describe('default transport, abort while it reads a small body', () => {
   it('the next attempt resends under the same key (the provider replays), not takes the cut-off response', async () => {
     const provider = stallingProvider();
     const url = await serve(provider.handler);

@@ -39,7 +39,7 @@ function fakeLocks(names: string[]): LockManagerLike {
   };
 }
 
-describe('review3: Web Lock names of memory stores', () => {
+describe('Web Lock names of memory stores', () => {
   it('two clients of two memory stores do not wait on each other for one scope', async () => {
     const names: string[] = [];
     const exclusive = webLocks(fakeLocks(names));
