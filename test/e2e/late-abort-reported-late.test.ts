@@ -1,12 +1,14 @@
 /**
- * The default Node transport (`requestFetch`, undici's `request`) honours its AbortSignal, but an
- * abort that comes while it reads a small body (content-length ≤ 64 KiB, read before it resolves)
- * does not make it reject: it resolves with a Response whose body fails with the signal's reason.
- * The late-call rule ("a call that rejects by the abort's turn honoured its signal") then keeps
- * that Response as if the request were still out, and the next attempt takes it (a 201 whose body
- * fails with the earlier attempt's TimeoutError) instead of sending: an attempt wasted, and with
- * the last attempt the caller gets an AmbiguousOutcomeError where a resend under the same key
- * would have had the provider's replay.
+ * A transport that honours its AbortSignal but reports the abort late must not have its cut-off
+ * outcome taken by the next attempt as a call still out. The default Node transport (`requestFetch`,
+ * undici's `request`) reads a small body (content-length ≤ 64 KiB) before it resolves; an abort
+ * during that read used to resolve a Response whose body fails with the signal's reason, and the
+ * late-call rule ("a call that rejects by the abort's turn honoured its signal") kept it as if the
+ * request were still out: the next attempt took it (a 201 whose body fails with the earlier
+ * attempt's TimeoutError) instead of sending, and with the last attempt the caller got an
+ * AmbiguousOutcomeError where a resend under the same key would have had the provider's replay.
+ * Now the transport rejects with the reason, and a kept call that rejects with its own attempt's
+ * abort reason, however late, counts as having honoured its signal.
  *
  * The provider here dedupes by key: the first request of a key commits, sends its headers and half
  * its body, then stalls; a later request of the key is answered in full with the stored order.
