@@ -6,9 +6,10 @@
  * it has not written yet: a 503, "not processed". Its lease runs out; client B takes the record
  * over, reconciles (absent), sends under the same key (effect 1) and succeeds; the retention passes
  * and `purge()` removes the terminal record, as designed. A wakes and writes its 503: the record is
- * gone. Before the write-back, that was "vanished while owned" (a StoreError: A stops). With it, A
- * re-inserts its pending record, owns it and sends again: a second effect, for an operation that
- * succeeded, and a live record again for a purged operation.
+ * gone. A write-back there (as the first version of it did) re-inserted A's pending record, which A
+ * then owned and sent again: a second effect, for an operation that succeeded, and a live record
+ * again for a purged operation. A record is now written back only under a live lease of its owner:
+ * A's write ends its call with "vanished while owned" (a StoreError), as before the write-back.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { createClient, memoryStore } from '../../src/index.js';
