@@ -153,8 +153,11 @@ export interface OnceClient {
    * When `waitMs` runs out first, the rest is stopped and the store closed: a call that holds the
    * provider's answer (now, or when it comes) returns it, unrecorded, as at its deadline; a call that
    * holds none rejects (a `StoreError`, or an `AmbiguousOutcomeError` when its outcome is unknown) and
-   * sends nothing more. What such a call left unrecorded, the next call with the same ref (in any
-   * client) reconciles first (a lookup, or `AmbiguousOutcomeError`), never resending blind.
+   * sends nothing more. A call stopped after recording an attempt but before sending it (or while the
+   * store had yet to acknowledge that record) first records the attempt as never sent, the lease
+   * released: the store stays open for that up to 1 s more, and the next call sends it once, with the
+   * same key, without a lookup. What such a call left unrecorded, the next call with the same ref (in
+   * any client) reconciles first (a lookup, or `AmbiguousOutcomeError`), never resending blind.
    *
    * Calling it again returns the same promise (a shorter `waitMs` given then ends the wait sooner).
    * Do not await it inside a call of this client (its `run()` effect, a lookup, its `fetch` transport):
@@ -213,7 +216,8 @@ export function createClientWith(options: OnceClientOptions, platform: PlatformD
 /**
  * `client.close()`: no new work once it is called (`admit` rejects it), then a wait for the work
  * already started (the client's calls in progress, then the engine's background writes in
- * `abandoning`), bounded by `waitMs`; then the engine's `closed` signal and the store's close.
+ * `abandoning`), bounded by `waitMs`; then the engine's `closed` signal, the never_sent of the
+ * attempts it stopped before their send (at most LET_GO_WAIT_MS), and the store's close.
  */
 function shutdownOf(engine: Engine): { admit: <T>(method: string, start: () => Promise<T>) => Promise<T>; close: (waitMs: unknown) => Promise<void> } {
   /** the client's calls in progress */
@@ -251,12 +255,34 @@ function shutdownOf(engine: Engine): { admit: <T>(method: string, start: () => P
     }
   };
 
+  /**
+   * After the engine's close, before the store's: the calls it stopped between the write that opened
+   * their attempt and its send close that attempt as never sent (see `Engine.unsent`), a write still
+   * pending finishing first; then the undo writes before a send not yet given their LET_GO_WAIT_MS
+   * (an abort's, a release's). At most LET_GO_WAIT_MS in all, as a call waits for its own undo; nothing
+   * after a graceful wait, which left none.
+   */
+  const undone = async (): Promise<void> => {
+    const cap = new AbortController();
+    const timer = setTimeout(() => cap.abort(), LET_GO_WAIT_MS);
+    try {
+      await untilAborted(engine.unsentSettled(), cap.signal);
+      const left = [...engine.abandoning].filter(([, entry]) => !engine.afterSend.has(entry) && !graced.has(entry));
+      await Promise.all(left.map(([id]) => awaitAbandon(engine, id, cap.signal)));
+    } catch {
+      // (the bound: the store closes; what was not written, the next call reconciles first)
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+
   const shutdown = async (): Promise<void> => {
     // (waitMs ran out: what is still running is stopped by the engine's close)
     await drained().catch(() => undefined);
     waited = true;
     for (const clear of timers) clear();
     engine.close(stop.signal.aborted ? (stop.signal.reason as StoreError) : undefined);
+    await undone();
     await engine.opts.store.close();
   };
 

@@ -47,13 +47,16 @@ export async function acquire(engine: Engine, spec: OperationSpec, deadline: Cal
       owned.unsentAttempt = startFirst;
       return owned;
     };
-    // The durable write that gates every send: if it fails, nothing is sent.
+    // The durable write that gates every send: if it fails, nothing is sent. (From here until the send,
+    // a client's close that stops the call has it close the attempt as never sent: see `Engine.unsent`.)
+    if (attemptId !== undefined) engine.unsent.add(deadline);
     const { created, record } = await bounded(engine, id, deadline.signal, () => store.claim(candidate), (late) => (late?.created === true ? ours(late.record) : undefined), attemptId);
     if (created) {
       engine.stats.operationsCreated++;
       engine.emit({ type: 'operation_created', scope: spec.scope, at: now() });
       return { kind: 'owned', owned: ours(record) };
     }
+    engine.handedOff(deadline);
     if (record.fingerprint !== spec.fingerprint) {
       throw engine.conflict(spec.scope, 'the same scope was used before with a different payload');
     }

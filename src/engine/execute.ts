@@ -161,6 +161,15 @@ export class Engine {
    * write before the send, which records nothing learned) at most `LET_GO_WAIT_MS`, as a call waits for its own
    */
   readonly afterSend = new WeakSet<object>();
+  /**
+   * The calls (by their deadline) from the start of the write that opens an attempt (the claim of
+   * attempt 1, `attempt_started`) until they hand that attempt to the transport or end: a call the
+   * client's close stops in between closes its attempt as never sent (see `sendOnce`), and
+   * `client.close()` waits for that before the store goes (see {@link unsentSettled})
+   */
+  readonly unsent = new Set<CallDeadline>();
+  /** resolves {@link unsentSettled}'s promises once `unsent` is empty */
+  private unsentDrained: (() => void) | undefined;
   private readonly closer = new AbortController();
   /** see {@link whenClosed} */
   private readonly closers = new Set<(reason: unknown) => void>();
@@ -193,6 +202,30 @@ export class Engine {
     this.closer.abort(reason);
     for (const fn of this.closers) fn(reason);
     this.closers.clear();
+  }
+
+  /** The call of `deadline` holds no attempt opened and unsent any more (see `unsent`). */
+  handedOff(deadline: CallDeadline): void {
+    if (!this.unsent.delete(deadline) || this.unsent.size > 0 || this.unsentDrained === undefined) return;
+    const drained = this.unsentDrained;
+    this.unsentDrained = undefined;
+    drained();
+  }
+
+  /**
+   * Resolves once no call holds an attempt opened and unsent, nor a write pending that opens one (see
+   * `unsent`). After {@link close}, each such call ends soon: its pending write, once acknowledged,
+   * finds the client closed and its attempt is closed as never sent (see `sendOnce`).
+   */
+  unsentSettled(): Promise<void> {
+    if (this.unsent.size === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const before = this.unsentDrained;
+      this.unsentDrained = () => {
+        before?.();
+        resolve();
+      };
+    });
   }
 
   /**
@@ -284,6 +317,7 @@ export class Engine {
       return result;
     } finally {
       deadline.dispose();
+      this.handedOff(deadline);
       if (this.inflight.get(id) === running) this.inflight.delete(id);
     }
   }
@@ -315,6 +349,8 @@ export class Engine {
         // Someone else now owns or finished the operation: start over and follow them.
         if (error instanceof LeaseLostError) {
           this.emit({ type: 'late_evidence', scope: spec.scope, at: this.opts.now(), detail: error.message });
+          // (an attempt this call opened is the new owner's to read now: see `unsent`)
+          this.handedOff(deadline);
           continue;
         }
         throw error;
@@ -695,7 +731,10 @@ export class Engine {
 
   private async sendOnce(owned: OwnedRecord, spec: OperationSpec, deadline: CallDeadline, n: number): Promise<StepResult> {
     // The write that gates this send: already durable when the claim itself opened the attempt.
-    if (!owned.unsentAttempt) await this.early(owned, deadline.signal, { type: 'attempt_started', attemptId: globalThis.crypto.randomUUID() }, true);
+    if (!owned.unsentAttempt) {
+      this.unsent.add(deadline);
+      await this.early(owned, deadline.signal, { type: 'attempt_started', attemptId: globalThis.crypto.randomUUID() }, true);
+    }
     // Opened, not sent: after an abort it is closed not_sent (`abandon`), never sent with an aborted signal.
     deadline.signal.throwIfAborted();
     const attempt = owned.rec.attempts.length;
@@ -703,10 +742,10 @@ export class Engine {
     this.stats.attemptsPerOperation = this.stats.attempts / Math.max(1, this.stats.operationsExecuted);
     this.emit({ type: 'attempt_started', scope: spec.scope, at: this.opts.now(), attempt });
     deadline.signal.throwIfAborted(); // a listener may have aborted the call
-    // The client's close stopped the call before this send (its store is closed: no outcome could be
-    // recorded). Nothing leaves the process; the open attempt reads as possibly sent to the next call,
-    // which reconciles it first.
-    this.closed.throwIfAborted();
+    // The client's close stopped the call before this send (its store goes next: no outcome could be
+    // recorded). Nothing leaves the process, and the record says so: the attempt closed as never sent.
+    if (this.closed.aborted) return this.closedUnsent(owned, deadline);
+    this.handedOff(deadline);
     owned.unsentAttempt = false;
     const outcome = await this.sendWithLease(owned, spec, deadline, attempt);
     const c = outcome.classification;
@@ -799,6 +838,23 @@ export class Engine {
       }
       return owned.commit(event);
     });
+  }
+
+  /**
+   * The client's close (its wait for the call ran out) stopped the call after the write that opened its
+   * attempt, before the send: this process knows that nothing was sent, so it closes the attempt as
+   * never sent and releases the lease (`abandon`), as after an abort, rather than leave an open attempt
+   * that the next call must read as possibly delivered (a lookup first, or AmbiguousOutcomeError).
+   * `client.close()` keeps the store open for it (see `unsentSettled`), as this call waits for it, at
+   * most `LET_GO_WAIT_MS`; past that (a store slow to acknowledge) the attempt stays open, reconciled
+   * first by the next call. Then the call rejects with the close's reason.
+   */
+  private async closedUnsent(owned: OwnedRecord, deadline: CallDeadline): Promise<never> {
+    const reason = this.closed.reason as StoreError;
+    const id = owned.rec.id;
+    trackAbandon(this, id, this.abandon(owned, reason), this.opts.now() + this.opts.leaseMs);
+    await awaitAbandon(this, id, deadline.signal, LET_GO_WAIT_MS).catch(() => undefined);
+    throw reason;
   }
 
   /** Sends one attempt, renewing the lease while it is on the wire. */
