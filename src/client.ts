@@ -87,7 +87,8 @@ export interface CancelOptions {
 export interface CloseOptions {
   /**
    * the longest wait for the work already started to end by itself; then it is stopped and the store
-   * closed @default none: as long as that work takes (each call ends by its own deadline, `retry.deadlineMs`)
+   * closed, at most 1 s later (a call stopped before its send records that attempt as never sent
+   * first) @default none: as long as that work takes (each call ends by its own deadline, `retry.deadlineMs`)
    */
   waitMs?: number;
 }
