@@ -249,8 +249,9 @@ function shutdownOf(engine: Engine): { admit: <T>(method: string, start: () => P
       await Promise.all(
         left.map(([id, entry]) => {
           if (engine.afterSend.has(entry)) return awaitAbandon(engine, id, stop.signal);
-          graced.add(entry);
-          return awaitAbandon(engine, id, stop.signal, LET_GO_WAIT_MS);
+          // Graced once its wait has run (done, or LET_GO_WAIT_MS): a wait that `waitMs` cut short leaves
+          // it to `undone`, which keeps the store open for it after the engine's close (at most LET_GO_WAIT_MS).
+          return awaitAbandon(engine, id, stop.signal, LET_GO_WAIT_MS).then(() => void graced.add(entry));
         }),
       );
     }

@@ -1,0 +1,144 @@
+/**
+ * A call whose caller aborted while the write that opens its attempt (the claim of attempt 1) was
+ * pending, then `client.close({ waitMs })` that runs out before that write is acknowledged. Nothing
+ * was sent: the abort's undo (`bounded`: the attempt closed as never sent, the lease released once
+ * the write lands) is filed in `engine.abandoning`, and the close gives such an undo of a write
+ * before the send LET_GO_WAIT_MS before the store goes, as it does for a call it stops itself
+ * (test/e2e/close-unsent.test.ts).
+ *
+ * Before: the graceful wait marked the undo `graced` (given its LET_GO_WAIT_MS) as it began waiting
+ * for it; `waitMs` cut that wait short (50 ms), and `undone()` skips graced entries, so the store
+ * closed at ~50 ms, before the acknowledgement: the record stayed `in_flight`, the lease held, the
+ * attempt open, and the next client (no lookup) rejected with AmbiguousOutcomeError for a request
+ * that never left.
+ */
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createClient } from '../../src/index.js';
+import type { OnceClient, OnceStore } from '../../src/index.js';
+import { LET_GO_WAIT_MS } from '../../src/engine/acquire.js';
+import { sqliteStore } from '../../src/stores/sqlite.js';
+import { startProvider } from '../../src/testing/provider.js';
+import type { Provider } from '../../src/testing/provider.js';
+import { writeOf } from '../helpers/lossy-store.js';
+import { orderInit, tempDir, until, wait } from '../helpers/setup.js';
+
+const ACTION = 'create-order';
+const SLACK_MS = 300;
+const LEASE_MS = 300;
+
+let provider: Provider;
+let dir: { dir: string; cleanup: () => void };
+let path: string;
+const cleanups: (() => unknown)[] = [];
+
+beforeEach(async () => {
+  provider = await startProvider({ ignoreKeys: true });
+  dir = tempDir();
+  path = join(dir.dir, 'close-aborted-unsent.db');
+});
+
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  await provider.close();
+  dir.cleanup();
+});
+
+/** The test's SQLite file, whose claim that opens attempt 1 is applied at once and acknowledged 300 ms later. */
+function slowClaimAck() {
+  const inner = sqliteStore({ path });
+  const plan = { slow: 1, pending: false, closed: false, writesAfterClose: [] as string[] };
+  const held = async <T>(label: string, write: () => Promise<T>): Promise<T> => {
+    if (plan.closed) plan.writesAfterClose.push(label);
+    const result = await write();
+    if (label === 'claim+attempt' && plan.slow > 0) {
+      plan.slow--;
+      plan.pending = true;
+      await wait(300);
+      plan.pending = false;
+    }
+    return result;
+  };
+  const store: OnceStore = {
+    name: inner.name,
+    claim: (record) => held(writeOf(undefined, record), () => inner.claim(record)),
+    compareAndSet: async (id, expected, next) => held(writeOf(await inner.get(id), next), () => inner.compareAndSet(id, expected, next)),
+    get: (id) => inner.get(id),
+    list: (query) => inner.list(query),
+    purge: (now) => inner.purge(now),
+    close: () => {
+      plan.closed = true;
+      return inner.close();
+    },
+  };
+  return { store, plan };
+}
+
+function clientOf(): OnceClient {
+  const client = createClient({ store: sqliteStore({ path }), telemetry: false, leaseMs: LEASE_MS });
+  cleanups.push(() => client.close());
+  return client;
+}
+
+async function stored(ref: string) {
+  const rec = await clientOf().get({ action: ACTION, ref });
+  return { state: rec?.state, lease: rec?.lease ?? null, attempts: rec?.attempts.map((a) => (a.finishedAt === null ? 'open' : a.class)), key: rec?.key };
+}
+
+const posts = (ref: string): number => provider.requests.filter((r) => r.ref === ref).length;
+
+describe('caller abort while the claim is unacknowledged, then close({ waitMs: 50 })', () => {
+  it('fetch: nothing sent; close() keeps the store open for the abort\'s never_sent; the next client (no lookup) sends once', async () => {
+    const ref = 'CAU-fetch';
+    const { store, plan } = slowClaimAck();
+    const a = createClient({ store, telemetry: false, leaseMs: LEASE_MS });
+    cleanups.push(() => a.close());
+    const abort = new AbortController();
+    const call = a.fetch(`${provider.url}/orders`, { ...orderInit(ref), signal: abort.signal, once: { action: ACTION, ref } }).then(
+      (res) => String(res.status),
+      (error: unknown) => (error as Error).name,
+    );
+    await until(() => plan.pending);
+    abort.abort();
+    expect(await call).toBe('AbortError');
+    const t0 = performance.now();
+    await a.close({ waitMs: 50 });
+    expect(performance.now() - t0).toBeLessThan(50 + LET_GO_WAIT_MS + SLACK_MS);
+    expect(posts(ref)).toBe(0);
+    expect(plan.writesAfterClose).toEqual([]);
+
+    const rec = await stored(ref);
+    // HEAD: { state: 'in_flight', lease: { owner: <a's> … }, attempts: ['open'] }
+    expect(rec).toMatchObject({ state: 'pending', lease: null, attempts: ['not_sent'] });
+
+    // HEAD: AmbiguousOutcomeError (no lookup, no provider dedupe) for a request that never left.
+    const res = await clientOf().fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref } });
+    expect(res.status).toBe(201);
+    expect(provider.requests.filter((r) => r.ref === ref).map((r) => r.key)).toEqual([rec.key]);
+    expect(provider.effectsFor(ref)).toBe(1);
+  });
+
+  it('client.run(): the effect never ran; the record is pending, not_sent; the next client runs it once', async () => {
+    const ref = 'CAU-run';
+    const { store, plan } = slowClaimAck();
+    const a = createClient({ store, telemetry: false, leaseMs: LEASE_MS });
+    cleanups.push(() => a.close());
+    const runs: string[] = [];
+    const effect = async ({ key }: { key: string }) => {
+      runs.push(key);
+      return { id: 'o-1' };
+    };
+    const abort = new AbortController();
+    const call = a.run({ action: ACTION, ref, signal: abort.signal }, effect).catch((error: unknown) => (error as Error).name);
+    await until(() => plan.pending);
+    abort.abort();
+    expect(await call).toBe('AbortError');
+    await a.close({ waitMs: 50 });
+    expect(runs).toEqual([]);
+
+    const rec = await stored(ref);
+    expect(rec).toMatchObject({ state: 'pending', lease: null, attempts: ['not_sent'] });
+    expect(await clientOf().run({ action: ACTION, ref }, effect)).toEqual({ id: 'o-1' });
+    expect(runs).toEqual([rec.key]);
+  });
+});
