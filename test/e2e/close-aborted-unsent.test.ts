@@ -13,65 +13,35 @@
  * that never left.
  */
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { createClient } from '../../src/index.js';
-import type { OnceClient, OnceStore } from '../../src/index.js';
+import type { OnceClient } from '../../src/index.js';
 import { LET_GO_WAIT_MS } from '../../src/engine/acquire.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
-import { startProvider } from '../../src/testing/provider.js';
 import type { Provider } from '../../src/testing/provider.js';
-import { writeOf } from '../helpers/lossy-store.js';
-import { orderInit, tempDir, until, wait } from '../helpers/setup.js';
+import { keylessProviderEachTest } from '../helpers/keyless-provider.js';
+import { orderInit, tempDir, until } from '../helpers/setup.js';
+import { slowAck, storedAt } from '../helpers/slow-ack.js';
 
 const ACTION = 'create-order';
 const SLACK_MS = 300;
 const LEASE_MS = 300;
 
 let provider: Provider;
-let dir: { dir: string; cleanup: () => void };
 let path: string;
-const cleanups: (() => unknown)[] = [];
+const cleanups = keylessProviderEachTest((p) => (provider = p));
 
-beforeEach(async () => {
-  provider = await startProvider({ ignoreKeys: true });
-  dir = tempDir();
+beforeEach(() => {
+  const dir = tempDir();
   path = join(dir.dir, 'close-aborted-unsent.db');
-});
-
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-  await provider.close();
-  dir.cleanup();
+  cleanups.push(dir.cleanup);
 });
 
 /** The test's SQLite file, whose claim that opens attempt 1 is applied at once and acknowledged 300 ms later. */
 function slowClaimAck() {
-  const inner = sqliteStore({ path });
-  const plan = { slow: 1, pending: false, closed: false, writesAfterClose: [] as string[] };
-  const held = async <T>(label: string, write: () => Promise<T>): Promise<T> => {
-    if (plan.closed) plan.writesAfterClose.push(label);
-    const result = await write();
-    if (label === 'claim+attempt' && plan.slow > 0) {
-      plan.slow--;
-      plan.pending = true;
-      await wait(300);
-      plan.pending = false;
-    }
-    return result;
-  };
-  const store: OnceStore = {
-    name: inner.name,
-    claim: (record) => held(writeOf(undefined, record), () => inner.claim(record)),
-    compareAndSet: async (id, expected, next) => held(writeOf(await inner.get(id), next), () => inner.compareAndSet(id, expected, next)),
-    get: (id) => inner.get(id),
-    list: (query) => inner.list(query),
-    purge: (now) => inner.purge(now),
-    close: () => {
-      plan.closed = true;
-      return inner.close();
-    },
-  };
-  return { store, plan };
+  const slow = slowAck(path);
+  slow.plan.only = ['claim+attempt'];
+  return slow;
 }
 
 function clientOf(): OnceClient {
@@ -80,11 +50,7 @@ function clientOf(): OnceClient {
   return client;
 }
 
-async function stored(ref: string) {
-  const rec = await clientOf().get({ action: ACTION, ref });
-  return { state: rec?.state, lease: rec?.lease ?? null, attempts: rec?.attempts.map((a) => (a.finishedAt === null ? 'open' : a.class)), key: rec?.key };
-}
-
+const stored = (ref: string) => storedAt(path, { action: ACTION, ref }, { leaseMs: LEASE_MS });
 const posts = (ref: string): number => provider.requests.filter((r) => r.ref === ref).length;
 
 describe('caller abort while the claim is unacknowledged, then close({ waitMs: 50 })', () => {

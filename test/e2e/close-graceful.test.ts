@@ -21,6 +21,7 @@ import { startProvider } from '../../src/testing/provider.js';
 import type { Provider } from '../../src/testing/provider.js';
 import { armedClient, scripted } from '../helpers/scripted-store.js';
 import { lookupByRef, orderInit, sqliteClient, tempDir, until, wait } from '../helpers/setup.js';
+import { ended } from '../helpers/slow-ack.js';
 
 const ACTION = 'create-order';
 /** how late past its mark a step may end on this shared 2-core machine */
@@ -52,15 +53,6 @@ function clientOf(options: OnceClientOptions = {}): OnceClient {
 
 function order(client: OnceClient, ref: string): Promise<Response> {
   return client.fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref } });
-}
-
-/** How a promise ended (a status, or an error's name), its value, and when (ms after `from`). */
-async function ended<T>(p: Promise<T>, from: number): Promise<{ outcome: string; value: unknown; at: number }> {
-  const done = await p.then(
-    (v) => ({ outcome: v instanceof Response ? String(v.status) : 'ok', value: v as unknown }),
-    (error: unknown) => ({ outcome: error instanceof Error ? error.name : String(error), value: error }),
-  );
-  return { ...done, at: Math.round(performance.now() - from) };
 }
 
 const scope = (ref: string) => ({ action: ACTION, ref });

@@ -13,15 +13,15 @@
  * possibly delivered (no lookup: AmbiguousOutcomeError; a lookup: asked first).
  */
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { StoreError, createClient } from '../../src/index.js';
-import type { OnceClient, OnceClientOptions, OnceStore } from '../../src/index.js';
+import type { OnceClient, OnceClientOptions } from '../../src/index.js';
 import { LET_GO_WAIT_MS } from '../../src/engine/acquire.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
-import { startProvider } from '../../src/testing/provider.js';
 import type { Provider } from '../../src/testing/provider.js';
-import { writeOf } from '../helpers/lossy-store.js';
-import { lookupByRef, orderInit, tempDir, until, wait } from '../helpers/setup.js';
+import { keylessProviderEachTest } from '../helpers/keyless-provider.js';
+import { lookupByRef, orderInit, tempDir, until } from '../helpers/setup.js';
+import { ended, slowAck as slowAckAt, storedAt } from '../helpers/slow-ack.js';
 
 const ACTION = 'create-order';
 /** how late past its mark a step may end on this shared 2-core machine */
@@ -29,57 +29,17 @@ const SLACK_MS = 300;
 const LEASE_MS = 300;
 
 let provider: Provider;
-let dir: { dir: string; cleanup: () => void };
 let path: string;
-const cleanups: (() => unknown)[] = [];
+const cleanups = keylessProviderEachTest((p) => (provider = p));
 
-beforeEach(async () => {
-  provider = await startProvider({ ignoreKeys: true });
-  dir = tempDir();
+beforeEach(() => {
+  const dir = tempDir();
   path = join(dir.dir, 'close-unsent.db');
+  cleanups.push(dir.cleanup);
 });
 
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-  await provider.close();
-  dir.cleanup();
-});
-
-/**
- * The test's SQLite file, whose next write that opens an attempt (`claim+attempt`, `attempt_started`)
- * is applied at once and acknowledged `plan.ackDelayMs` later, while `plan.slow` counts down (`plan.only`:
- * which of the two).
- * `plan.pending`: such an acknowledgement is being held. `plan.afterClose`: writes asked for after close().
- */
-function slowAck() {
-  const inner = sqliteStore({ path });
-  const plan = { slow: 1, only: ['claim+attempt', 'attempt_started'], ackDelayMs: 300, pending: false, closed: false, afterClose: 0, writes: [] as string[] };
-  const held = async <T>(label: string, write: () => Promise<T>): Promise<T> => {
-    if (plan.closed) plan.afterClose++;
-    plan.writes.push(label);
-    const result = await write();
-    if (plan.only.includes(label) && plan.slow > 0) {
-      plan.slow--;
-      plan.pending = true;
-      await wait(plan.ackDelayMs);
-      plan.pending = false;
-    }
-    return result;
-  };
-  const store: OnceStore = {
-    name: inner.name,
-    claim: (record) => held(writeOf(undefined, record), () => inner.claim(record)),
-    compareAndSet: async (id, expected, next) => held(writeOf(await inner.get(id), next), () => inner.compareAndSet(id, expected, next)),
-    get: (id) => inner.get(id),
-    list: (query) => inner.list(query),
-    purge: (now) => inner.purge(now),
-    close: () => {
-      plan.closed = true;
-      return inner.close();
-    },
-  };
-  return { store, plan };
-}
+/** The test's SQLite file, its writes that open an attempt acknowledged late (see slow-ack.ts). */
+const slowAck = () => slowAckAt(path);
 
 function clientOf(options: OnceClientOptions = {}): OnceClient {
   const client = createClient({ store: sqliteStore({ path }), telemetry: false, leaseMs: LEASE_MS, ...options });
@@ -91,23 +51,8 @@ function order(client: OnceClient, ref: string): Promise<Response> {
   return client.fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref } });
 }
 
-/** How a promise ended (a status, or an error's name), its value, and when (ms after `from`). */
-async function ended<T>(p: Promise<T>, from: number): Promise<{ outcome: string; value: unknown; at: number }> {
-  const done = await p.then(
-    (v) => ({ outcome: v instanceof Response ? String(v.status) : 'ok', value: v as unknown }),
-    (error: unknown) => ({ outcome: error instanceof Error ? error.name : String(error), value: error }),
-  );
-  return { ...done, at: Math.round(performance.now() - from) };
-}
-
-const scope = (ref: string) => ({ action: ACTION, ref });
 const posts = (ref: string): number => provider.requests.filter((r) => r.ref === ref).length;
-
-/** The stored record as the next client reads it: its state, lease, and each attempt's class (`open` while unfinished). */
-async function stored(ref: string) {
-  const rec = await clientOf().get(scope(ref));
-  return { state: rec?.state, lease: rec?.lease ?? null, attempts: rec?.attempts.map((a) => (a.finishedAt === null ? 'open' : a.class)), key: rec?.key };
-}
+const stored = (ref: string) => storedAt(path, { action: ACTION, ref }, { leaseMs: LEASE_MS });
 
 describe('close({ waitMs }) while the write that opens attempt 1 (the claim) is pending', () => {
   it('fetch: nothing sent; the record is pending with the attempt closed not_sent; the next client (no lookup) sends it once with the same key', async () => {
@@ -126,7 +71,7 @@ describe('close({ waitMs }) while the write that opens attempt 1 (the claim) is 
     expect(c.outcome).toBe('StoreError');
     expect(c.value).toBeInstanceOf(StoreError);
     expect(posts(ref)).toBe(0);
-    expect(plan.afterClose).toBe(0);
+    expect(plan.writesAfterClose).toEqual([]);
 
     const rec = await stored(ref);
     expect(rec).toMatchObject({ state: 'pending', lease: null, attempts: ['not_sent'] });
@@ -178,7 +123,7 @@ describe('close({ waitMs }) while 8 calls each have their claim pending', () => 
     expect(d.at).toBeLessThan(50 + LET_GO_WAIT_MS + SLACK_MS);
     expect((await Promise.all(calls)).map((c) => c.outcome)).toEqual(refs.map(() => 'StoreError'));
     expect(provider.requests).toHaveLength(0);
-    expect(plan.afterClose).toBe(0);
+    expect(plan.writesAfterClose).toEqual([]);
     for (const ref of refs) expect(await stored(ref)).toMatchObject({ state: 'pending', lease: null, attempts: ['not_sent'] });
   });
 });
@@ -201,7 +146,7 @@ describe('close({ waitMs }) while the attempt_started of attempt 2 (after a 503)
     expect(d.at).toBeLessThan(c.at + 50 + LET_GO_WAIT_MS + SLACK_MS);
     expect(posts(ref)).toBe(1);
     expect(provider.effectsFor(ref)).toBe(0);
-    expect(plan.afterClose).toBe(0);
+    expect(plan.writesAfterClose).toEqual([]);
 
     const rec = await stored(ref);
     expect(rec).toMatchObject({ state: 'pending', lease: null, attempts: ['retryable', 'not_sent'] });
