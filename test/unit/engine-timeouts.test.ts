@@ -8,7 +8,8 @@
 import { describe, expect, it } from 'vitest';
 import { createClientWith } from '../../src/client.js';
 import { AmbiguousOutcomeError, DeadlineExceededError, OperationInFlightError, RetriesExhaustedError, createClient, memoryStore } from '../../src/index.js';
-import { webLocks, type LockManagerLike } from '../../src/web-locks.js';
+import { webLocks } from '../../src/web-locks.js';
+import { fakeLocks } from '../helpers/fake-locks.js';
 import type { OnceClientOptions, OnceStore } from '../../src/index.js';
 import type { OperationRecord } from '../../src/operation/record.js';
 
@@ -115,23 +116,7 @@ describe('timers beyond the platform limit', () => {
 describe('inFlightWaitMs with a cross-tab lock', () => {
   /** Two "tabs" sharing one store and one lock per name, held until released (the Web Locks contract); tab A holds the scope's lock with a send that never ends. */
   async function tabAHoldingTheLock(tabB: OnceClientOptions) {
-    const held = new Map<string, Promise<void>>();
-    const locks: LockManagerLike = {
-      request: async (name, options, callback) => {
-        const previous = held.get(name) ?? Promise.resolve();
-        let release!: () => void;
-        held.set(name, new Promise<void>((r) => (release = r)));
-        try {
-          await new Promise<void>((resolve, reject) => {
-            previous.then(resolve, resolve);
-            options.signal?.addEventListener('abort', () => reject(options.signal?.reason), { once: true });
-          });
-          return await callback();
-        } finally {
-          release();
-        }
-      },
-    };
+    const locks = fakeLocks();
     const store = memoryStore();
     const platform = { store: () => store, fetch: () => never as typeof globalThis.fetch, exclusive: webLocks(locks) };
     const tabA = createClientWith({ store, fetch: () => never<Response>(), random: () => 0, retry: { attemptTimeoutMs: 60_000, budget: false } }, platform);

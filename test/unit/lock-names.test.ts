@@ -9,35 +9,14 @@
 import { describe, expect, it } from 'vitest';
 import { createClientWith } from '../../src/client.js';
 import { memoryStore } from '../../src/index.js';
-import type { LockManagerLike } from '../../src/web-locks.js';
 import { webLocks } from '../../src/web-locks.js';
+import { fakeLocks } from '../helpers/fake-locks.js';
 
 const never = <T>(): Promise<T> => new Promise<T>(() => undefined);
 const tick = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const SCOPE = { action: 'create-order', ref: 'R3-L1' };
 const post = { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"ref":"R3-L1"}' };
 const URL_ORDERS = 'http://127.0.0.1:9/orders';
-
-function fakeLocks(names: string[]): LockManagerLike {
-  const held = new Map<string, Promise<void>>();
-  return {
-    request: async (name, options, callback) => {
-      names.push(name);
-      const previous = held.get(name) ?? Promise.resolve();
-      let release!: () => void;
-      held.set(name, new Promise<void>((r) => (release = r)));
-      try {
-        await new Promise<void>((resolve, reject) => {
-          previous.then(resolve, resolve);
-          options.signal?.addEventListener('abort', () => reject(options.signal?.reason), { once: true });
-        });
-        return await callback();
-      } finally {
-        release();
-      }
-    },
-  };
-}
 
 describe('Web Lock names of memory stores', () => {
   it('two clients of two memory stores do not wait on each other for one scope', async () => {
