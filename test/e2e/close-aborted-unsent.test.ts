@@ -74,10 +74,10 @@ describe('caller abort while the claim is unacknowledged, then close({ waitMs: 5
     expect(plan.writesAfterClose).toEqual([]);
 
     const rec = await stored(ref);
-    // HEAD: { state: 'in_flight', lease: { owner: <a's> … }, attempts: ['open'] }
+    // before 243a418: { state: 'in_flight', lease: { owner: <a's> … }, attempts: ['open'] }
     expect(rec).toMatchObject({ state: 'pending', lease: null, attempts: ['not_sent'] });
 
-    // HEAD: AmbiguousOutcomeError (no lookup, no provider dedupe) for a request that never left.
+    // before 243a418: AmbiguousOutcomeError (no lookup, no provider dedupe) for a request that never left.
     const res = await clientOf().fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref } });
     expect(res.status).toBe(201);
     expect(provider.requests.filter((r) => r.ref === ref).map((r) => r.key)).toEqual([rec.key]);
