@@ -389,7 +389,7 @@ describe('SQLITE_BUSY storms from a competing writer', () => {
     });
   }
 
-  it('30 calls under the storm: each completes with one effect or fails with a StoreError naming busy; before the send nothing went out, after it the record reconciles to one effect', async () => {
+  it('calls under the storm (30, more until it hits one): each completes with one effect or fails with a StoreError naming busy; before the send nothing went out, after it the record reconciles to one effect', async () => {
     const path = join(tmp.dir, 'busy.db');
     const store = sqliteStore({ path, busyTimeoutMs: 20 });
     const reader = new Database(path, { readonly: true }); // WAL: readers are not blocked by the writer
@@ -404,11 +404,14 @@ describe('SQLITE_BUSY storms from a competing writer', () => {
     cleanups.push(() => storm.stop());
 
     const endings = { completed: 0, 'before-send': 0, 'after-send': 0, exhausted: 0 };
+    const hit = (): number => endings['before-send'] + endings['after-send'];
     const unfinished: string[] = [];
-    const refs = Array.from({ length: 30 }, (_, i) => `SB-${i}`);
-    // five at a time: the store's own writers compete with each other too
-    for (let i = 0; i < refs.length; i += 5) {
-      const batch = refs.slice(i, i + 5);
+    const refs: string[] = [];
+    // Five at a time (the store's own writers compete with each other too): 30 calls, and more, up to
+    // 100, until the storm has hit one (about 1 run in 10 it let 30 short calls through untouched).
+    while (refs.length < 30 || (hit() === 0 && refs.length < 100)) {
+      const batch = Array.from({ length: 5 }, (_, j) => `SB-${refs.length + j}`);
+      refs.push(...batch);
       const outcomes = await Promise.all(batch.map((ref) => attempt(order(client, ref))));
       batch.forEach((ref, j) => {
         const ending = checkCall(provider, ref, outcomes[j] as Outcome, peek(ref), /database is busy.*\[SQLITE_BUSY/);
@@ -417,12 +420,12 @@ describe('SQLITE_BUSY storms from a competing writer', () => {
       });
     }
     const report = await storm.stop();
-    expect(endings['before-send'] + endings['after-send'], `storm seed ${seed}: ${JSON.stringify(endings)}`).toBeGreaterThan(0);
+    expect(hit(), `storm seed ${seed}: ${JSON.stringify(endings)}`).toBeGreaterThan(0);
 
     // The storm is over: every unfinished call finishes, reconciling by lookup where something was sent.
     for (const ref of unfinished) expect([200, 201]).toContain((await order(client, ref)).status);
     for (const ref of refs) expect(provider.effectsFor(ref), ref).toBe(1);
     expect(provider.effects).toBe(refs.length);
-    console.log(`[store faults, SQLITE_BUSY storm seed ${seed}, ${report.trim()}] ${JSON.stringify(endings)}; ${unfinished.length} unfinished settled with one effect each`);
+    console.log(`[store faults, SQLITE_BUSY storm seed ${seed}, ${report.trim()}] ${refs.length} calls: ${JSON.stringify(endings)}; ${unfinished.length} unfinished settled with one effect each`);
   });
 });
