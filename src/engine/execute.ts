@@ -168,8 +168,8 @@ export class Engine {
    * `client.close()` waits for that before the store goes (see {@link unsentSettled})
    */
   readonly unsent = new Set<CallDeadline>();
-  /** resolves {@link unsentSettled}'s promises once `unsent` is empty */
-  private unsentDrained: (() => void) | undefined;
+  /** {@link unsentSettled}'s promise while `unsent` is not empty, and what resolves it once it is */
+  private unsentDrained: { promise: Promise<void>; resolve: () => void } | undefined;
   private readonly closer = new AbortController();
   /** see {@link whenClosed} */
   private readonly closers = new Set<(reason: unknown) => void>();
@@ -207,9 +207,8 @@ export class Engine {
   /** The call of `deadline` holds no attempt opened and unsent any more (see `unsent`). */
   handedOff(deadline: CallDeadline): void {
     if (!this.unsent.delete(deadline) || this.unsent.size > 0 || this.unsentDrained === undefined) return;
-    const drained = this.unsentDrained;
+    this.unsentDrained.resolve();
     this.unsentDrained = undefined;
-    drained();
   }
 
   /**
@@ -219,13 +218,12 @@ export class Engine {
    */
   unsentSettled(): Promise<void> {
     if (this.unsent.size === 0) return Promise.resolve();
-    return new Promise((resolve) => {
-      const before = this.unsentDrained;
-      this.unsentDrained = () => {
-        before?.();
-        resolve();
-      };
-    });
+    if (this.unsentDrained === undefined) {
+      let resolve = (): void => undefined;
+      const promise = new Promise<void>((r) => (resolve = r));
+      this.unsentDrained = { promise, resolve };
+    }
+    return this.unsentDrained.promise;
   }
 
   /**
@@ -516,32 +514,28 @@ export class Engine {
     return new Promise<T | typeof CUT>((resolve, reject) => {
       let ended = false;
       let unclose = (): void => undefined;
-      const cut = (): void => {
-        if (ended) return;
+      /** The first of the write, the deadline's end and the client's close decides; false for the others. */
+      const end = (): boolean => {
+        if (ended) return false;
         ended = true;
         unhook();
         unclose();
+        return true;
+      };
+      const cut = (): void => {
+        if (!end()) return;
         this.behind(owned, deadline, write, release, late, again);
         resolve(CUT);
       };
       // The deadline's end, or the client's close (its store goes next): the call ends with what it holds.
       const unhook = deadline.whenEnded(cut, LET_GO_WAIT_MS);
       unclose = this.whenClosed(cut);
-      const landed = (): void => {
-        ended = true;
-        unhook();
-        unclose();
-      };
       write.then(
         (value) => {
-          if (ended) return;
-          landed();
-          resolve(value);
+          if (end()) resolve(value);
         },
         (error: unknown) => {
-          if (ended) return;
-          landed();
-          reject(error);
+          if (end()) reject(error);
         },
       );
     });
