@@ -103,6 +103,16 @@ export async function blockIdb(dbName: string): Promise<{ release: () => Promise
   };
 }
 
+/**
+ * Opens database `dbName` at `version` (made or upgraded to it, `upgrade` run in the upgrade) and
+ * closes it: a database another program left at a version or without our object store.
+ */
+export async function openIdbAt(dbName: string, version: number, upgrade?: (db: IDBDatabase) => void): Promise<void> {
+  const req = indexedDB.open(dbName, version);
+  if (upgrade !== undefined) req.onupgradeneeded = () => upgrade(req.result);
+  (await request(req)).close();
+}
+
 let counter = 0;
 /** A database name no other test uses. */
 export function freshDbName(prefix = 'oncefetch-test'): string {

@@ -10,7 +10,7 @@ import { DeadlineExceededError, StoreError, createClient } from '../../src/index
 import { applyEvent, newRecord, recordId, type OperationRecord } from '../../src/operation/record.js';
 import { indexedDbStore } from '../../src/stores/indexeddb.js';
 import { describeStoreContract } from '../../src/testing/store-contract.js';
-import { blockIdb, corruptIdbRecord, deleteIdb, freshDbName, putRawRow } from '../browser/idb-raw.js';
+import { blockIdb, corruptIdbRecord, deleteIdb, freshDbName, openIdbAt, putRawRow } from '../browser/idb-raw.js';
 
 describeStoreContract('indexedDbStore (fake-indexeddb)', {
   durable: true,
@@ -224,15 +224,7 @@ describe('indexedDbStore', () => {
 
   it('a database of the same name without our object store is a StoreError naming the store', async () => {
     const dbName = freshDbName();
-    await new Promise<void>((resolve, reject) => {
-      const req = indexedDB.open(dbName, 1);
-      req.onupgradeneeded = () => req.result.createObjectStore('something-else');
-      req.onsuccess = () => {
-        req.result.close();
-        resolve();
-      };
-      req.onerror = () => reject(req.error);
-    });
+    await openIdbAt(dbName, 1, (db) => db.createObjectStore('something-else'));
     const store = indexedDbStore({ dbName });
     const error = await storeError(store.get('x'));
     expect(error.message).toContain(`indexeddb:${dbName}/records`);
@@ -245,14 +237,7 @@ describe('indexedDbStore', () => {
   // call with IndexedDB's VersionError inside "updating record ... failed"; it now says what to do.
   it('a database at a newer version than ours: a StoreError naming the version and saying to use another dbName; the VersionError its cause', async () => {
     const dbName = freshDbName();
-    await new Promise<void>((resolve, reject) => {
-      const req = indexedDB.open(dbName, 3);
-      req.onsuccess = () => {
-        req.result.close();
-        resolve();
-      };
-      req.onerror = () => reject(req.error);
-    });
+    await openIdbAt(dbName, 3);
     const store = indexedDbStore({ dbName });
     const error = await storeError(store.claim(sample()));
     expect(error.message).toContain(`indexeddb:${dbName}/records: database "${dbName}" is at version 3, newer than version 1 this oncefetch opens: another program or a newer oncefetch uses it; use another dbName`);
@@ -264,14 +249,7 @@ describe('indexedDbStore', () => {
 
   it('a database at a newer version, in a browser without indexedDB.databases() (Firefox before 126): the same StoreError without the number', async () => {
     const dbName = freshDbName();
-    await new Promise<void>((resolve, reject) => {
-      const req = indexedDB.open(dbName, 2);
-      req.onsuccess = () => {
-        req.result.close();
-        resolve();
-      };
-      req.onerror = () => reject(req.error);
-    });
+    await openIdbAt(dbName, 2);
     const databases = vi.spyOn(IDBFactory.prototype, 'databases').mockImplementation(() => {
       throw new TypeError('indexedDB.databases is not a function');
     });
