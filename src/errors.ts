@@ -24,6 +24,7 @@ export type OnceErrorCode =
   | 'DEADLINE_EXCEEDED'
   | 'OPERATION_CANCELLED'
   | 'OPERATION_FAILED'
+  | 'VALUE_NOT_STORED'
   | 'STORE_ERROR';
 
 /**
@@ -268,6 +269,30 @@ export class OperationFailedError extends OnceError {
     super('OPERATION_FAILED', message, options);
     this.name = 'OperationFailedError';
     this.status = options.status;
+  }
+}
+
+/**
+ * A `client.run()` operation succeeded in an earlier call (or one of another client), but its value
+ * was not stored: its JSON was longer than `maxStoredBodyBytes`. The effect is not run again and the
+ * record stays `succeeded`: read the value from the provider (as a lookup does), and raise
+ * `maxStoredBodyBytes` for later operations with values this large. Never retry it under a new ref.
+ *
+ * @example
+ * ```ts
+ * try { return await client.run(spec, effect) } catch (err) {
+ *   if (err instanceof ValueNotStoredError) return reports.getByRef(spec.ref) // it ran; fetch what it made
+ *   throw err
+ * }
+ * ```
+ */
+export class ValueNotStoredError extends OnceError {
+  /** the size of the value's JSON in UTF-8 bytes, as the record says */
+  readonly bytes: number | undefined;
+  constructor(message: string, options: OnceErrorOptions & { bytes?: number | undefined } = {}) {
+    super('VALUE_NOT_STORED', message, options);
+    this.name = 'ValueNotStoredError';
+    this.bytes = options.bytes;
   }
 }
 

@@ -93,7 +93,11 @@ export interface OnceClientOptions {
   sensitiveHeaders?: string[];
   /** largest request body buffered for fingerprinting and resending @default 1048576 */
   maxBodyBytes?: number;
-  /** largest response body stored for replay; larger ones are stored truncated and marked @default 1048576 */
+  /**
+   * largest result stored for replay, in bytes: a longer response body is stored truncated and marked; a
+   * `client.run()` value whose JSON is longer is not stored (its caller gets it; later calls throw
+   * `ValueNotStoredError`), and a failed run's error message is cut to fit @default 1048576
+   */
   maxStoredBodyBytes?: number;
   /** methods that are once-only without a `once` option @default ['POST', 'PATCH'] */
   onceMethods?: string[];

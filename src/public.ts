@@ -50,6 +50,7 @@ export {
   OperationInFlightError,
   RetriesExhaustedError,
   StoreError,
+  ValueNotStoredError,
   isOnceError,
 } from './errors.js';
 export type { OnceErrorCode, OnceErrorOptions, ScopeLabel, StopErrorOptions } from './errors.js';

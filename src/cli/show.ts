@@ -6,7 +6,8 @@
  */
 import { parseArgs } from 'node:util';
 import { redactKey } from '../explain/plan.js';
-import type { OperationRecord } from '../operation/record.js';
+import type { OperationRecord, ResultSnapshot } from '../operation/record.js';
+import { unstoredBytes } from '../operation/snapshot.js';
 import { EXIT, UsageError, parsing } from './args.js';
 import type { CliIo } from './format.js';
 import { duration, json, section, table, time } from './format.js';
@@ -32,6 +33,12 @@ function bodyPreview(record: OperationRecord): string | undefined {
   return text.length > BODY_PREVIEW_CHARS ? `${text.slice(0, BODY_PREVIEW_CHARS)}…` : text;
 }
 
+/** What the stored result lacks: a capped body (or error message), or a whole value (later calls throw ValueNotStoredError). */
+function truncation(result: ResultSnapshot): string {
+  if (!result.bodyTruncated) return '';
+  return unstoredBytes(result) === undefined ? ' (body truncated)' : ' (value not stored: later calls throw ValueNotStoredError)';
+}
+
 /** A copy safe to print: the key redacted unless asked. */
 function printable(record: OperationRecord, revealKey: boolean): OperationRecord {
   return revealKey ? record : { ...record, key: redactKey(record.key) };
@@ -54,7 +61,7 @@ export function formatRecord(r: OperationRecord, now: number): string {
       ['expires', `${time(r.expiresAt)}${r.expiresAt < now ? ' (purgeable once terminal)' : ''}`],
       ['lease', lease],
       ['error', r.error === null ? '-' : `${r.error.code}: ${r.error.message}`],
-      ['result', r.result === null ? '-' : `${r.result.status} from ${r.result.source}${r.result.bodyTruncated ? ' (body truncated)' : ''}`],
+      ['result', r.result === null ? '-' : `${r.result.status} from ${r.result.source}${truncation(r.result)}`],
       ['cancel', r.cancelRequestedAt === null ? '-' : `requested ${time(r.cancelRequestedAt)}`],
     ],
   );

@@ -7,10 +7,10 @@
 import type { Classification, OutcomeClass } from '../classify/classify.js';
 import { chosenClass, classifyError, classifyResponse } from '../classify/classify.js';
 import { isSuccessStatus } from '../classify/status.js';
-import { OperationFailedError } from '../errors.js';
+import { OperationFailedError, ValueNotStoredError } from '../errors.js';
 import { fingerprintPayload } from '../operation/fingerprint.js';
-import type { Scope } from '../operation/record.js';
-import { valueSnapshot } from '../operation/snapshot.js';
+import type { ResultSnapshot, Scope } from '../operation/record.js';
+import { errorSnapshot, unstoredBytes, valueSnapshot } from '../operation/snapshot.js';
 import type { LookupContext, SnapshotLookup } from '../reconcile/lookup.js';
 import type { AttemptContext, AttemptOutcome, Engine } from './execute.js';
 import { lateCalls } from './late-call.js';
@@ -143,16 +143,21 @@ export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx:
   if (spec.key !== undefined && (typeof spec.key !== 'string' || spec.key === '')) throw new TypeError('client.run: spec.key must be a non-empty string (or left out: oncefetch mints one)');
   if (typeof effect !== 'function') throw new TypeError('client.run: effect must be a function');
   const fingerprint = await fingerprintPayload(spec.payload ?? null);
+  const cap = engine.opts.maxStoredBodyBytes;
   const userLookup = spec.lookup;
+  // what this call's own lookup found, for this call alone when the record cannot hold it
+  let found: { json: string; snapshot: ResultSnapshot } | undefined;
   const lookup: SnapshotLookup | undefined =
     userLookup === undefined
       ? undefined
       : async (ctx) => {
-          const found: unknown = await userLookup(ctx);
-          if (found === null) return null;
+          const answer: unknown = await userLookup(ctx);
+          if (answer === null) return null;
           // Anything else is not an answer: reconciled as "unknown", never as found or absent.
-          if (typeof found !== 'object' || !Object.hasOwn(found, 'value')) throw new TypeError('spec.lookup must resolve to { value } (found) or null (absent)');
-          return valueSnapshot(toJson((found as { value: unknown }).value), 200, 'lookup');
+          if (typeof answer !== 'object' || !Object.hasOwn(answer, 'value')) throw new TypeError('spec.lookup must resolve to { value } (found) or null (absent)');
+          const json = toJson((answer as { value: unknown }).value);
+          found = { json, snapshot: valueSnapshot(json, 200, 'lookup', cap) };
+          return found.snapshot;
         };
   const calls = lateCalls(engine, scope, fingerprint);
   const send = async (ctx: AttemptContext): Promise<AttemptOutcome> => {
@@ -160,7 +165,7 @@ export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx:
     const late = settled.late === true ? 'late, the effect of an earlier attempt: ' : '';
     if ('value' in settled) {
       const value = settled.value as T;
-      return { classification: { class: 'success', reason: `${late}effect resolved` }, snapshot: valueSnapshot(toJson(value), 200, 'attempt'), live: { value } };
+      return { classification: { class: 'success', reason: `${late}effect resolved` }, snapshot: valueSnapshot(toJson(value), 200, 'attempt', cap), live: { value } };
     }
     const error = settled.error;
     const computed = classifyEffectError(error, engine.opts.now());
@@ -172,7 +177,7 @@ export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx:
     } catch (thrown) {
       fault = thrown; // the default stands; the caller gets its classify's error
     }
-    const snapshot = valueSnapshot(JSON.stringify({ error: messageOf(error, computed.reason) }), statusOf(error) ?? 0, 'attempt');
+    const snapshot = errorSnapshot(messageOf(error, computed.reason), statusOf(error) ?? 0, cap);
     return { classification, snapshot, live: { error }, fault, cause: error };
   };
   const result = await engine.execute({ scope, fingerprint, callerKey: spec.key, request: null, send, lookup, signal: spec.signal });
@@ -181,12 +186,29 @@ export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx:
   const live = result.live as { value: T } | { error: unknown } | undefined;
   if (result.record.state === 'failed') {
     if (live !== undefined && 'error' in live) throw live.error;
-    const stored = JSON.parse(result.snapshot.body) as { error?: string };
-    throw new OperationFailedError(`operation ${scope.tenant}/${scope.action}/${scope.ref} failed earlier: ${stored.error ?? 'unknown error'}`, {
+    let said: string | undefined;
+    try {
+      said = (JSON.parse(result.snapshot.body) as { error?: string }).error;
+    } catch {
+      said = '(its message was not stored: maxStoredBodyBytes is too small for any)'; // an empty body
+    }
+    throw new OperationFailedError(`operation ${scope.tenant}/${scope.action}/${scope.ref} failed earlier: ${said ?? 'unknown error'}`, {
       scope,
       status: result.snapshot.status === 0 ? undefined : result.snapshot.status,
     });
   }
   if (live !== undefined && 'value' in live) return live.value;
-  return JSON.parse(result.snapshot.body) as T;
+  const snapshot = result.snapshot;
+  if (snapshot.kind === 'value' && snapshot.bodyTruncated) {
+    // This call's own lookup found the value the record could not hold: its JSON form, as a replay gives.
+    if (!result.replayed && found !== undefined && found.snapshot.body === snapshot.body) return JSON.parse(found.json) as T;
+    const bytes = unstoredBytes(snapshot);
+    throw new ValueNotStoredError(
+      `operation ${scope.tenant}/${scope.action}/${scope.ref} succeeded earlier, but its value (${bytes ?? '?'} bytes of JSON) was larger than ` +
+        `maxStoredBodyBytes and was not stored; the effect was not run again. Read the value from the provider (e.g. with this action's lookup), ` +
+        'and raise maxStoredBodyBytes so that later values this large are stored.',
+      { scope, bytes },
+    );
+  }
+  return JSON.parse(snapshot.body) as T;
 }

@@ -157,7 +157,10 @@ function decideCode(code: DiagnosisCode, c: Ctx): Decision {
   const status = f.last?.status ?? r.result?.status;
   switch (code) {
     case 'succeeded': {
-      const replay = `calls with this scope and payload replay the stored result (status ${r.result?.status ?? '?'}) without touching the network.`;
+      const replay =
+        r.result?.kind === 'value' && r.result.bodyTruncated
+          ? `calls with this scope and payload do not run the effect again, but throw ValueNotStoredError: its value (${/\d+/.exec(r.result.body)?.[0] ?? '?'} bytes of JSON) was over maxStoredBodyBytes and was not stored; read it from the provider.`
+          : `calls with this scope and payload replay the stored result (status ${r.result?.status ?? '?'}) without touching the network.`;
       const shown = `${showCmd(c)}: state succeeded, result from ${r.result?.source ?? '?'}.`;
       return f.sends < 2
         ? {

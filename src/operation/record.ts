@@ -140,7 +140,8 @@ export interface EvidenceRecord {
 /**
  * The stored outcome that terminal records replay. `body` is base64 for a
  * response and JSON text for a `client.run()` value; it may be capped
- * (`bodyTruncated`).
+ * (`bodyTruncated`): a response body cut, a failed run's message cut, a run's
+ * value not stored at all (the body then says its size, and is not JSON).
  *
  * @example
  * ```ts

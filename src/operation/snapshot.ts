@@ -67,9 +67,62 @@ export function responseSnapshot(
   };
 }
 
-/** Snapshot of a `client.run()` value (JSON text). */
-export function valueSnapshot(json: string, status: number, source: ResultSnapshot['source']): ResultSnapshot {
-  return { kind: 'value', source, status, statusText: '', headers: [], body: json, bodyTruncated: false };
+/** UTF-8 length of `text`, without encoding it (a surrogate pair counts 2 + 2: JSON.stringify leaves none alone). */
+function utf8Length(text: string): number {
+  let n = text.length;
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i);
+    if (c >= 0x80) n += c < 0x800 || (c >= 0xd800 && c < 0xe000) ? 1 : 2;
+  }
+  return n;
+}
+
+const NOT_STORED = /^\(value not stored: (\d+) bytes/;
+
+function value(body: string, status: number, source: ResultSnapshot['source'], truncated: boolean): ResultSnapshot {
+  return { kind: 'value', source, status, statusText: '', headers: [], body, bodyTruncated: truncated };
+}
+
+/**
+ * Snapshot of a `client.run()` value (JSON text). A cut JSON text is no value: one over
+ * `maxStoredBodyBytes` (UTF-8) keeps only its size, in a body that is not JSON (see {@link unstoredBytes}).
+ */
+export function valueSnapshot(json: string, status: number, source: ResultSnapshot['source'], maxStoredBodyBytes: number): ResultSnapshot {
+  const bytes = utf8Length(json);
+  if (bytes <= maxStoredBodyBytes) return value(json, status, source, false);
+  return value(`(value not stored: ${bytes} bytes of JSON, over maxStoredBodyBytes)`, status, source, true);
+}
+
+/** The size in bytes of the value a value snapshot did not store (see {@link valueSnapshot}), as it says. */
+export function unstoredBytes(snapshot: ResultSnapshot): number | undefined {
+  if (snapshot.kind !== 'value' || !snapshot.bodyTruncated) return undefined;
+  const match = NOT_STORED.exec(snapshot.body);
+  return match === null ? undefined : Number(match[1]);
+}
+
+/**
+ * Snapshot of a failed `client.run()`: `{"error": message}`, the message cut to its longest prefix
+ * (marked `…` and `bodyTruncated`) whose JSON fits `maxStoredBodyBytes`; an empty body when even
+ * an empty message would not fit.
+ */
+export function errorSnapshot(message: string, status: number, maxStoredBodyBytes: number): ResultSnapshot {
+  const length = message.length;
+  // the JSON of the message's first n characters (never half a surrogate pair), marked when cut
+  const json = (n: number): string =>
+    JSON.stringify({ error: n < length ? `${message.slice(0, /[\uD800-\uDBFF]/.test(message.charAt(n - 1)) ? n - 1 : n)}…` : message });
+  const fits = (n: number): boolean => utf8Length(json(n)) <= maxStoredBodyBytes;
+  // (every character is a byte of JSON or more: no need to encode more than maxStoredBodyBytes of them)
+  if (length <= maxStoredBodyBytes && fits(length)) return value(json(length), status, 'attempt', false);
+  if (!fits(0)) return value('', status, 'attempt', true);
+  // binary search: the first `lo` characters fit, more than `hi` do not
+  let lo = 0;
+  let hi = Math.min(length - 1, maxStoredBodyBytes);
+  while (lo < hi) {
+    const mid = Math.ceil((lo + hi) / 2);
+    if (fits(mid)) lo = mid;
+    else hi = mid - 1;
+  }
+  return value(json(lo), status, 'attempt', true);
 }
 
 const NULL_BODY_STATUS = new Set([101, 103, 204, 205, 304]);

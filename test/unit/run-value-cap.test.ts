@@ -1,0 +1,210 @@
+/**
+ * client.run() values and maxStoredBodyBytes, on the SQLite store: a value whose JSON is over the
+ * cap is returned to its live caller and not stored (no partial JSON); a later call runs nothing
+ * and throws ValueNotStoredError; a failed run's error message is cut to fit, its JSON kept valid.
+ * Effects are counted as calls of the effect function.
+ */
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { formatRecord } from '../../src/cli/show.js';
+import { OperationFailedError, ValueNotStoredError, createClient, isOnceError } from '../../src/index.js';
+import type { OnceClient, OnceClientOptions } from '../../src/index.js';
+import { recordId } from '../../src/operation/record.js';
+import { sqliteStore } from '../../src/stores/sqlite.js';
+import { tempDir } from '../helpers/setup.js';
+
+const CAP = 64;
+const SPEC = { action: 'export-report', ref: 'report-9' };
+/** JSON of 1 MiB and a bit */
+const BIG = { rows: 'x'.repeat(1 << 20) };
+const BIG_BYTES = JSON.stringify(BIG).length;
+
+let dir: { dir: string; cleanup: () => void };
+let dbPath: string;
+const clients: OnceClient[] = [];
+
+beforeEach(() => {
+  dir = tempDir();
+  dbPath = join(dir.dir, 'once.db');
+});
+afterEach(async () => {
+  for (const c of clients.splice(0)) await c.close();
+  dir.cleanup();
+});
+
+function makeClient(options: OnceClientOptions = {}): OnceClient {
+  const client = createClient({
+    store: sqliteStore({ path: dbPath }),
+    fetch: (async () => {
+      throw new Error('client.run must not use fetch');
+    }) as typeof globalThis.fetch,
+    random: () => 0,
+    maxStoredBodyBytes: CAP,
+    ...options,
+    retry: { budget: false, ...options.retry },
+  });
+  clients.push(client);
+  return client;
+}
+
+/** An effect that resolves to `value` (after `gate`, when given) and counts its calls. */
+function counted<T>(value: T, gate?: Promise<void>) {
+  let calls = 0;
+  return {
+    effect: async (): Promise<T> => {
+      calls++;
+      await gate;
+      return value;
+    },
+    calls: () => calls,
+  };
+}
+
+/** The record's row as the SQLite file holds it: its size in bytes. */
+function rowBytes(ref = SPEC.ref): number {
+  const db = new Database(dbPath, { readonly: true });
+  try {
+    const row = db.prepare('SELECT length(CAST(data AS BLOB)) AS n FROM oncefetch_records WHERE id = ?').get(recordId({ tenant: 'default', ...SPEC, ref })) as
+      | { n: number }
+      | undefined;
+    if (row === undefined) throw new Error(`no row for ${ref}`);
+    return row.n;
+  } finally {
+    db.close();
+  }
+}
+
+async function caught(call: Promise<unknown>): Promise<unknown> {
+  return call.then(
+    (value) => ({ resolvedWith: typeof value === 'object' && value !== null ? `an object of ${JSON.stringify(value).length} bytes of JSON` : value }),
+    (e: unknown) => e,
+  );
+}
+
+function expectNotStored(error: unknown, bytes: number): void {
+  expect(isOnceError(error) ? error.code : error).toBe('VALUE_NOT_STORED');
+  expect(error).toBeInstanceOf(ValueNotStoredError);
+  expect(error).toMatchObject({ bytes, scope: { tenant: 'default', ...SPEC } });
+  const message = (error as Error).message;
+  expect(message).toContain(`operation default/${SPEC.action}/${SPEC.ref} succeeded`);
+  expect(message).toContain(`(${bytes} bytes of JSON)`);
+  expect(message).toContain('maxStoredBodyBytes');
+  expect(message).toMatch(/not run again/);
+}
+
+describe('client.run values over maxStoredBodyBytes', () => {
+  it('the live caller gets the value; the row keeps no part of it; later calls throw ValueNotStoredError and run nothing', async () => {
+    const client = makeClient();
+    const { effect, calls } = counted(BIG);
+    expect(await client.run(SPEC, effect)).toBe(BIG);
+    expect(rowBytes()).toBeLessThan(4096);
+    const record = await client.get(SPEC);
+    expect(record?.state).toBe('succeeded');
+    expect(record?.result).toMatchObject({ kind: 'value', bodyTruncated: true });
+    expect(() => JSON.parse(record?.result?.body ?? '')).toThrow(SyntaxError); // no partial JSON to mistake for the value
+
+    expectNotStored(await caught(client.run(SPEC, effect)), BIG_BYTES);
+    // a later process (another client on the file) too
+    expectNotStored(await caught(makeClient().run(SPEC, effect)), BIG_BYTES);
+    expect(calls()).toBe(1);
+    expect((await client.get(SPEC))?.state).toBe('succeeded');
+    const plan = (await client.explain(SPEC))?.plan.join(' ') ?? '';
+    expect(plan).toContain(`throw ValueNotStoredError: its value (${BIG_BYTES} bytes of JSON) was over maxStoredBodyBytes`);
+    const shown = formatRecord((await client.get(SPEC))!, Date.now());
+    expect(shown).toContain('200 from attempt (value not stored: later calls throw ValueNotStoredError)');
+    expect(shown).toContain(`(value not stored: ${BIG_BYTES} bytes of JSON, over maxStoredBodyBytes)`);
+  });
+
+  it('the cap counts UTF-8 bytes: a value of exactly maxStoredBodyBytes is stored whole; one byte more, in fewer characters, is not', async () => {
+    const client = makeClient();
+    const atCap = 'é'.repeat(31); // "…": 2 + 31 × 2 = 64 bytes, 33 characters
+    const { effect: first, calls: firstCalls } = counted(atCap);
+    expect(await client.run(SPEC, first)).toBe(atCap);
+    expect((await client.get(SPEC))?.result).toMatchObject({ body: JSON.stringify(atCap), bodyTruncated: false });
+    expect(await client.run(SPEC, first)).toBe(atCap);
+    expect(firstCalls()).toBe(1);
+
+    const over = `${atCap}a`; // 65 bytes, 34 characters
+    const other = { ...SPEC, ref: 'report-10' };
+    const { effect: second, calls: secondCalls } = counted(over);
+    expect(await client.run(other, second)).toBe(over);
+    const error = await caught(client.run(other, second));
+    expect(isOnceError(error) ? error.code : error).toBe('VALUE_NOT_STORED');
+    expect(error).toMatchObject({ bytes: 65 });
+    expect(secondCalls()).toBe(1);
+  });
+
+  it('a concurrent call in the same client shares the live value; one of another client waits for the lease and throws ValueNotStoredError', async () => {
+    const a = makeClient();
+    const b = makeClient({ inFlightWaitMs: 10_000 });
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const { effect, calls } = counted(BIG, gate);
+    const first = a.run(SPEC, effect);
+    const joined = a.run(SPEC, effect);
+    while (calls() === 0) await new Promise((r) => setTimeout(r, 5));
+    const elsewhere = caught(b.run(SPEC, effect));
+    await new Promise((r) => setTimeout(r, 50)); // b is waiting on a's lease
+    release();
+    expect(await first).toBe(BIG);
+    expect(await joined).toBe(BIG);
+    expectNotStored(await elsewhere, BIG_BYTES);
+    expect(calls()).toBe(1);
+  });
+
+  it("a lookup's { value } over the cap: the call whose lookup found it gets it; later calls throw ValueNotStoredError", async () => {
+    const client = makeClient();
+    let calls = 0;
+    const effect = async (): Promise<unknown> => {
+      calls++;
+      throw Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' });
+    };
+    const lookup = async () => ({ value: BIG });
+    expect(await client.run({ ...SPEC, lookup }, effect)).toEqual(BIG);
+    expect(rowBytes()).toBeLessThan(4096);
+    expect((await client.get(SPEC))?.result).toMatchObject({ source: 'lookup', bodyTruncated: true });
+    expectNotStored(await caught(client.run({ ...SPEC, lookup }, effect)), BIG_BYTES);
+    expect(calls).toBe(1);
+  });
+
+  it("a failed run's error message is cut to fit the cap, its JSON kept valid, and replayed as OperationFailedError", async () => {
+    const client = makeClient();
+    const original = Object.assign(new Error(`card declined: ${'é'.repeat(100_000)}`), { statusCode: 402 });
+    let calls = 0;
+    const effect = async (): Promise<never> => {
+      calls++;
+      throw original;
+    };
+    await expect(client.run(SPEC, effect)).rejects.toBe(original);
+    expect(rowBytes()).toBeLessThan(4096);
+    const result = (await client.get(SPEC))?.result;
+    expect(result?.bodyTruncated).toBe(true);
+    expect(Buffer.byteLength(result?.body ?? '')).toBeLessThanOrEqual(CAP);
+    const stored = JSON.parse(result?.body ?? '') as { error: string };
+    expect(stored.error).toMatch(/^card declined: é+…$/);
+
+    const replayed = await caught(client.run(SPEC, effect));
+    expect(replayed).toBeInstanceOf(OperationFailedError);
+    expect(replayed).toMatchObject({ status: 402 });
+    expect((replayed as Error).message).toContain(stored.error);
+    expect(calls).toBe(1);
+  });
+
+  it('a cap too small for any error message stores none; the replay is still an OperationFailedError with its status', async () => {
+    const client = makeClient({ maxStoredBodyBytes: 8 });
+    const original = Object.assign(new Error('card declined'), { statusCode: 402 });
+    let calls = 0;
+    const effect = async (): Promise<never> => {
+      calls++;
+      throw original;
+    };
+    await expect(client.run(SPEC, effect)).rejects.toBe(original);
+    expect((await client.get(SPEC))?.result).toMatchObject({ body: '', bodyTruncated: true });
+    const replayed = await caught(client.run(SPEC, effect));
+    expect(replayed).toBeInstanceOf(OperationFailedError);
+    expect(replayed).toMatchObject({ status: 402 });
+    expect((replayed as Error).message).toContain('its message was not stored');
+    expect(calls).toBe(1);
+  });
+});
