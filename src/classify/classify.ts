@@ -15,6 +15,7 @@ import {
   KEY_MISMATCH_SIGNAL,
   KEY_MISMATCH_STATUSES,
   RETRYABLE_STATUSES,
+  SHOULD_RETRY_HEADERS,
   TERMINAL_SERVER_STATUSES,
   bodyMatches,
   isClientErrorStatus,
@@ -57,7 +58,7 @@ export type OutcomeClass = 'success' | 'not_sent' | 'retryable' | 'ambiguous' | 
 export interface Classification {
   /** The outcome class. */
   class: OutcomeClass;
-  /** Short machine-ish reason, e.g. `'status 503'`, `'ECONNREFUSED'`, `'x-should-retry: true'`, `'idempotency key mismatch'`. */
+  /** Short machine-ish reason, e.g. `'status 503'`, `'ECONNREFUSED'`, `'x-should-retry: true'`, `'stripe-should-retry: false'`, `'idempotency key mismatch'`. */
   reason: string;
   /** Wait the server asked for (`Retry-After` / `retry-after-ms`), only when valid. */
   retryAfterMs?: number | undefined;
@@ -122,7 +123,9 @@ export function needsBody(status: number): boolean {
  * 1. 2xx → `success`.
  * 2. 400 / 417 / 422 whose body carries the key-mismatch signal → `conflict`. This is
  *    checked before the server hints: a reused key will never succeed, whatever the hint.
- * 3. `x-should-retry: true` → `retryable`; `x-should-retry: false` → `terminal`.
+ * 3. `x-should-retry` or `stripe-should-retry`: `false` → `terminal`; `true` → `retryable`.
+ *    When both are present and disagree, `false` wins (not resending is the safe side);
+ *    the reason names the header that decided.
  * 4. 3xx → `terminal` (a redirect reaching us means `redirect: 'manual'`).
  * 5. 408, 425, 429, 503 → `retryable`.
  * 6. 409 → `retryable` with the "request in progress" signal, else `terminal`.
@@ -151,10 +154,8 @@ function classifyFailureStatus(status: number, headers: Headers, bodyText: strin
   if (KEY_MISMATCH_STATUSES.has(status) && bodyMatches(KEY_MISMATCH_SIGNAL, bodyText)) {
     return { class: 'conflict', reason: 'idempotency key mismatch' };
   }
-  const hint = readShouldRetry(headers);
-  if (hint !== undefined) {
-    return { class: hint ? 'retryable' : 'terminal', reason: `x-should-retry: ${String(hint)}` };
-  }
+  const hint = shouldRetryHint(headers);
+  if (hint !== undefined) return hint;
   const reason = `status ${status}`;
   if (isRedirectStatus(status)) return { class: 'terminal', reason };
   if (RETRYABLE_STATUSES.has(status)) return { class: 'retryable', reason };
@@ -168,6 +169,17 @@ function classifyFailureStatus(status: number, headers: Headers, bodyText: strin
   if (isServerErrorStatus(status)) return { class: 'ambiguous', reason };
   if (isClientErrorStatus(status)) return { class: 'terminal', reason };
   return { class: 'ambiguous', reason };
+}
+
+/** The server's "should retry" hints: any `false` wins over a `true`; `undefined` when none is valid. */
+function shouldRetryHint(headers: Headers): Classification | undefined {
+  let retry: string | undefined;
+  for (const name of SHOULD_RETRY_HEADERS) {
+    const hint = readShouldRetry(headers, name);
+    if (hint === false) return { class: 'terminal', reason: `${name}: false` };
+    if (hint === true) retry ??= name;
+  }
+  return retry === undefined ? undefined : { class: 'retryable', reason: `${retry}: true` };
 }
 
 /**

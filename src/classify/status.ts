@@ -83,16 +83,24 @@ export function isServerErrorStatus(status: number): boolean {
 }
 
 /**
- * Reads the `x-should-retry` server hint (Stainless convention).
+ * The "should the client retry?" server hints, in the order they are read: `x-should-retry`
+ * (Stainless convention) and `stripe-should-retry` (Stripe). Both mean the same: `true` retry
+ * (same key), `false` do not.
+ */
+export const SHOULD_RETRY_HEADERS = ['x-should-retry', 'stripe-should-retry'] as const;
+
+/**
+ * Reads one "should retry" server hint (see {@link SHOULD_RETRY_HEADERS}).
  *
+ * @param name - the header to read.
  * @returns `true` / `false` for the literal values (case-insensitive), `undefined` when
  * absent or anything else (including two values joined by `, `).
  *
  * @example
- * readShouldRetry(new Headers({ 'x-should-retry': 'true' })); // true
+ * readShouldRetry(new Headers({ 'x-should-retry': 'true' }), 'x-should-retry'); // true
  */
-export function readShouldRetry(headers: Headers): boolean | undefined {
-  const value = headers.get('x-should-retry')?.trim().toLowerCase();
+export function readShouldRetry(headers: Headers, name: string): boolean | undefined {
+  const value = headers.get(name)?.trim().toLowerCase();
   if (value === 'true') return true;
   if (value === 'false') return false;
   return undefined;

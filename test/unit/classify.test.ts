@@ -94,6 +94,14 @@ describe('classifyResponse: status table', () => {
     ['x-should-retry: false on 500', 500, { 'x-should-retry': 'false' }, undefined, 'terminal'],
     ['x-should-retry: garbage is ignored', 500, { 'x-should-retry': 'maybe' }, undefined, 'ambiguous'],
     ['conflict signal beats x-should-retry: true', 422, { 'x-should-retry': 'true' }, IETF_MISMATCH, 'conflict'],
+    ['stripe-should-retry: true on 500', 500, { 'stripe-should-retry': 'true' }, undefined, 'retryable'],
+    ['stripe-should-retry: true on 400', 400, { 'stripe-should-retry': 'true' }, undefined, 'retryable'],
+    ['stripe-should-retry: false on 503', 503, { 'stripe-should-retry': 'false' }, undefined, 'terminal'],
+    ['stripe-should-retry: false on 409 in progress', 409, { 'stripe-should-retry': 'false' }, STRIPE_IN_USE, 'terminal'],
+    ['stripe-should-retry: garbage is ignored', 503, { 'stripe-should-retry': 'yes' }, undefined, 'retryable'],
+    ['conflict signal beats stripe-should-retry: true', 400, { 'stripe-should-retry': 'true' }, STRIPE_MISMATCH, 'conflict'],
+    ['both hints true', 500, { 'x-should-retry': 'true', 'stripe-should-retry': 'true' }, undefined, 'retryable'],
+    ['both hints false', 503, { 'x-should-retry': 'false', 'stripe-should-retry': 'false' }, undefined, 'terminal'],
   ])('%s', (_label, status, headers, bodyText, expected) => {
     const result = classifyResponse({ status, headers: new Headers(headers), bodyText }, NOW);
     expect(result.class).toBe(expected);
@@ -110,6 +118,18 @@ describe('classifyResponse: status table', () => {
   it('reports the x-should-retry hint as the reason', () => {
     const result = classifyResponse({ status: 500, headers: new Headers({ 'x-should-retry': 'true' }) }, NOW);
     expect(result).toEqual({ class: 'retryable', reason: 'x-should-retry: true' });
+  });
+
+  it.each<[string, Record<string, string>, Classification]>([
+    ['stripe-should-retry: true', { 'stripe-should-retry': 'true' }, { class: 'retryable', reason: 'stripe-should-retry: true' }],
+    ['Stripe-Should-Retry: False (any case)', { 'Stripe-Should-Retry': 'False' }, { class: 'terminal', reason: 'stripe-should-retry: false' }],
+    // Disagreeing hints: "do not retry" from either header wins (no resend is the safe side).
+    ['x true, stripe false', { 'x-should-retry': 'true', 'stripe-should-retry': 'false' }, { class: 'terminal', reason: 'stripe-should-retry: false' }],
+    ['x false, stripe true', { 'x-should-retry': 'false', 'stripe-should-retry': 'true' }, { class: 'terminal', reason: 'x-should-retry: false' }],
+    ['x true, stripe garbage', { 'x-should-retry': 'true', 'stripe-should-retry': 'maybe' }, { class: 'retryable', reason: 'x-should-retry: true' }],
+    ['x garbage, stripe false', { 'x-should-retry': 'maybe', 'stripe-should-retry': 'false' }, { class: 'terminal', reason: 'stripe-should-retry: false' }],
+  ])('names the hint that decided: %s', (_label, headers, expected) => {
+    expect(classifyResponse({ status: 500, headers: new Headers(headers) }, NOW)).toEqual(expected);
   });
 
   it('only matches signals within the first 4 KiB of body text', () => {

@@ -110,6 +110,33 @@ describe('not sent and retryable outcomes', () => {
     expect((await client.get(SCOPE))?.attempts[0]?.class).toBe('retryable');
   });
 
+  it('Stripe-Should-Retry: false on a 503 is terminal: returned once, stored, not resent', async () => {
+    const { fetch, calls } = scriptedFetch([json(503, { error: { type: 'api_error' } }, { 'stripe-should-retry': 'false' }), created()]);
+    const { client } = makeClient(fetch);
+    const res = await client.fetch(URL_ORDERS, orderInit());
+    expect(res.status).toBe(503);
+    expect(calls).toHaveLength(1);
+    const record = await client.get(SCOPE);
+    expect(record?.state).toBe('failed');
+    expect(record?.attempts.map((a) => a.reason)).toEqual(['stripe-should-retry: false']);
+  });
+
+  it('Stripe-Should-Retry: true on a 500 is retried with the same key, without a lookup', async () => {
+    const { fetch, calls } = scriptedFetch([json(500, { error: { type: 'api_error' } }, { 'stripe-should-retry': 'true' }), created()]);
+    let lookups = 0;
+    const lookup: LookupFn = async () => {
+      lookups++;
+      return null;
+    };
+    const { client } = makeClient(fetch);
+    const res = await client.fetch(URL_ORDERS, orderInit({ ...SCOPE, lookup }));
+    expect(res.status).toBe(201);
+    expect(calls).toHaveLength(2);
+    expect(lookups).toBe(0);
+    expect(new Set(keysOf(calls)).size).toBe(1);
+    expect((await client.get(SCOPE))?.attempts.map((a) => a.class)).toEqual(['retryable', 'success']);
+  });
+
   it('a plain 409 without the in-progress signal is terminal: returned once, not retried', async () => {
     const { fetch, calls } = scriptedFetch([json(409, { error: 'order already exists' }), created()]);
     const { client } = makeClient(fetch);
