@@ -181,7 +181,11 @@ const cancelBody = (res: Response): void => void res.body?.cancel().catch(() => 
  * shared original is never read, so every clone can be (as each gets its own success Response).
  */
 function ownCause(error: unknown): unknown {
-  if (!(error instanceof AmbiguousOutcomeError && error.cause instanceof Response)) return error;
+  try {
+    if (!(error instanceof AmbiguousOutcomeError && error.cause instanceof Response)) return error;
+  } catch {
+    return error; // a caller's abort reason, or a cause, whose prototype cannot be read (a revoked Proxy)
+  }
   const own = new AmbiguousOutcomeError(error.message, { scope: error.scope, cause: error.cause.clone() });
   if (error.stack !== undefined) own.stack = error.stack;
   return own;

@@ -75,15 +75,27 @@ export interface RunContext {
   scope: Scope;
 }
 
+/**
+ * `error[key]`, or undefined when it cannot be read (a getter that throws, a revoked Proxy): what
+ * reading a thrown value throws must not be classified in place of the value the effect threw.
+ */
+function field(error: unknown, key: string): unknown {
+  try {
+    return (error as Record<string, unknown>)[key];
+  } catch {
+    return undefined;
+  }
+}
+
 function statusOf(error: unknown): number | undefined {
   if (typeof error !== 'object' || error === null) return undefined;
-  const e = error as { status?: unknown; statusCode?: unknown };
-  const status = typeof e.status === 'number' ? e.status : e.statusCode;
+  const first = field(error, 'status');
+  const status = typeof first === 'number' ? first : field(error, 'statusCode');
   return typeof status === 'number' && Number.isInteger(status) && status >= 100 && status <= 599 ? status : undefined;
 }
 
 function headersOf(error: unknown): Headers {
-  const raw = (error as { headers?: unknown }).headers;
+  const raw = field(error, 'headers');
   try {
     if (raw instanceof Headers) return raw;
     if (typeof raw === 'object' && raw !== null) return new Headers(raw as Record<string, string>);
@@ -109,8 +121,10 @@ export function classifyEffectError(error: unknown, now: number): Classification
   if (isSuccessStatus(status)) return { class: 'ambiguous', reason: `error after status ${status}` };
   // SDK errors carry the provider's error type beside the message (Stripe: type/rawType
   // `idempotency_error`, code): the key-mismatch and in-progress signals may only be there.
-  const e = error as { message?: unknown; type?: unknown; rawType?: unknown; code?: unknown };
-  const bodyText = [e.message, e.type, e.rawType, e.code].filter((v): v is string => typeof v === 'string').join(' ');
+  const bodyText = ['message', 'type', 'rawType', 'code']
+    .map((key) => field(error, key))
+    .filter((v): v is string => typeof v === 'string')
+    .join(' ');
   return classifyResponse({ status, headers: headersOf(error), bodyText }, now);
 }
 
