@@ -174,16 +174,24 @@ export function createTelemetry(load: () => Promise<unknown> = importApi): Telem
   return { trace, event };
 }
 
-/** Marks a span failed with the error's code and, when the code tells it, the record's state. */
+/**
+ * Marks a span failed with the error's code and, when the code tells it, the record's state. The
+ * status is set first, alone: reading the error (a caller's, rethrown as thrown) may throw.
+ */
 function failed(otel: OtelApi, span: OtelSpan, error: unknown): void {
-  const code = (error as { code?: unknown } | null)?.code;
-  if (typeof code === 'string') {
-    span.setAttribute('oncefetch.error.code', code);
-    const state = Object.hasOwn(STATE_BY_CODE, code) ? STATE_BY_CODE[code] : undefined; // a caller's code may be 'constructor'
-    if (state !== undefined) span.setAttribute('oncefetch.state', state);
-  }
-  if (error instanceof Error) span.recordException(error);
-  span.setStatus({ code: otel.SpanStatusCode.ERROR, message: error instanceof Error ? error.message : String(error) });
+  span.setStatus({ code: otel.SpanStatusCode.ERROR });
+  safely(() => {
+    const code = (error as { code?: unknown } | null)?.code;
+    if (typeof code === 'string') {
+      span.setAttribute('oncefetch.error.code', code);
+      const state = Object.hasOwn(STATE_BY_CODE, code) ? STATE_BY_CODE[code] : undefined; // a caller's code may be 'constructor'
+      if (state !== undefined) span.setAttribute('oncefetch.state', state);
+    }
+  });
+  safely(() => span.setStatus({ code: otel.SpanStatusCode.ERROR, message: error instanceof Error ? error.message : String(error) }));
+  safely(() => {
+    if (error instanceof Error) span.recordException(error);
+  });
 }
 
 function safely(fn: () => void): void {

@@ -345,7 +345,7 @@ export class Engine {
         return this.finish(done.record, done.live, false);
       } catch (error) {
         // Someone else now owns or finished the operation: start over and follow them.
-        if (error instanceof LeaseLostError) {
+        if (isA(error, LeaseLostError)) {
           this.emit({ type: 'late_evidence', scope: spec.scope, at: this.opts.now(), detail: error.message });
           // (an attempt this call opened is the new owner's to read now: see `unsent`)
           this.handedOff(deadline);
@@ -371,7 +371,7 @@ export class Engine {
     }
     if (record.result === null) {
       // A terminal outcome without a response (a thrown error classified terminal).
-      if (!replayed && live instanceof Error) throw live;
+      if (!replayed && isA(live, Error)) throw live;
       throw new OperationFailedError(`operation ${scope.tenant}/${scope.action}/${scope.ref} failed earlier: ${record.error?.message ?? 'no result stored'}`, { scope });
     }
     return { record, snapshot: record.result, replayed, live: replayed ? undefined : live };
@@ -394,7 +394,7 @@ export class Engine {
         try {
           return await this.step(owned, spec, deadline, n, cause);
         } catch (error) {
-          if (!(error instanceof RetryLater)) throw error;
+          if (!isA(error, RetryLater)) throw error;
           cause = error.cause;
           // Throws (a typed stop) when no attempt is left, the wait is too long, or the budget is spent.
           previousDelayMs = await this.scheduleRetry(owned, spec, deadline, error, n, retry.maxAttempts - n, previousDelayMs);
@@ -402,7 +402,7 @@ export class Engine {
       }
     } catch (error) {
       // (the caller's classify failed and the deadline cut off the outcome's write: see `cutOff`)
-      if (error instanceof FaultStands) throw error.fault;
+      if (isA(error, FaultStands)) throw error.fault;
       // An abort rejects with signal.reason as given; our deliberate errors (OnceError) stand. A write
       // given up on is abandoned once it lands (see `bounded`): its chain would hold this one.
       if (signal.aborted && (error === signal.reason || !isOnceError(error))) {
@@ -439,13 +439,23 @@ export class Engine {
     await awaitAbandon(this, id, signal, LET_GO_WAIT_MS).catch(() => undefined);
   }
 
-  /** After an abort: releases the lease (best effort) so the operation can be resumed at once. */
-  async abandon(owned: OwnedRecord, reason: unknown): Promise<unknown> {
+  /**
+   * After an abort: releases the lease (best effort) so the operation can be resumed at once.
+   * Resolves with nothing: resolving with `reason` would read its `then` (a caller's reason may be
+   * a Proxy that throws on any read).
+   */
+  async abandon(owned: OwnedRecord, reason: unknown): Promise<void> {
     if (!isTerminal(owned.rec.state) && owned.rec.lease !== null) {
       // An attempt the claim opened but never handed to the transport: close it, so the record says pending, not in flight.
       if (owned.unsentAttempt) await this.closeUnsent(owned, 'aborted before it was sent').catch(() => undefined);
-      const code = isOnceError(reason) ? reason.code : 'ABORTED';
-      const message = reason instanceof Error ? reason.message : 'aborted by the caller';
+      let code = 'ABORTED';
+      let message = 'aborted by the caller';
+      try {
+        if (isOnceError(reason)) code = reason.code;
+        if (reason instanceof Error) message = reason.message;
+      } catch {
+        // a reason that cannot be read (a getter that throws, a revoked Proxy): the lease goes all the same
+      }
       try {
         await owned.commit({ type: 'stopped', code, message });
         this.emit({ type: 'stopped', scope: scopeOf(owned.rec), at: this.opts.now(), code, message });
@@ -453,7 +463,6 @@ export class Engine {
         // the lease expires on its own; the caller still gets its reason
       }
     }
-    return reason;
   }
 
   /** Decides the wait before the next attempt, or stops the loop with a typed error. */
@@ -993,6 +1002,15 @@ function unlessAmbiguous(rec: OperationRecord, error: Error & { code: string }):
     scope: scopeOf(rec),
     cause: error,
   });
+}
+
+/** `value instanceof C`, false for a value whose prototype cannot be read (a caller's abort reason may be a revoked Proxy). */
+function isA<T>(value: unknown, C: abstract new (...args: never[]) => T): value is T {
+  try {
+    return value instanceof C;
+  } catch {
+    return false;
+  }
 }
 
 function text(scope: Scope): string {

@@ -5,7 +5,7 @@
  * effect (run); delays are zero (random 0).
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { AmbiguousOutcomeError, createClient, memoryStore } from '../../src/index.js';
+import { AmbiguousOutcomeError, OperationFailedError, createClient, memoryStore } from '../../src/index.js';
 import type { OnceClientOptions } from '../../src/index.js';
 import { startProvider } from '../../src/testing/provider.js';
 import { classifyError } from '../../src/classify/classify.js';
@@ -86,6 +86,30 @@ describe('client.fetch whose transport rejects with an unreadable error after th
   });
 });
 
+describe('client.fetch whose transport rejects with a revoked Proxy that once.classify calls terminal', () => {
+  it('OperationFailedError (not a TypeError from asking its prototype), one effect, record failed', async () => {
+    const provider = await startProvider();
+    const { proxy, revoke } = Proxy.revocable(new Error('x'), {});
+    revoke();
+    const fetch = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      await (await globalThis.fetch(input, init)).arrayBuffer();
+      throw proxy;
+    }) as typeof globalThis.fetch;
+    const client = makeClient({ fetch });
+    const call = client.fetch(`${provider.url}/orders`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ ref: 'A-17', amount: 5 }),
+      once: { ...SCOPE, classify: () => 'terminal' },
+    });
+    await expect(call).rejects.toBeInstanceOf(OperationFailedError);
+    expect(provider.effectsFor('A-17')).toBe(1);
+    expect((await client.get(SCOPE))?.state).toBe('failed');
+    await client.close();
+    await provider.close();
+  });
+});
+
 describe('client.run whose effect rejects with an unreadable error', () => {
   it.each(HOSTILE)('%s: AmbiguousOutcomeError, one call of the effect, record ambiguous', async (_label, make) => {
     const client = makeClient({ fetch: globalThis.fetch });
@@ -149,4 +173,62 @@ describe('client.run: what reading a thrown value throws is not what the effect 
       expect(classes).toEqual(['terminal']);
     },
   );
+});
+
+describe("a caller's abort reason that cannot be read, while the attempt is out", () => {
+  // DESIGN §5: an abort rejects with signal.reason unchanged. Reading the reason's message for the
+  // record threw: the call rejected with that getter's error and the lease was left held.
+  it.each(HOSTILE)('%s: the call rejects with it, one call of the effect, record ambiguous with its lease released', async (_label, make) => {
+    const client = makeClient({ fetch: globalThis.fetch });
+    const reason = make();
+    const abort = new AbortController();
+    let effects = 0;
+    const call = client.run({ action: 'charge', ref: 'order-17', signal: abort.signal }, ({ signal }) => {
+      effects++;
+      setTimeout(() => abort.abort(reason), 1);
+      return new Promise((_resolve, reject) => signal.addEventListener('abort', () => reject(signal.reason)));
+    });
+    // (boxed: resolving a promise with a Proxy that throws on get would read its `then`)
+    const { error } = await call.then(
+      () => ({ error: undefined }),
+      (e: unknown) => ({ error: e }),
+    );
+    expect(error === reason).toBe(true);
+    expect(effects).toBe(1);
+    const record = await client.get({ action: 'charge', ref: 'order-17' });
+    expect(record?.state).toBe('ambiguous');
+    expect(record?.lease).toBeNull();
+    await client.close();
+  });
+
+  it.each(HOSTILE)('%s, through client.fetch: the call rejects with it, one effect at the provider, record ambiguous with its lease released', async (_label, make) => {
+    const provider = await startProvider();
+    const reason = make();
+    const abort = new AbortController();
+    const fetch = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      const signal = init?.signal;
+      await (await globalThis.fetch(input, { ...init, signal: null })).arrayBuffer(); // the order is created
+      setTimeout(() => abort.abort(reason), 1);
+      return new Promise((_resolve, reject) => signal?.addEventListener('abort', () => reject(signal.reason)));
+    }) as typeof globalThis.fetch;
+    const client = makeClient({ fetch });
+    const call = client.fetch(`${provider.url}/orders`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ ref: 'A-17', amount: 5 }),
+      signal: abort.signal,
+      once: SCOPE,
+    });
+    const { error } = await call.then(
+      () => ({ error: undefined }),
+      (e: unknown) => ({ error: e }),
+    );
+    expect(error === reason).toBe(true);
+    expect(provider.effectsFor('A-17')).toBe(1);
+    const record = await client.get(SCOPE);
+    expect(record?.state).toBe('ambiguous');
+    expect(record?.lease).toBeNull();
+    await client.close();
+    await provider.close();
+  });
 });

@@ -179,6 +179,19 @@ describe('OpenTelemetry bridge', () => {
     await c.close();
   });
 
+  it.each(['code', 'message'])("a caller's abort reason whose %s getter throws: the call still rejects with it, its span gets the error status", async (key) => {
+    const c = client();
+    const reason = Object.defineProperty(new Error('stop'), key, {
+      get: (): never => {
+        throw new Error('hostile getter');
+      },
+    });
+    await expect(c.run({ ...order('A-21'), signal: AbortSignal.abort(reason) }, async () => 'never')).rejects.toBe(reason);
+    expect(provider.spans[0]?.status.code).toBe(2);
+    expect(provider.spans[0]?.ended).toBe(true);
+    await c.close();
+  });
+
   it("a caller's abort reason whose code is 'constructor' (or 'toString') names no state", async () => {
     const c = client();
     for (const code of ['constructor', 'toString']) {
