@@ -21,7 +21,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isOnceError } from '../errors.js';
-import type { CorruptRow, OnceStore } from '../stores/contract.js';
+import type { CorruptRow, ListQuery, OnceStore } from '../stores/contract.js';
 import { DEFAULT_LIST_LIMIT } from '../stores/contract.js';
 import {
   applyEvent,
@@ -314,6 +314,29 @@ export function describeStoreContract(name: string, factory: StoreContractFactor
         ids(await store.list({ states: ['pending', 'in_flight', 'ambiguous'], leaseExpiredBefore: 2_100, tenant: 't1' })),
       ).toEqual(['a']);
       expect(await store.list({ states: ['in_flight'] })).toEqual([b]);
+    });
+
+    it('list with a limit returns the first records of the whole order, across states and tenants, ties by id', async () => {
+      // 18 records in 4 states and 2 tenants; updatedAt 1000..1005, three records at each; refs
+      // out of id order, so that a tie is broken by id and not by the order of the claims
+      const states: OperationState[] = ['pending', 'ambiguous', 'succeeded', 'cancelled'];
+      const records = Array.from({ length: 18 }, (_, i) =>
+        inState(record({ ref: `${'qzakmx'[i % 6]!}${i}`, tenant: `t${i % 2}`, now: 1_000 + Math.floor(i / 3) }), states[i % 4]!),
+      );
+      for (const r of [...records].reverse()) await store.claim(r);
+      const byOrder = (rs: OperationRecord[]): string[] =>
+        [...rs].sort((a, b) => a.updatedAt - b.updatedAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)).map((r) => r.ref);
+      const queries: Array<[ListQuery, OperationRecord[]]> = [
+        [{}, records],
+        [{ states: ['cancelled', 'pending'] }, records.filter((r) => r.state === 'cancelled' || r.state === 'pending')],
+        [{ states: ['succeeded', 'ambiguous', 'pending'], tenant: 't1' }, records.filter((r) => r.state !== 'cancelled' && r.tenant === 't1')],
+      ];
+      for (const [query, selected] of queries) {
+        const expected = byOrder(selected);
+        for (let limit = 0; limit <= expected.length + 1; limit++) {
+          expect(ids(await store.list({ ...query, limit })), `${JSON.stringify(query)} limit ${limit}`).toEqual(expected.slice(0, limit));
+        }
+      }
     });
 
     it('list follows compareAndSet: new state, lease and updatedAt are what it filters and sorts on', async () => {
