@@ -25,7 +25,7 @@
  */
 import { get, promisifyRequest, type UseStore } from 'idb-keyval';
 import { StoreError } from '../errors.js';
-import type { OperationRecord, OperationState } from '../operation/record.js';
+import type { OperationRecord } from '../operation/record.js';
 import { TERMINAL_STATES, scopeOfId } from '../operation/record.js';
 import type { ClaimResult, CompareAndSetResult, ListQuery, OnceStore } from './contract.js';
 import {
@@ -39,6 +39,7 @@ import {
   resolveListQuery,
   type RecordColumns,
 } from './common.js';
+import { firstInOrder } from './indexeddb-list.js';
 
 /**
  * Options of {@link indexedDbStore}. Give each app on one origin its own
@@ -82,9 +83,13 @@ interface Row extends RecordColumns {
   data: string;
 }
 
-/** Version of the database layout (object store + indexes). */
-const DB_VERSION = 1;
-const STATE_INDEX = 'state';
+/**
+ * Version of the database layout (object store + indexes). 2: the `state_updated` index
+ * replaces version 1's `state` index, so that `list` reads in its order and stops at `limit`.
+ */
+const DB_VERSION = 2;
+/** `[state, updatedAt]`, then the key: each state's rows in `list`'s order (see indexeddb-list.ts). */
+const ORDER_INDEX = 'state_updated';
 /**
  * How long an open may wait. One queued behind another tab's deletion or upgrade of the database
  * gets no event while a connection holds that up; past this, calls fail with a StoreError.
@@ -156,11 +161,27 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
       const detail = cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause);
       return Promise.reject(new StoreError(`${name}: IndexedDB cannot be opened here (${detail})`, { cause }));
     }
-    request.onupgradeneeded = () => {
-      const records = request.result.createObjectStore(storeName);
-      records.createIndex(STATE_INDEX, 'state');
+    const noStore = (): StoreError =>
+      new StoreError(`${name}: database "${dbName}" exists without an object store "${storeName}"; each database holds one oncefetch store, so use another dbName`);
+    let foreign = false;
+    request.onupgradeneeded = (event) => {
+      const db = request.result;
+      const upgrade = request.transaction!;
+      if (!db.objectStoreNames.contains(storeName)) {
+        if (event.oldVersion > 0) {
+          // Someone else's database: left as it was, at its version.
+          foreign = true;
+          upgrade.abort();
+          return;
+        }
+        db.createObjectStore(storeName);
+      }
+      const records = upgrade.objectStore(storeName);
+      if (records.indexNames.contains('state')) records.deleteIndex('state'); // version 1's
+      if (!records.indexNames.contains(ORDER_INDEX)) records.createIndex(ORDER_INDEX, ['state', 'updatedAt']);
     };
     const got = promisifyRequest(request).catch(async (cause: unknown) => {
+      if (foreign) throw noStore();
       throw cause instanceof DOMException && cause.name === 'VersionError' ? await newerVersion(cause) : cause;
     });
     let timer: ReturnType<typeof setTimeout> | undefined;
@@ -168,7 +189,7 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
       got.then((db) => {
         if (db.objectStoreNames.contains(storeName)) return db;
         db.close();
-        throw new StoreError(`${name}: database "${dbName}" exists without an object store "${storeName}"; each database holds one oncefetch store, so use another dbName`);
+        throw noStore();
       }),
       new Promise<never>((_, reject) => {
         timer = setTimeout(
@@ -306,19 +327,6 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
       }
     });
 
-  /** [key, row] pairs: a row is read as the record of the key it is filed under, as `get` reads it. */
-  const rowsInStates = (states: readonly OperationState[] | undefined): Promise<[IDBValidKey, unknown][]> =>
-    useStore('readonly', (store) => {
-      // Both lists come in the same order (index key, then primary key), in one transaction.
-      const entries = (source: IDBObjectStore | IDBIndex, s?: OperationState): Promise<[IDBValidKey, unknown][]> =>
-        Promise.all([promisifyRequest(source.getAllKeys(s)), promisifyRequest(source.getAll(s))]).then(([keys, rows]) =>
-          keys.map((key, i) => [key, rows[i]]),
-        );
-      if (states === undefined) return entries(store);
-      const index = store.index(STATE_INDEX);
-      return Promise.all(states.map((s) => entries(index, s))).then((lists) => lists.flat());
-    });
-
   return {
     name,
 
@@ -359,18 +367,15 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
     list(query?: ListQuery): Promise<OperationRecord[]> {
       return guard('list', 'listing records', async () => {
         const q = resolveListQuery(query);
-        const rows = await rowsInStates(q.states);
-        const matches: [string, unknown][] = [];
-        for (const [key, row] of rows) {
-          // A row that is not ours has no tenant column: the key it is filed under names its tenant (a key
-          // that names none, no tenant's). Listed first, reading it rejects.
-          if (q.tenant !== undefined && (isRow(row) ? row.tenant : scopeOfId(String(key))?.tenant) !== q.tenant) continue;
-          if (isRow(row) && q.leaseExpiredBefore !== undefined && row.leaseExpiresAt !== null && !(row.leaseExpiresAt < q.leaseExpiredBefore)) continue;
-          matches.push([String(key), row]);
-        }
-        const at = (row: unknown): number => (isRow(row) ? row.updatedAt : -Infinity);
-        matches.sort(([a, x], [b, y]) => at(x) - at(y) || (a < b ? -1 : a > b ? 1 : 0));
-        return readListed(matches.slice(0, q.limit), q, ([key]) => key, ([key, row]) => read(row, key));
+        // A row that is not ours has no tenant column: the key it is filed under names its tenant (a key
+        // that names none, no tenant's). Listed, reading it rejects; it sorts first where it has no place.
+        const selects = (key: string, row: unknown): boolean =>
+          (q.tenant === undefined || (isRow(row) ? row.tenant : scopeOfId(key)?.tenant) === q.tenant) &&
+          !(isRow(row) && q.leaseExpiredBefore !== undefined && row.leaseExpiresAt !== null && !(row.leaseExpiresAt < q.leaseExpiredBefore));
+        const rows = await useStore('readonly', (store) =>
+          firstInOrder(store, ORDER_INDEX, q, selects, (row) => (isRow(row) ? row.updatedAt : -Infinity)),
+        );
+        return readListed(rows, q, ([key]) => key, ([key, row]) => read(row, key));
       });
     },
 

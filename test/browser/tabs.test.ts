@@ -192,7 +192,7 @@ describe.runIf(available)('one tab against another in headless Chromium', { time
     site.delayMs.set(c.ref, 800);
     const running = post(a, c);
     await until(() => effects(c.ref) === 1, 5_000, 'the POST to arrive');
-    const upgraded = await b.evaluate(([d]) => window.tabsTest.upgrade(d, 2), [c.dbName] as const);
+    const upgraded = await b.evaluate(([d]) => window.tabsTest.upgrade(d, 3), [c.dbName] as const);
     const got = await running;
     console.info(`[tabs] database upgraded mid-request: ${upgraded}; ${got.error?.code} ${got.error?.message}`);
     expect(upgraded).toMatch(/^upgraded/);

@@ -338,7 +338,7 @@ describe.runIf(available)('browser-only failure modes in headless Chromium', { t
     const got = await post(page, c).catch((e: unknown) => ({ ok: false, error: { name: 'thrown', code: undefined, message: String(e) } }) as WebOutcome);
     console.info(`[web] database at a newer version: ${got.error?.name} ${got.error?.code} ${got.error?.message}`);
     expect(got).toMatchObject({ ok: false, error: { code: 'STORE_ERROR' } });
-    expect(got.error?.message).toMatch(/is at version 7, newer than version 1 this oncefetch opens: another program or a newer oncefetch uses it; use another dbName$/);
+    expect(got.error?.message).toMatch(/is at version 7, newer than version 2 this oncefetch opens: another program or a newer oncefetch uses it; use another dbName$/);
     expect(posts(c.ref)).toEqual([]);
     await page.close();
   });

@@ -230,6 +230,26 @@ describe('indexedDbStore', () => {
     expect(error.message).toContain(`indexeddb:${dbName}/records`);
     expect(error.message).toMatch(/exists without an object store "records"/);
     await store.close();
+    // not upgraded to our version: another program's database is left as it was
+    expect((await indexedDB.databases()).find((d) => d.name === dbName)?.version).toBe(1);
+    await deleteIdb(dbName);
+  });
+
+  it('a database an older oncefetch left at version 1 (a state index) is upgraded in place: its records read and list in order', async () => {
+    const dbName = freshDbName();
+    await openIdbAt(dbName, 1, (db) => db.createObjectStore('records').createIndex('state', 'state'));
+    const [young, old] = [sample(), sample()];
+    const older = { ...old, createdAt: 500, updatedAt: 500 };
+    for (const r of [young, older]) {
+      const { id, generation, state, tenant, expiresAt, updatedAt } = r;
+      await putRawRow(dbName, 'records', id, { id, data: JSON.stringify(r), generation, state, tenant, leaseExpiresAt: r.lease?.expiresAt ?? null, expiresAt, updatedAt });
+    }
+    const store = indexedDbStore({ dbName });
+    expect(await store.get(young.id)).toEqual(young);
+    expect((await store.list()).map((r) => r.id)).toEqual([older.id, young.id]);
+    expect((await store.list({ states: ['pending'], limit: 1 })).map((r) => r.id)).toEqual([older.id]);
+    await store.close();
+    expect((await indexedDB.databases()).find((d) => d.name === dbName)?.version).toBe(2);
     await deleteIdb(dbName);
   });
 
@@ -240,7 +260,7 @@ describe('indexedDbStore', () => {
     await openIdbAt(dbName, 3);
     const store = indexedDbStore({ dbName });
     const error = await storeError(store.claim(sample()));
-    expect(error.message).toContain(`indexeddb:${dbName}/records: database "${dbName}" is at version 3, newer than version 1 this oncefetch opens: another program or a newer oncefetch uses it; use another dbName`);
+    expect(error.message).toContain(`indexeddb:${dbName}/records: database "${dbName}" is at version 3, newer than version 2 this oncefetch opens: another program or a newer oncefetch uses it; use another dbName`);
     expect((error.cause as Error).name).toBe('VersionError');
     await storeError(store.get('x')); // every call, not the first only
     await store.close();
@@ -249,14 +269,14 @@ describe('indexedDbStore', () => {
 
   it('a database at a newer version, in a browser without indexedDB.databases() (Firefox before 126): the same StoreError without the number', async () => {
     const dbName = freshDbName();
-    await openIdbAt(dbName, 2);
+    await openIdbAt(dbName, 3);
     const databases = vi.spyOn(IDBFactory.prototype, 'databases').mockImplementation(() => {
       throw new TypeError('indexedDB.databases is not a function');
     });
     try {
       const store = indexedDbStore({ dbName });
       const error = await storeError(store.claim(sample()));
-      expect(error.message).toMatch(/is at a version, newer than version 1 this oncefetch opens: .*use another dbName$/);
+      expect(error.message).toMatch(/is at a version, newer than version 2 this oncefetch opens: .*use another dbName$/);
       await store.close();
     } finally {
       databases.mockRestore();
@@ -312,6 +332,80 @@ describe('indexedDbStore', () => {
     const reopened = indexedDbStore({ dbName });
     expect((await reopened.list({ limit: 2_000 })).length).toBeGreaterThan(0); // not all purged
     await reopened.close();
+    await deleteIdb(dbName);
+  });
+
+  /**
+   * Counts the rows `body` makes IndexedDB hand over with their values (each row a `getAll`
+   * returns, each step of a cursor over values); keys alone are not counted.
+   */
+  async function countRowsRead(body: () => Promise<void>): Promise<number> {
+    let rows = 0;
+    const patched: Array<() => void> = [];
+    const patch = (proto: IDBObjectStore | IDBIndex, method: 'getAll' | 'openCursor', count: (result: unknown) => number): void => {
+      const original = proto[method] as (...args: unknown[]) => IDBRequest;
+      (proto as unknown as Record<string, unknown>)[method] = function (this: unknown, ...args: unknown[]) {
+        const request = original.apply(this, args);
+        request.addEventListener('success', () => (rows += count(request.result)));
+        return request;
+      };
+      patched.push(() => ((proto as unknown as Record<string, unknown>)[method] = original));
+    };
+    for (const proto of [IDBObjectStore.prototype, IDBIndex.prototype]) {
+      patch(proto, 'getAll', (result) => (result as unknown[]).length);
+      patch(proto, 'openCursor', (result) => (result === null ? 0 : 1));
+    }
+    try {
+      await body();
+    } finally {
+      patched.forEach((restore) => restore());
+    }
+    return rows;
+  }
+
+  // Regression: list() read every row of the states asked for (every row of the store without
+  // states) and sorted them, to return `limit` of them: 20,000 records for list({ limit: 10 }).
+  it('list with a limit reads about `limit` rows, not every row of the states asked for', async () => {
+    const dbName = freshDbName();
+    const store = indexedDbStore({ dbName });
+    const states = ['pending', 'ambiguous', 'cancelled'] as const;
+    const records = Array.from({ length: 1_500 }, (_, i) => {
+      const fresh = newRecord({
+        scope: { tenant: `t${i % 2}`, action: 'create-order', ref: `m${i}` },
+        key: `key-m${i}`,
+        keySource: 'minted',
+        fingerprint: 'c'.repeat(64),
+        request: { method: 'POST', url: 'https://api.example.test/orders' },
+        owner: 'owner',
+        now: 1_000 + (i % 250), // ties: records i and i + 750 share state, tenant and updatedAt
+        leaseMs: 100,
+        retentionMs: 1_000,
+      });
+      const state = states[i % 3]!;
+      if (state === 'pending') return fresh;
+      const acquired = applyEvent(fresh, { type: 'acquire', owner: 'owner', leaseExpiresAt: fresh.updatedAt + 100 }, fresh.updatedAt, 'owner');
+      if (state === 'cancelled') return applyEvent(acquired, { type: 'cancel' }, fresh.updatedAt, 'owner');
+      const started = applyEvent(acquired, { type: 'attempt_started', attemptId: `att-${i}` }, fresh.updatedAt, 'owner');
+      return applyEvent(started, { type: 'attempt_finished', class: 'ambiguous', status: 502, reason: 'bad gateway', result: null }, fresh.updatedAt, 'owner');
+    });
+    await Promise.all(records.map((r) => store.claim(r)));
+    const order = (rs: OperationRecord[]): string[] =>
+      [...rs].sort((a, b) => a.updatedAt - b.updatedAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)).map((r) => r.id);
+    const queries = [
+      { query: { limit: 10 }, expected: order(records).slice(0, 10) },
+      { query: { states: ['ambiguous', 'pending'] as const, limit: 10 }, expected: order(records.filter((r) => r.state !== 'cancelled')).slice(0, 10) },
+      { query: { states: ['cancelled'] as const, tenant: 't1', limit: 5 }, expected: order(records.filter((r) => r.state === 'cancelled' && r.tenant === 't1')).slice(0, 5) },
+    ];
+    for (const { query, expected } of queries) {
+      let listed: OperationRecord[] = [];
+      const read = await countRowsRead(async () => {
+        listed = await store.list(query);
+      });
+      expect(listed.map((r) => r.id)).toEqual(expected);
+      // the rows listed, the ones a filter skipped on the way, and one more ahead in each state
+      expect(read, JSON.stringify(query)).toBeLessThanOrEqual(2 * query.limit + states.length);
+    }
+    await store.close();
     await deleteIdb(dbName);
   });
 
