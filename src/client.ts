@@ -128,7 +128,10 @@ export interface OnceClient {
    * next call's lookup
    */
   recover(options?: RecoverOptions): Promise<RecoveryReport>;
-  /** removes terminal records past their `expiresAt`; returns how many */
+  /**
+   * removes terminal records past their `expiresAt`; returns how many. A store that fails part-way
+   * rejects with a `StoreError` whose `purged` says how many it had already removed
+   */
   purge(): Promise<number>;
   /**
    * the structured hand-off of an operation (diagnosis, plan, verification, hand-off, confidence,

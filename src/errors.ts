@@ -311,10 +311,32 @@ export class ValueNotStoredError extends OnceError {
  * ```
  */
 export class StoreError extends OnceError {
-  constructor(message: string, options: OnceErrorOptions = {}) {
+  /**
+   * Set when `purge` (the store's, or `client.purge()`) failed part-way: how many records it had
+   * removed for good before it failed (0 when none). The store removes in pages, each committed on
+   * its own; a page whose acknowledgment was lost may have gone too, uncounted. Undefined on the
+   * errors of every other call (and from a custom store that does not set it).
+   */
+  readonly purged: number | undefined;
+  constructor(message: string, options: StoreErrorOptions = {}) {
     super('STORE_ERROR', message, options);
     this.name = 'StoreError';
+    this.purged = options.purged;
   }
+}
+
+/**
+ * Options of {@link StoreError}: a custom store's `purge` that fails part-way passes how many
+ * records it had already removed.
+ *
+ * @example
+ * ```ts
+ * throw new StoreError(`redis: purge failed after ${removed} records`, { cause: err, purged: removed })
+ * ```
+ */
+export interface StoreErrorOptions extends OnceErrorOptions {
+  /** records a failed `purge` had removed before it failed @default undefined */
+  purged?: number | undefined;
 }
 
 /** @internal */

@@ -53,4 +53,4 @@ export {
   ValueNotStoredError,
   isOnceError,
 } from './errors.js';
-export type { OnceErrorCode, OnceErrorOptions, ScopeLabel, StopErrorOptions } from './errors.js';
+export type { OnceErrorCode, OnceErrorOptions, ScopeLabel, StopErrorOptions, StoreErrorOptions } from './errors.js';

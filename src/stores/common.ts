@@ -164,6 +164,17 @@ export function checkPurgeNow(now: number): void {
   if (!Number.isFinite(now)) throw new RangeError('purge: now must be a finite epoch ms');
 }
 
+/**
+ * The error of a `purge` that failed after removing `purged` records: a StoreError says how many
+ * (message and {@link StoreError.purged}), with the same cause, so the caller can tell what is gone.
+ * Anything else (a programming error) goes through as it is.
+ */
+export function purgeFailed(error: unknown, purged: number): unknown {
+  if (!(error instanceof StoreError)) return error;
+  const records = `${purged} expired record${purged === 1 ? '' : 's'}`;
+  return new StoreError(`${error.message} (purge had removed ${records} before this)`, { cause: error.cause, scope: error.scope, purged });
+}
+
 /** The error a store raises for any call after `close()`. */
 export function closedError(name: string, method: string): StoreError {
   return new StoreError(`${name}: ${method} called after close(); open a new store`);

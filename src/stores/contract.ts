@@ -117,7 +117,10 @@ export interface OnceStore {
   compareAndSet(id: string, expectedGeneration: number, next: OperationRecord): Promise<CompareAndSetResult>;
   /** records for recovery and inspection, oldest `updatedAt` first */
   list(query?: ListQuery): Promise<OperationRecord[]>;
-  /** removes terminal records whose `expiresAt` is before `now`; returns how many */
+  /**
+   * removes terminal records whose `expiresAt` is before `now`; returns how many. One that fails after
+   * removing some rejects with a `StoreError` whose `purged` says how many (the built-in stores do)
+   */
   purge(now: number): Promise<number>;
   /** releases resources; further calls reject */
   close(): Promise<void>;

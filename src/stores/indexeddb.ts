@@ -35,6 +35,7 @@ import {
   decodeRecord,
   encodeRecord,
   purgeable,
+  purgeFailed,
   readListed,
   resolveListQuery,
   type RecordColumns,
@@ -228,15 +229,20 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
       callback(db.transaction(storeName, mode, mode === 'readwrite' ? { durability } : undefined).objectStore(storeName)),
     );
 
+  /** An IndexedDB failure as a StoreError naming the store; our own errors as they are. */
+  const asStoreError = (action: string, cause: unknown): unknown => {
+    if (cause instanceof StoreError || cause instanceof TypeError || cause instanceof RangeError) return cause;
+    const detail = cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause);
+    return new StoreError(`${name}: ${action} failed (${detail})`, { cause });
+  };
+
   /** Runs a store operation unless closed; every IndexedDB failure becomes a StoreError naming the store. */
   const guard = async <T>(method: string, action: string, body: () => Promise<T>): Promise<T> => {
     if (closed) throw closedError(name, method);
     try {
       return await body();
     } catch (cause) {
-      if (cause instanceof StoreError || cause instanceof TypeError || cause instanceof RangeError) throw cause;
-      const detail = cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause);
-      throw new StoreError(`${name}: ${action} failed (${detail})`, { cause });
+      throw asStoreError(action, cause);
     }
   };
 
@@ -385,28 +391,34 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
         // Page by page in key order, each page read and purged in one short readwrite transaction:
         // a row is deleted only as that transaction read it, and every tab's writes go between two
         // pages (one transaction over 20,000 records held them 14 s in Chromium).
-        let count = 0;
-        for (let after: IDBValidKey | undefined, full = true; full; ) {
-          if (closed) throw closedError(name, 'purge');
-          const range = after === undefined ? null : IDBKeyRange.lowerBound(after, true);
-          const keys = await useStore('readwrite', (store) => {
-            const listed = store.getAllKeys(range, PURGE_PAGE);
-            const got = store.getAll(range, PURGE_PAGE);
-            got.onsuccess = () => {
-              got.result.forEach((row: unknown, i) => {
-                const key = listed.result[i]!;
-                // Only a row that reads as the expired terminal record its columns say: a hand-edited
-                // column never deletes a live record, and nothing deletes a row it cannot read.
-                if (isRow(row) && TERMINAL_STATES.includes(row.state) && row.expiresAt < now && purgeable(row, (r) => read(r, String(key)), now)) {
-                  store.delete(key);
-                  count++;
-                }
-              });
-            };
-            return promisifyRequest(store.transaction).then(() => listed.result);
-          });
-          full = keys.length === PURGE_PAGE;
-          after = keys[keys.length - 1];
+        let count = 0; // in pages that committed: a page whose transaction fails deletes nothing
+        try {
+          for (let after: IDBValidKey | undefined, full = true; full; ) {
+            if (closed) throw closedError(name, 'purge');
+            const range = after === undefined ? null : IDBKeyRange.lowerBound(after, true);
+            let deleted = 0;
+            const keys = await useStore('readwrite', (store) => {
+              const listed = store.getAllKeys(range, PURGE_PAGE);
+              const got = store.getAll(range, PURGE_PAGE);
+              got.onsuccess = () => {
+                got.result.forEach((row: unknown, i) => {
+                  const key = listed.result[i]!;
+                  // Only a row that reads as the expired terminal record its columns say: a hand-edited
+                  // column never deletes a live record, and nothing deletes a row it cannot read.
+                  if (isRow(row) && TERMINAL_STATES.includes(row.state) && row.expiresAt < now && purgeable(row, (r) => read(r, String(key)), now)) {
+                    store.delete(key);
+                    deleted++;
+                  }
+                });
+              };
+              return promisifyRequest(store.transaction).then(() => listed.result);
+            });
+            count += deleted;
+            full = keys.length === PURGE_PAGE;
+            after = keys[keys.length - 1];
+          }
+        } catch (error) {
+          throw purgeFailed(asStoreError('purging expired records', error), count);
         }
         return count;
       });

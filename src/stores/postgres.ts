@@ -24,6 +24,7 @@ import {
   closedError,
   decodeRecord,
   encodeRecord,
+  purgeFailed,
   readListed,
   resolveListQuery,
   type RecordColumns,
@@ -389,6 +390,8 @@ export function postgresStore(options: PostgresStoreOptions): OnceStore {
         const deleted = await run('purge', 'purging expired records', async (pool) => {
           const result = await pool.query(sql.purgeBatch, [now, resolved.purgeBatchSize]);
           return result.rowCount ?? 0;
+        }).catch((error: unknown) => {
+          throw purgeFailed(error, total);
         });
         total += deleted;
         if (deleted < resolved.purgeBatchSize) return total;

@@ -28,6 +28,7 @@ import {
   closedError,
   decodeRecord,
   encodeRecord,
+  purgeFailed,
   readListed,
   resolveListQuery,
   type RecordColumns,
@@ -280,7 +281,12 @@ export function sqliteStore(options: SqliteStoreOptions): OnceStore {
       let total = 0;
       for (;;) {
         // Each batch is its own short transaction, so other writers get the lock in between.
-        const deleted = guard('purge', 'purging expired records', () => purgeBatch.run(now).changes);
+        let deleted: number;
+        try {
+          deleted = guard('purge', 'purging expired records', () => purgeBatch.run(now).changes);
+        } catch (error) {
+          throw purgeFailed(error, total);
+        }
         total += deleted;
         if (deleted < PURGE_BATCH) return total;
         await new Promise<void>((done) => setImmediate(done));

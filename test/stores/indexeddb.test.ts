@@ -320,18 +320,57 @@ describe('indexedDbStore', () => {
       opened++;
       return open(...args);
     };
+    let error: unknown;
     try {
       const purged = store.purge(2e12).catch((e: unknown) => e);
       await store.close();
-      expect(String(await purged)).toMatch(/purge called after close\(\)/);
+      error = await purged;
+      expect(String(error)).toMatch(/purge called after close\(\)/);
       await new Promise((resolve) => setTimeout(resolve, 10));
     } finally {
       indexedDB.open = open;
     }
     expect(opened).toBe(0);
     const reopened = indexedDbStore({ dbName });
-    expect((await reopened.list({ limit: 2_000 })).length).toBeGreaterThan(0); // not all purged
+    const left = (await reopened.list({ limit: 2_000 })).length;
+    expect(left).toBeGreaterThan(0); // not all purged
+    // the error says how many the pages before it removed (regression: the count was lost)
+    expect(error).toBeInstanceOf(StoreError);
+    expect((error as StoreError).purged).toBe(1_000 - left);
+    expect((error as StoreError).message).toContain(`purge had removed ${1_000 - left} expired records before this`);
     await reopened.close();
+    await deleteIdb(dbName);
+  });
+
+  // Regression: a purge that failed on one page rejected with the page's error alone: the caller could
+  // not tell how many records the pages before had removed. It also counted the rows a failing page
+  // had deleted, which its transaction's abort put back.
+  it('a purge whose third page fails: a StoreError carrying how many the two pages before removed, as many as are gone', async () => {
+    const dbName = freshDbName();
+    const store = indexedDbStore({ dbName });
+    await Promise.all(Array.from({ length: 900 }, () => store.claim(applyEvent(sample(), { type: 'cancel' }, 1_001, 'owner'))));
+    const original = IDBObjectStore.prototype.delete;
+    let deletes = 0;
+    IDBObjectStore.prototype.delete = function (this: IDBObjectStore, key: IDBValidKey | IDBKeyRange) {
+      if (++deletes === 600) throw new DOMException('simulated', 'UnknownError'); // 88 rows into the third page: it aborts
+      return original.call(this, key);
+    };
+    let error: unknown;
+    try {
+      error = await store.purge(2e12).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    } finally {
+      IDBObjectStore.prototype.delete = original;
+    }
+    expect(error).toBeInstanceOf(StoreError);
+    expect((error as StoreError).message).toMatch(/: purging expired records failed \(AbortError.*\) \(purge had removed 512 expired records before this\)$/);
+    expect((error as StoreError).purged).toBe(512);
+    expect((error as StoreError).cause).toBeInstanceOf(DOMException);
+    expect(await store.list({ limit: 1_000 })).toHaveLength(900 - 512);
+    expect(await store.purge(2e12)).toBe(900 - 512);
+    await store.close();
     await deleteIdb(dbName);
   });
 

@@ -302,6 +302,30 @@ describeWithPostgres('postgresStore', (url) => {
       await Promise.all([a.close(), b.close()]);
     });
 
+    // Regression: a purge that failed on one batch rejected with that batch's error alone: the caller
+    // could not tell how many records the batches before (each committed) had removed.
+    it('a purge whose third batch fails: a StoreError carrying how many the two before removed, as many as are gone', async () => {
+      const table = freshTable();
+      const store = postgresStore({ connectionString: url, schema, table, purgeBatchSize: 5 });
+      for (let i = 0; i < 20; i++) await store.claim(succeeded(sample(`p${i}`)));
+      const t = `"${schema}"."${table}"`;
+      // Any delete once 10 rows are gone fails its statement: the third batch, as a whole.
+      await admin.query(`CREATE FUNCTION "${schema}".${table}_fail() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN IF (SELECT count(*) FROM ${t}) <= 10 THEN RAISE EXCEPTION 'simulated failure'; END IF; RETURN OLD; END $$`);
+      await admin.query(`CREATE TRIGGER fail_third_batch BEFORE DELETE ON ${t} FOR EACH ROW EXECUTE FUNCTION "${schema}".${table}_fail()`);
+      const error = await store.purge(1_000_000).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(isOnceError(error) && error.code).toBe('STORE_ERROR');
+      expect((error as { purged?: number }).purged).toBe(10);
+      expect((error as Error).message).toMatch(/simulated failure.*\(purge had removed 10 expired records before this\)$/);
+      expect((await admin.query(`SELECT count(*)::int AS n FROM ${t}`)).rows).toEqual([{ n: 10 }]);
+      await admin.query(`DROP TRIGGER fail_third_batch ON ${t}`);
+      expect(await store.purge(1_000_000)).toBe(10);
+      await store.close();
+    });
+
     it('keeps a reference whose text PostgreSQL could not hold raw (NUL, quotes, emoji)', async () => {
       const { store } = open();
       const r = sample('nul\u0000"quote\'😀');

@@ -153,6 +153,30 @@ describe('sqliteStore on disk', () => {
     await store.close();
   });
 
+  // Regression: a purge that failed on one batch rejected with that batch's error alone: the caller
+  // could not tell how many records the batches before (each committed) had removed.
+  it('a purge whose second batch fails: a StoreError carrying how many the first removed, as many as are gone', async () => {
+    const store = sqliteStore({ path });
+    await Promise.all(Array.from({ length: 2_500 }, () => store.claim(succeeded(sample()))));
+    const db = new Database(path);
+    // Any delete once 1,000 rows are gone fails its statement: the second batch of 1,000, as a whole.
+    db.exec(`CREATE TRIGGER fail_second_batch BEFORE DELETE ON oncefetch_records
+             WHEN (SELECT count(*) FROM oncefetch_records) <= 1500 BEGIN SELECT RAISE(ABORT, 'simulated failure'); END`);
+    const error = await store.purge(1e12).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(isOnceError(error) && error.code).toBe('STORE_ERROR');
+    expect((error as { purged?: number }).purged).toBe(1_000);
+    expect((error as Error).message).toMatch(/simulated failure.*\(purge had removed 1000 expired records before this\)$/);
+    expect(((error as Error).cause as { code?: string }).code).toBe('SQLITE_CONSTRAINT_TRIGGER');
+    expect(db.prepare('SELECT count(*) AS n FROM oncefetch_records').get()).toEqual({ n: 1_500 });
+    db.exec('DROP TRIGGER fail_second_batch');
+    db.close();
+    expect(await store.purge(1e12)).toBe(1_500);
+    await store.close();
+  });
+
   it('creates the directory 0700 and the database, -wal and -shm files 0600', async () => {
     const nested = join(dir, 'a', 'b', 'once.db');
     const store = sqliteStore({ path: nested });
