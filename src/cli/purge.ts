@@ -5,6 +5,7 @@
  * @module
  */
 import { parseArgs } from 'node:util';
+import { StoreError } from '../errors.js';
 import { isTerminal } from '../operation/record.js';
 import { EXIT, UsageError, parsing } from './args.js';
 import { SCAN_LIMIT, listReadable, unreadableLines } from './find.js';
@@ -17,6 +18,8 @@ export const PURGE_HELP = `Usage: oncefetch purge [--store PATH|URL] [--dry-run]
 
 Removes succeeded, failed and cancelled records whose retention (expiresAt) has
 passed. Unfinished records are never removed: settle them with client.recover().
+It removes in batches; when the store fails part-way, it prints how many records
+the batches before had removed, then the error (exit 1).
 
 ${STORE_FLAG_HELP}
   --dry-run          count what would be removed (reads up to ${SCAN_LIMIT.toLocaleString('en')} records), remove nothing
@@ -54,7 +57,18 @@ export async function purgeCommand(args: string[], io: CliIo): Promise<number> {
       purged = listed.records.filter((r) => isTerminal(r.state) && r.expiresAt < now).length;
       unreadable = listed.unreadable;
     } else {
-      purged = await store.purge(now);
+      try {
+        purged = await store.purge(now);
+      } catch (error) {
+        // The batches before the failure are removed for good: say how many (stdout), then fail.
+        if (error instanceof StoreError && error.purged !== undefined) {
+          const n = error.purged;
+          const label = storeLabel(store);
+          if (values.json) io.out(json({ store: label, purged: n, dryRun, error: error.message }));
+          else io.out(`purged ${n} terminal record${n === 1 ? '' : 's'} past their expiresAt from ${label}, then failed\n`);
+        }
+        throw error;
+      }
     }
     const label = storeLabel(store);
     if (values.json) io.out(json({ store: label, purged, dryRun, ...(unreadable === undefined ? {} : { unreadable }) }));

@@ -12,7 +12,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AmbiguousOutcomeError } from '../../src/index.js';
 import { startProvider } from '../../src/testing/provider.js';
 import { createClient } from '../../src/index.js';
+import { applyEvent, newRecord, type OperationRecord } from '../../src/operation/record.js';
 import { postgresStore } from '../../src/stores/postgres.js';
+import { sqliteStore } from '../../src/stores/sqlite.js';
 import { adminPool, describeWithPostgres, dropSchema, freshSchemaName } from '../helpers/postgres.js';
 import { orderInit, sqliteClient, tempDir } from '../helpers/setup.js';
 
@@ -284,6 +286,43 @@ describe('oncefetch inspect / show / explain / purge', () => {
     const after = JSON.parse((await cli(['inspect', '--store', db, '--json'])).stdout) as { total: number; counts: Record<string, number> };
     expect(after.total).toBe(3);
     expect(after.counts['ambiguous']).toBe(1);
+  });
+});
+
+// Regression: a purge that failed part-way printed the store's error alone: how many records the
+// batches before it had removed (for good) was lost.
+describe('oncefetch purge failing part-way', () => {
+  const tmp = tempDir();
+  const db = join(tmp.dir, 'records.db');
+  afterAll(() => tmp.cleanup());
+
+  it('prints how many records the batches before the failure removed, then the error (exit 1)', async () => {
+    const store = sqliteStore({ path: db });
+    const done = (i: number): OperationRecord => {
+      const fresh = newRecord({ scope: { tenant: 't1', action: 'create-order', ref: `p${i}` }, key: `k${i}`, keySource: 'minted', fingerprint: 'f'.repeat(64), request: null, owner: 'o', now: 1_000, leaseMs: 100, retentionMs: 1_000 });
+      return applyEvent(fresh, { type: 'cancel' }, 1_000, 'o');
+    };
+    await Promise.all(Array.from({ length: 2_500 }, (_, i) => store.claim(done(i))));
+    await store.close();
+    // Any delete once the table is down to `rows` fails its statement: a whole batch of 1,000.
+    const failBelow = (rows: number): void => {
+      const raw = new Database(db);
+      raw.exec(`DROP TRIGGER IF EXISTS fail_purge; CREATE TRIGGER fail_purge BEFORE DELETE ON oncefetch_records
+                WHEN (SELECT count(*) FROM oncefetch_records) <= ${rows} BEGIN SELECT RAISE(ABORT, 'simulated failure'); END`);
+      raw.close();
+    };
+    failBelow(1_500);
+    const text = await cli(['purge', '--store', db]);
+    expect(text.code).toBe(1);
+    expect(text.stdout).toMatch(/^purged 1000 terminal records past their expiresAt from .*records\.db, then failed$/m);
+    expect(text.stderr).toMatch(/^oncefetch purge: .*simulated failure.*\(purge had removed 1000 expired records before this\)$/m);
+    failBelow(500);
+    const run = await cli(['purge', '--store', db, '--json']);
+    expect(run.code).toBe(1);
+    expect(JSON.parse(run.stdout)).toMatchObject({ purged: 1_000, dryRun: false, error: expect.stringMatching(/simulated failure/) });
+    const raw = new Database(db);
+    expect(raw.prepare('SELECT count(*) AS n FROM oncefetch_records').get()).toEqual({ n: 500 });
+    raw.close();
   });
 });
 
