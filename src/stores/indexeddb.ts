@@ -87,6 +87,8 @@ interface Row extends RecordColumns {
 /**
  * Version of the database layout (object store + indexes). 2: the `state_updated` index
  * replaces version 1's `state` index, so that `list` reads in its order and stops at `limit`.
+ * A database at a higher version that still has the object store and that index is used as it is
+ * (see `connect`): so a later layout keeps both and rows this version reads, or takes another name.
  */
 const DB_VERSION = 2;
 /** `[state, updatedAt]`, then the key: each state's rows in `list`'s order (see indexeddb-list.ts). */
@@ -183,7 +185,13 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
     };
     const got = promisifyRequest(request).catch(async (cause: unknown) => {
       if (foreign) throw noStore();
-      throw cause instanceof DOMException && cause.name === 'VersionError' ? await newerVersion(cause) : cause;
+      if (!(cause instanceof DOMException && cause.name === 'VersionError')) throw cause;
+      // A newer oncefetch's layout (another tab's after a deploy, or before a rollback) that keeps what
+      // this one reads is used at its version: these records, never a fresh database that forgets them.
+      const db = await promisifyRequest(indexedDB.open(dbName)).catch(() => undefined);
+      if (db?.objectStoreNames.contains(storeName) === true && db.transaction(storeName).objectStore(storeName).indexNames.contains(ORDER_INDEX)) return db;
+      db?.close();
+      throw await newerVersion(cause);
     });
     let timer: ReturnType<typeof setTimeout> | undefined;
     const opened = Promise.race([

@@ -107,9 +107,9 @@ export async function blockIdb(dbName: string): Promise<{ release: () => Promise
  * Opens database `dbName` at `version` (made or upgraded to it, `upgrade` run in the upgrade) and
  * closes it: a database another program left at a version or without our object store.
  */
-export async function openIdbAt(dbName: string, version: number, upgrade?: (db: IDBDatabase) => void): Promise<void> {
+export async function openIdbAt(dbName: string, version: number, upgrade?: (db: IDBDatabase, tx: IDBTransaction) => void): Promise<void> {
   const req = indexedDB.open(dbName, version);
-  if (upgrade !== undefined) req.onupgradeneeded = () => upgrade(req.result);
+  if (upgrade !== undefined) req.onupgradeneeded = () => upgrade(req.result, req.transaction!);
   (await request(req)).close();
 }
 

@@ -105,10 +105,14 @@ function holdLock(dbName: string, ref: string): Promise<void> {
   });
 }
 
-/** Upgrades database `dbName` to `version` (as a newer app in another tab would); resolves with what happened. */
-function upgrade(dbName: string, version: number): Promise<string> {
+/**
+ * Upgrades database `dbName` to `version` (as a newer app in another tab would), dropping oncefetch's
+ * `state_updated` index when `dropIndex` (a layout this oncefetch cannot read); resolves with what happened.
+ */
+function upgrade(dbName: string, version: number, dropIndex = false): Promise<string> {
   return new Promise<string>((resolve) => {
     const req = indexedDB.open(dbName, version);
+    if (dropIndex) req.onupgradeneeded = () => req.transaction!.objectStore('records').deleteIndex('state_updated');
     let blocked = false;
     req.onblocked = () => (blocked = true);
     req.onsuccess = () => {

@@ -186,7 +186,7 @@ describe.runIf(available)('one tab against another in headless Chromium', { time
     await page.close();
   });
 
-  it('another tab upgrades the database while a request is on the wire: no hang, nothing resent; calls again fail before sending', async () => {
+  it('another tab upgrades the database while a request is on the wire (a newer oncefetch whose layout keeps our store and index): the call records its 201 at the new version; the next call replays it', async () => {
     const [a, b] = [await openPage(), await openPage()];
     const c = call();
     site.delayMs.set(c.ref, 800);
@@ -194,7 +194,25 @@ describe.runIf(available)('one tab against another in headless Chromium', { time
     await until(() => effects(c.ref) === 1, 5_000, 'the POST to arrive');
     const upgraded = await b.evaluate(([d]) => window.tabsTest.upgrade(d, 3), [c.dbName] as const);
     const got = await running;
-    console.info(`[tabs] database upgraded mid-request: ${upgraded}; ${got.error?.code} ${got.error?.message}`);
+    const again = await post(a, c);
+    console.info(`[tabs] database upgraded mid-request: ${upgraded}; ${got.status ?? got.error?.message}, then ${again.status ?? again.error?.message}; effects=${effects(c.ref)}`);
+    expect(upgraded).toMatch(/^upgraded/);
+    expect(got).toMatchObject({ ok: true, status: 201 });
+    expect(again).toMatchObject({ ok: true, status: 201 });
+    expect(effects(c.ref)).toBe(1);
+    await a.close();
+    await b.close();
+  });
+
+  it('another tab upgrades the database to a layout this oncefetch cannot read while a request is on the wire: no hang, nothing resent; calls again fail before sending', async () => {
+    const [a, b] = [await openPage(), await openPage()];
+    const c = call();
+    site.delayMs.set(c.ref, 800);
+    const running = post(a, c);
+    await until(() => effects(c.ref) === 1, 5_000, 'the POST to arrive');
+    const upgraded = await b.evaluate(([d]) => window.tabsTest.upgrade(d, 3, true), [c.dbName] as const);
+    const got = await running;
+    console.info(`[tabs] database upgraded to an unreadable layout mid-request: ${upgraded}; ${got.error?.code} ${got.error?.message}`);
     expect(upgraded).toMatch(/^upgraded/);
     expect(got).toMatchObject({ ok: false, error: { code: 'STORE_ERROR' } });
     const again = await post(a, c);

@@ -253,6 +253,39 @@ describe('indexedDbStore', () => {
     await deleteIdb(dbName);
   });
 
+  // Regression: a database a newer oncefetch had upgraded (a tab of the next deploy; an app rolled back)
+  // failed every call of this one with "newer than version 2 … use another dbName": a new dbName
+  // forgets the records of operations in progress, and their next calls send afresh.
+  it('a database a newer oncefetch left at a higher version that keeps our object store and index: used at its version, its records read and written', async () => {
+    const dbName = freshDbName();
+    const before = indexedDbStore({ dbName });
+    const earlier = sample();
+    await before.claim(earlier);
+    await before.close();
+    await openIdbAt(dbName, 5, (_db, tx) => tx.objectStore('records').createIndex('by_tenant', 'tenant'));
+    const store = indexedDbStore({ dbName });
+    expect(await store.get(earlier.id)).toEqual(earlier);
+    const later = sample();
+    expect(await store.claim(later)).toMatchObject({ created: true });
+    expect((await store.list()).map((r) => r.id)).toEqual([earlier.id, later.id]);
+    await store.close();
+    expect((await indexedDB.databases()).find((d) => d.name === dbName)?.version).toBe(5);
+    await deleteIdb(dbName);
+  });
+
+  it('a database at a higher version whose layout dropped our index: the StoreError naming the version, nothing read or written', async () => {
+    const dbName = freshDbName();
+    const before = indexedDbStore({ dbName });
+    await before.claim(sample());
+    await before.close();
+    await openIdbAt(dbName, 5, (_db, tx) => tx.objectStore('records').deleteIndex('state_updated'));
+    const store = indexedDbStore({ dbName });
+    const error = await storeError(store.claim(sample()));
+    expect(error.message).toContain(`database "${dbName}" is at version 5, newer than version 2 this oncefetch opens`);
+    await store.close();
+    await deleteIdb(dbName);
+  });
+
   // Regression: a database at a newer version (another program's, or a newer oncefetch's) failed every
   // call with IndexedDB's VersionError inside "updating record ... failed"; it now says what to do.
   it('a database at a newer version than ours: a StoreError naming the version and saying to use another dbName; the VersionError its cause', async () => {
