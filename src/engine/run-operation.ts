@@ -148,6 +148,12 @@ function toJson(value: unknown): string {
   }
 }
 
+/**
+ * The JSON a lookup found for a value snapshot it made, by that snapshot object: a concurrent call
+ * that joined the call whose lookup found it shares its record (and this object), never a store's copy.
+ */
+const foundJson = new WeakMap<ResultSnapshot, string>();
+
 /** `client.run`. */
 export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx: RunContext) => Promise<T>): Promise<T> {
   const scope: Scope = { tenant: spec.tenant ?? engine.opts.tenant, action: spec.action, ref: spec.ref };
@@ -171,6 +177,7 @@ export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx:
           if (typeof answer !== 'object' || !Object.hasOwn(answer, 'value')) throw new TypeError('spec.lookup must resolve to { value } (found) or null (absent)');
           const json = toJson((answer as { value: unknown }).value);
           found = { json, snapshot: valueSnapshot(json, 200, 'lookup', cap) };
+          if (found.snapshot.bodyTruncated) foundJson.set(found.snapshot, json);
           return found.snapshot;
         };
   const calls = lateCalls(engine, scope, fingerprint);
@@ -214,8 +221,11 @@ export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx:
   if (live !== undefined && 'value' in live) return live.value;
   const snapshot = result.snapshot;
   if (snapshot.kind === 'value' && snapshot.bodyTruncated) {
-    // This call's own lookup found the value the record could not hold: its JSON form, as a replay gives.
+    // This call's own lookup found the value the record could not hold (or the lookup of the call it
+    // joined): its JSON form, as a replay gives.
     if (!result.replayed && found !== undefined && found.snapshot.body === snapshot.body) return JSON.parse(found.json) as T;
+    const joined = foundJson.get(snapshot);
+    if (joined !== undefined) return JSON.parse(joined) as T;
     const bytes = unstoredBytes(snapshot);
     throw new ValueNotStoredError(
       `operation ${scope.tenant}/${scope.action}/${scope.ref} succeeded earlier, but its value (${bytes ?? '?'} bytes of JSON) was larger than ` +

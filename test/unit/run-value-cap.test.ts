@@ -168,6 +168,32 @@ describe('client.run values over maxStoredBodyBytes', () => {
     expect(calls).toBe(1);
   });
 
+  it("a lookup's { value } over the cap: a concurrent call of the same client that joined the call whose lookup found it gets it too", async () => {
+    const client = makeClient();
+    let calls = 0;
+    const effect = async (): Promise<unknown> => {
+      calls++;
+      throw Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' });
+    };
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let lookups = 0;
+    const lookup = async () => {
+      lookups++;
+      await gate;
+      return { value: BIG };
+    };
+    const first = caught(client.run({ ...SPEC, lookup }, effect));
+    const joined = caught(client.run({ ...SPEC, lookup }, effect));
+    while (lookups === 0) await new Promise((r) => setTimeout(r, 5));
+    release();
+    expect(await first).toEqual({ resolvedWith: `an object of ${BIG_BYTES} bytes of JSON` });
+    expect(await joined).toEqual({ resolvedWith: `an object of ${BIG_BYTES} bytes of JSON` });
+    expect(calls).toBe(1);
+    expect(lookups).toBe(1);
+    expect((await client.get(SPEC))?.result).toMatchObject({ source: 'lookup', bodyTruncated: true });
+  });
+
   it("a failed run's error message is cut to fit the cap, its JSON kept valid, and replayed as OperationFailedError", async () => {
     const client = makeClient();
     const original = Object.assign(new Error(`card declined: ${'é'.repeat(100_000)}`), { statusCode: 402 });
