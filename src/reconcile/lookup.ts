@@ -68,8 +68,13 @@ export async function reconcile(lookup: SnapshotLookup | undefined, ctx: LookupC
     return { kind: 'found', snapshot, detail: `lookup found it (status ${snapshot.status})` };
   } catch (error) {
     if (ctx.signal.aborted) throw ctx.signal.reason;
-    const message = error instanceof Error ? error.message : String(error);
-    return { kind: 'unknown', detail: `lookup failed: ${message}`, error };
+    let detail = 'lookup failed';
+    try {
+      detail = `lookup failed: ${error instanceof Error ? error.message : String(error)}`;
+    } catch {
+      // a thrown value that cannot be read (a getter that throws, a revoked Proxy): still "unknown"
+    }
+    return { kind: 'unknown', detail, error };
   }
 }
 

@@ -175,6 +175,36 @@ describe('client.run: what reading a thrown value throws is not what the effect 
   );
 });
 
+describe('client.run whose lookup throws an unreadable error after an ambiguous attempt', () => {
+  // "unknown": the provider does not dedupe, so AmbiguousOutcomeError with what the lookup threw as
+  // its cause. Reading its message for the detail threw: the call rejected with the getter's error
+  // (or a TypeError), and the record kept its lease.
+  it.each([...HOSTILE, ['an object without a prototype', () => Object.create(null) as unknown] as [string, () => unknown]])(
+    '%s: AmbiguousOutcomeError with it as cause, one call of the effect, record ambiguous with its lease released',
+    async (_label, make) => {
+      const client = makeClient({ fetch: globalThis.fetch });
+      const thrown = make();
+      let effects = 0;
+      const lookup = async (): Promise<never> => {
+        throw thrown;
+      };
+      const error = await client
+        .run({ action: 'charge', ref: 'order-17', lookup }, async () => {
+          effects++;
+          throw Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' });
+        })
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(AmbiguousOutcomeError);
+      expect((error as AmbiguousOutcomeError).cause === thrown).toBe(true);
+      expect(effects).toBe(1);
+      const record = await client.get({ action: 'charge', ref: 'order-17' });
+      expect(record?.state).toBe('ambiguous');
+      expect(record?.lease).toBeNull();
+      await client.close();
+    },
+  );
+});
+
 describe("a caller's abort reason that cannot be read, while the attempt is out", () => {
   // DESIGN §5: an abort rejects with signal.reason unchanged. Reading the reason's message for the
   // record threw: the call rejected with that getter's error and the lease was left held.
