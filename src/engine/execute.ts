@@ -409,7 +409,7 @@ export class Engine {
         if (!this.abandoning.has(owned.rec.id)) await this.within(owned, deadline, this.abandon(owned, signal.reason), false);
         throw signal.reason;
       }
-      if (error instanceof StoreError) await this.letGo(owned, error, signal);
+      if (isA(error, StoreError)) await this.letGo(owned, error, signal);
       throw error;
     }
   }

@@ -205,6 +205,35 @@ describe('client.run whose lookup throws an unreadable error after an ambiguous 
   );
 });
 
+describe("client.run whose classify throws an unreadable value", () => {
+  // The call ends with its classify's error (the attempt recorded by the default class, the lease
+  // released). Asking whether that value was a StoreError threw for a revoked Proxy (or one trapping
+  // getPrototypeOf): the call rejected with a TypeError from inside.
+  it.each(HOSTILE)('%s: the call rejects with it, one call of the effect, record ambiguous with its lease released', async (_label, make) => {
+    const client = makeClient({ fetch: globalThis.fetch });
+    const thrown = make();
+    let effects = 0;
+    const classify = (): never => {
+      throw thrown;
+    };
+    const { error } = await client
+      .run({ action: 'charge', ref: 'order-17', classify }, async () => {
+        effects++;
+        throw Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' });
+      })
+      .then(
+        () => ({ error: undefined }),
+        (e: unknown) => ({ error: e }),
+      );
+    expect(error === thrown).toBe(true);
+    expect(effects).toBe(1);
+    const record = await client.get({ action: 'charge', ref: 'order-17' });
+    expect(record?.state).toBe('ambiguous');
+    expect(record?.lease).toBeNull();
+    await client.close();
+  });
+});
+
 describe("a caller's abort reason that cannot be read, while the attempt is out", () => {
   // DESIGN §5: an abort rejects with signal.reason unchanged. Reading the reason's message for the
   // record threw: the call rejected with that getter's error and the lease was left held.
