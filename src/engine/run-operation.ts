@@ -220,7 +220,8 @@ export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx:
   }
   if (live !== undefined && 'value' in live) return live.value;
   const snapshot = result.snapshot;
-  if (snapshot.kind === 'value' && snapshot.bodyTruncated) {
+  // (a value not stored: not a failed run's cut message that the caller's classify called a success)
+  if (unstoredBytes(snapshot) !== undefined) {
     // This call's own lookup found the value the record could not hold (or the lookup of the call it
     // joined): its JSON form, as a replay gives.
     if (!result.replayed && found !== undefined && found.snapshot.body === snapshot.body) return JSON.parse(found.json) as T;

@@ -217,6 +217,24 @@ describe('client.run values over maxStoredBodyBytes', () => {
     expect(calls).toBe(1);
   });
 
+  // Regression (review of 7bd0e59): a thrown error that the caller's classify calls a success, its
+  // message over the cap, made the caller that ran the effect throw ValueNotStoredError ("succeeded
+  // earlier ... (? bytes of JSON)"), though no value was ever left unstored; before the cap it got
+  // { error: message } as the value, as a replay does.
+  it("an error the caller's classify calls a success, its message over the cap: the caller and a replay get { error } with the message cut", async () => {
+    const client = makeClient();
+    let calls = 0;
+    const effect = async (): Promise<never> => {
+      calls++;
+      throw new Error(`already done: ${'x'.repeat(1_000)}`);
+    };
+    const spec = { ...SPEC, classify: () => 'success' as const };
+    const got = (await client.run(spec, effect)) as { error: string };
+    expect(got.error).toMatch(/^already done: x+…$/);
+    expect(await client.run(spec, effect)).toEqual(got);
+    expect(calls).toBe(1);
+  });
+
   it('a cap too small for any error message stores none; the replay is still an OperationFailedError with its status', async () => {
     const client = makeClient({ maxStoredBodyBytes: 8 });
     const original = Object.assign(new Error('card declined'), { statusCode: 402 });
