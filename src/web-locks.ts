@@ -50,11 +50,9 @@ export function webLocks(locks: LockManagerLike | undefined = navigatorLocks()):
     } catch (error) {
       if (entered) throw error;
       if (signal?.aborted) throw signal.reason;
-      // Another tab has held the lock for inFlightWaitMs: go on without it; the
-      // lease decides whether to wait for that tab or to take over.
-      if (stopWaiting.signal.reason instanceof LockWaitTimeout) return body();
-      // The Locks API refused (an opaque origin's SecurityError, say): the lock only spares the
-      // waiting side its polling, so go on without it; the store's lease and compare-and-set decide.
+      // Another tab has held the lock for inFlightWaitMs (a LockWaitTimeout), or the Locks API refused
+      // (an opaque origin's SecurityError, say): the lock only spares the waiting side its polling,
+      // so go on without it; the store's lease and compare-and-set decide (wait for that tab, or take over).
       return body();
     } finally {
       cancelTimer();
