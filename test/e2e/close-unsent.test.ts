@@ -5,23 +5,23 @@
  * the same key, without a lookup. The store here applies that write at once and acknowledges it late
  * (`ackDelayMs`), as a PostgreSQL pool whose COMMIT reply is slow, or an IndexedDB transaction that
  * completes while the database is closing; close() is called while the acknowledgement is pending.
- * Effects are counted at a loopback provider that does not dedupe, on a SQLite file a fresh client
- * reopens.
+ * Effects are counted at a loopback provider that does not dedupe. Each case runs on SQLite (a file a
+ * fresh client reopens), IndexedDB (fake-indexeddb, a database a fresh client reopens) and PostgreSQL
+ * (a schema of the test server a fresh pool reads): see test/helpers/close-stores.ts.
  *
  * Before: the call stopped before its send (`closed.throwIfAborted()` in sendOnce) and the store was
  * already closed, so its attempt stayed open: the record `in_flight`, read by the next client as
  * possibly delivered (no lookup: AmbiguousOutcomeError; a lookup: asked first).
  */
-import { join } from 'node:path';
-import { beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { StoreError, createClient } from '../../src/index.js';
 import type { OnceClient, OnceClientOptions } from '../../src/index.js';
 import { LET_GO_WAIT_MS } from '../../src/engine/acquire.js';
-import { sqliteStore } from '../../src/stores/sqlite.js';
 import type { Provider } from '../../src/testing/provider.js';
+import { describeEachStore } from '../helpers/close-stores.js';
 import { keylessProviderEachTest } from '../helpers/keyless-provider.js';
-import { lookupByRef, orderInit, tempDir, until } from '../helpers/setup.js';
-import { ended, slowAck as slowAckAt, storedAt } from '../helpers/slow-ack.js';
+import { lookupByRef, orderInit, until } from '../helpers/setup.js';
+import { ended, slowAck as slowAckOver, storedAt } from '../helpers/slow-ack.js';
 
 const ACTION = 'create-order';
 /** how late past its mark a step may end on this shared 2-core machine */
@@ -29,155 +29,151 @@ const SLACK_MS = 300;
 const LEASE_MS = 300;
 
 let provider: Provider;
-let path: string;
 const cleanups = keylessProviderEachTest((p) => (provider = p));
-
-beforeEach(() => {
-  const dir = tempDir();
-  path = join(dir.dir, 'close-unsent.db');
-  cleanups.push(dir.cleanup);
-});
-
-/** The test's SQLite file, its writes that open an attempt acknowledged late (see slow-ack.ts). */
-const slowAck = () => slowAckAt(path);
-
-function clientOf(options: OnceClientOptions = {}): OnceClient {
-  const client = createClient({ store: sqliteStore({ path }), telemetry: false, leaseMs: LEASE_MS, ...options });
-  cleanups.push(() => client.close());
-  return client;
-}
 
 function order(client: OnceClient, ref: string): Promise<Response> {
   return client.fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref } });
 }
 
 const posts = (ref: string): number => provider.requests.filter((r) => r.ref === ref).length;
-const stored = (ref: string) => storedAt(path, { action: ACTION, ref }, { leaseMs: LEASE_MS });
 
-describe('close({ waitMs }) while the write that opens attempt 1 (the claim) is pending', () => {
-  it('fetch: nothing sent; the record is pending with the attempt closed not_sent; the next client (no lookup) sends it once with the same key', async () => {
-    const ref = 'CU-claim';
-    const { store, plan } = slowAck();
-    const a = createClient({ store, telemetry: false, leaseMs: LEASE_MS });
-    cleanups.push(() => a.close());
-    const t0 = performance.now();
-    const call = ended(order(a, ref), t0);
-    await until(() => plan.pending);
-    const d = await ended(a.close({ waitMs: 50 }), t0);
-    const c = await call;
-    expect(d.outcome).toBe('ok');
-    // close() waited for the acknowledgement (~300 ms) and the never_sent, no longer than waitMs + LET_GO_WAIT_MS
-    expect(d.at).toBeLessThan(50 + LET_GO_WAIT_MS + SLACK_MS);
-    expect(c.outcome).toBe('StoreError');
-    expect(c.value).toBeInstanceOf(StoreError);
-    expect(posts(ref)).toBe(0);
-    expect(plan.writesAfterClose).toEqual([]);
+describeEachStore('close({ waitMs }) stops a call between recording its attempt and sending it', cleanups, (at) => {
+  /** The test's store, its writes that open an attempt acknowledged late (see slow-ack.ts). */
+  const slowAck = () => slowAckOver(at().open());
 
-    const rec = await stored(ref);
-    expect(rec).toMatchObject({ state: 'pending', lease: null, attempts: ['not_sent'] });
+  function clientOf(options: OnceClientOptions = {}): OnceClient {
+    const client = createClient({ store: at().open(), telemetry: false, leaseMs: LEASE_MS, ...options });
+    cleanups.push(() => client.close());
+    return client;
+  }
 
-    // The next client, no lookup, no provider dedupe: sent once, with the key minted before.
-    const b = clientOf();
-    const res = await order(b, ref);
-    expect(res.status).toBe(201);
-    expect(posts(ref)).toBe(1);
-    expect(provider.requests.filter((r) => r.ref === ref).map((r) => r.key)).toEqual([rec.key]);
-    expect(provider.effectsFor(ref)).toBe(1);
+  const stored = (ref: string) => storedAt(at().open, { action: ACTION, ref }, { leaseMs: LEASE_MS });
+
+  describe('close({ waitMs }) while the write that opens attempt 1 (the claim) is pending', () => {
+    it('fetch: nothing sent; the record is pending with the attempt closed not_sent; the next client (no lookup) sends it once with the same key', async () => {
+      const ref = 'CU-claim';
+      const { store, plan } = slowAck();
+      const a = createClient({ store, telemetry: false, leaseMs: LEASE_MS });
+      cleanups.push(() => a.close());
+      const t0 = performance.now();
+      const call = ended(order(a, ref), t0);
+      await until(() => plan.pending);
+      const d = await ended(a.close({ waitMs: 50 }), t0);
+      const c = await call;
+      expect(d.outcome).toBe('ok');
+      // close() waited for the acknowledgement (~300 ms) and the never_sent, no longer than waitMs + LET_GO_WAIT_MS
+      expect(d.at).toBeLessThan(50 + LET_GO_WAIT_MS + SLACK_MS);
+      expect(c.outcome).toBe('StoreError');
+      expect(c.value).toBeInstanceOf(StoreError);
+      expect(posts(ref)).toBe(0);
+      expect(plan.writesAfterClose).toEqual([]);
+
+      const rec = await stored(ref);
+      expect(rec).toMatchObject({ state: 'pending', lease: null, attempts: ['not_sent'] });
+
+      // The next client, no lookup, no provider dedupe: sent once, with the key minted before.
+      const b = clientOf();
+      const res = await order(b, ref);
+      expect(res.status).toBe(201);
+      expect(posts(ref)).toBe(1);
+      expect(provider.requests.filter((r) => r.ref === ref).map((r) => r.key)).toEqual([rec.key]);
+      expect(provider.effectsFor(ref)).toBe(1);
+    });
+
+    it('client.run(): the effect never ran; the record is pending, not_sent; the next client runs it once', async () => {
+      const ref = 'CU-run';
+      const { store, plan } = slowAck();
+      const a = createClient({ store, telemetry: false, leaseMs: LEASE_MS });
+      cleanups.push(() => a.close());
+      const runs: string[] = [];
+      const effect = async ({ key }: { key: string }) => {
+        runs.push(key);
+        return { id: 'o-1' };
+      };
+      const call = ended(a.run({ action: ACTION, ref }, effect), performance.now());
+      await until(() => plan.pending);
+      await a.close({ waitMs: 50 });
+      expect((await call).outcome).toBe('StoreError');
+      expect(runs).toEqual([]);
+
+      const rec = await stored(ref);
+      expect(rec).toMatchObject({ state: 'pending', lease: null, attempts: ['not_sent'] });
+      const b = clientOf();
+      expect(await b.run({ action: ACTION, ref }, effect)).toEqual({ id: 'o-1' });
+      expect(runs).toEqual([rec.key]);
+    });
   });
 
-  it('client.run(): the effect never ran; the record is pending, not_sent; the next client runs it once', async () => {
-    const ref = 'CU-run';
-    const { store, plan } = slowAck();
-    const a = createClient({ store, telemetry: false, leaseMs: LEASE_MS });
-    cleanups.push(() => a.close());
-    const runs: string[] = [];
-    const effect = async ({ key }: { key: string }) => {
-      runs.push(key);
-      return { id: 'o-1' };
-    };
-    const call = ended(a.run({ action: ACTION, ref }, effect), performance.now());
-    await until(() => plan.pending);
-    await a.close({ waitMs: 50 });
-    expect((await call).outcome).toBe('StoreError');
-    expect(runs).toEqual([]);
-
-    const rec = await stored(ref);
-    expect(rec).toMatchObject({ state: 'pending', lease: null, attempts: ['not_sent'] });
-    const b = clientOf();
-    expect(await b.run({ action: ACTION, ref }, effect)).toEqual({ id: 'o-1' });
-    expect(runs).toEqual([rec.key]);
+  describe('close({ waitMs }) while 8 calls each have their claim pending', () => {
+    it('every one: nothing sent, pending with its attempt closed not_sent; close() waits for them together, not one after another', async () => {
+      const refs = Array.from({ length: 8 }, (_, i) => `CU-many-${i}`);
+      const { store, plan } = slowAck();
+      plan.slow = refs.length;
+      const a = createClient({ store, telemetry: false, leaseMs: LEASE_MS });
+      cleanups.push(() => a.close());
+      const t0 = performance.now();
+      const calls = refs.map((ref) => ended(order(a, ref), t0));
+      await until(() => plan.slow === 0);
+      const d = await ended(a.close({ waitMs: 50 }), t0);
+      expect(d.at).toBeLessThan(50 + LET_GO_WAIT_MS + SLACK_MS);
+      expect((await Promise.all(calls)).map((c) => c.outcome)).toEqual(refs.map(() => 'StoreError'));
+      expect(provider.requests).toHaveLength(0);
+      expect(plan.writesAfterClose).toEqual([]);
+      for (const ref of refs) expect(await stored(ref)).toMatchObject({ state: 'pending', lease: null, attempts: ['not_sent'] });
+    });
   });
-});
 
-describe('close({ waitMs }) while 8 calls each have their claim pending', () => {
-  it('every one: nothing sent, pending with its attempt closed not_sent; close() waits for them together, not one after another', async () => {
-    const refs = Array.from({ length: 8 }, (_, i) => `CU-many-${i}`);
-    const { store, plan } = slowAck();
-    plan.slow = refs.length;
-    const a = createClient({ store, telemetry: false, leaseMs: LEASE_MS });
-    cleanups.push(() => a.close());
-    const t0 = performance.now();
-    const calls = refs.map((ref) => ended(order(a, ref), t0));
-    await until(() => plan.slow === 0);
-    const d = await ended(a.close({ waitMs: 50 }), t0);
-    expect(d.at).toBeLessThan(50 + LET_GO_WAIT_MS + SLACK_MS);
-    expect((await Promise.all(calls)).map((c) => c.outcome)).toEqual(refs.map(() => 'StoreError'));
-    expect(provider.requests).toHaveLength(0);
-    expect(plan.writesAfterClose).toEqual([]);
-    for (const ref of refs) expect(await stored(ref)).toMatchObject({ state: 'pending', lease: null, attempts: ['not_sent'] });
+  describe('close({ waitMs }) while the attempt_started of attempt 2 (after a 503) is pending', () => {
+    it('fetch: one POST (the 503), nothing more; the record is pending; the next client, with a lookup, sends at once without asking it', async () => {
+      const ref = 'CU-second';
+      provider.fault({ kind: 'status_before_commit', status: 503, retryAfter: '0', match: { ref } });
+      const { store, plan } = slowAck();
+      plan.only = ['attempt_started'];
+      const a = createClient({ store, telemetry: false, leaseMs: LEASE_MS, retry: { baseDelayMs: 1, maxDelayMs: 5, budget: false } });
+      cleanups.push(() => a.close());
+      const t0 = performance.now();
+      const call = ended(order(a, ref), t0);
+      await until(() => plan.pending);
+      expect(posts(ref)).toBe(1);
+      const d = await ended(a.close({ waitMs: 50 }), t0);
+      const c = await call;
+      expect(c.outcome).toBe('StoreError');
+      expect(d.at).toBeLessThan(c.at + 50 + LET_GO_WAIT_MS + SLACK_MS);
+      expect(posts(ref)).toBe(1);
+      expect(provider.effectsFor(ref)).toBe(0);
+      expect(plan.writesAfterClose).toEqual([]);
+
+      const rec = await stored(ref);
+      expect(rec).toMatchObject({ state: 'pending', lease: null, attempts: ['retryable', 'not_sent'] });
+
+      const events: string[] = [];
+      const b = clientOf({ lookups: { [ACTION]: lookupByRef(provider.url) }, onEvent: (e) => events.push(e.type) });
+      expect((await order(b, ref)).status).toBe(201);
+      expect(events).not.toContain('lookup');
+      expect(b.stats().lookups).toBe(0);
+      expect(posts(ref)).toBe(2);
+      expect(new Set(provider.requests.filter((r) => r.ref === ref).map((r) => r.key))).toEqual(new Set([rec.key]));
+      expect(provider.effectsFor(ref)).toBe(1);
+    });
   });
-});
 
-describe('close({ waitMs }) while the attempt_started of attempt 2 (after a 503) is pending', () => {
-  it('fetch: one POST (the 503), nothing more; the record is pending; the next client, with a lookup, sends at once without asking it', async () => {
-    const ref = 'CU-second';
-    provider.fault({ kind: 'status_before_commit', status: 503, retryAfter: '0', match: { ref } });
-    const { store, plan } = slowAck();
-    plan.only = ['attempt_started'];
-    const a = createClient({ store, telemetry: false, leaseMs: LEASE_MS, retry: { baseDelayMs: 1, maxDelayMs: 5, budget: false } });
-    cleanups.push(() => a.close());
-    const t0 = performance.now();
-    const call = ended(order(a, ref), t0);
-    await until(() => plan.pending);
-    expect(posts(ref)).toBe(1);
-    const d = await ended(a.close({ waitMs: 50 }), t0);
-    const c = await call;
-    expect(c.outcome).toBe('StoreError');
-    expect(d.at).toBeLessThan(c.at + 50 + LET_GO_WAIT_MS + SLACK_MS);
-    expect(posts(ref)).toBe(1);
-    expect(provider.effectsFor(ref)).toBe(0);
-    expect(plan.writesAfterClose).toEqual([]);
-
-    const rec = await stored(ref);
-    expect(rec).toMatchObject({ state: 'pending', lease: null, attempts: ['retryable', 'not_sent'] });
-
-    const events: string[] = [];
-    const b = clientOf({ lookups: { [ACTION]: lookupByRef(provider.url) }, onEvent: (e) => events.push(e.type) });
-    expect((await order(b, ref)).status).toBe(201);
-    expect(events).not.toContain('lookup');
-    expect(b.stats().lookups).toBe(0);
-    expect(posts(ref)).toBe(2);
-    expect(new Set(provider.requests.filter((r) => r.ref === ref).map((r) => r.key))).toEqual(new Set([rec.key]));
-    expect(provider.effectsFor(ref)).toBe(1);
-  });
-});
-
-describe('the bound: an acknowledgement slower than LET_GO_WAIT_MS', () => {
-  it('close() resolves by waitMs + LET_GO_WAIT_MS; the call, acknowledged after, sends nothing', async () => {
-    const ref = 'CU-slower';
-    const { store, plan } = slowAck();
-    plan.ackDelayMs = LET_GO_WAIT_MS + 600;
-    const a = createClient({ store, telemetry: false, leaseMs: LEASE_MS });
-    cleanups.push(() => a.close());
-    const t0 = performance.now();
-    const call = ended(order(a, ref), t0);
-    await until(() => plan.pending);
-    const d = await ended(a.close({ waitMs: 50 }), t0);
-    expect(d.outcome).toBe('ok');
-    expect(d.at).toBeLessThan(50 + LET_GO_WAIT_MS + SLACK_MS);
-    const c = await call;
-    expect(c.outcome).toBe('StoreError');
-    expect(c.at).toBeGreaterThanOrEqual(LET_GO_WAIT_MS + 590);
-    expect(posts(ref)).toBe(0);
+  describe('the bound: an acknowledgement slower than LET_GO_WAIT_MS', () => {
+    it('close() resolves by waitMs + LET_GO_WAIT_MS; the call, acknowledged after, sends nothing', async () => {
+      const ref = 'CU-slower';
+      const { store, plan } = slowAck();
+      plan.ackDelayMs = LET_GO_WAIT_MS + 600;
+      const a = createClient({ store, telemetry: false, leaseMs: LEASE_MS });
+      cleanups.push(() => a.close());
+      const t0 = performance.now();
+      const call = ended(order(a, ref), t0);
+      await until(() => plan.pending);
+      const d = await ended(a.close({ waitMs: 50 }), t0);
+      expect(d.outcome).toBe('ok');
+      expect(d.at).toBeLessThan(50 + LET_GO_WAIT_MS + SLACK_MS);
+      const c = await call;
+      expect(c.outcome).toBe('StoreError');
+      expect(c.at).toBeGreaterThanOrEqual(LET_GO_WAIT_MS + 590);
+      expect(posts(ref)).toBe(0);
+    });
   });
 });

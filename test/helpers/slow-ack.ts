@@ -1,22 +1,20 @@
 /**
  * What the `client.close({ waitMs })` tests share (close-unsent, close-aborted-unsent,
- * close-graceful): a SQLite store whose write that opens an attempt is acknowledged late, how a
- * promise ended and when, and the record as the next client reads it.
+ * close-graceful): a store whose write that opens an attempt is acknowledged late, how a promise
+ * ended and when, and the record as the next client reads it.
  */
 import { createClient } from '../../src/index.js';
 import type { OnceClient, OnceClientOptions, OnceStore } from '../../src/index.js';
-import { sqliteStore } from '../../src/stores/sqlite.js';
 import { writeOf } from './lossy-store.js';
 import { wait } from './setup.js';
 
 /**
- * A store on the SQLite file at `path` whose next writes that open an attempt (`claim+attempt`,
+ * A store over `inner` (SQLite, IndexedDB, PostgreSQL: see close-stores.ts) whose next writes that open an attempt (`claim+attempt`,
  * `attempt_started`: `plan.only` says which) are applied at once and acknowledged `plan.ackDelayMs`
  * later, while `plan.slow` counts down. `plan.pending`: such an acknowledgement is being held;
  * `plan.writesAfterClose`: the writes asked for after the store's close().
  */
-export function slowAck(path: string) {
-  const inner = sqliteStore({ path });
+export function slowAck(inner: OnceStore) {
   const plan = { slow: 1, only: ['claim+attempt', 'attempt_started'], ackDelayMs: 300, pending: false, closed: false, writesAfterClose: [] as string[] };
   const held = async <T>(label: string, write: () => Promise<T>): Promise<T> => {
     if (plan.closed) plan.writesAfterClose.push(label);
@@ -54,11 +52,11 @@ export async function ended<T>(p: Promise<T>, from: number): Promise<{ outcome: 
 }
 
 /**
- * The record of `scope` as a new client on the SQLite file at `path` reads it: its state, lease,
- * key, and each attempt's class (`open` while unfinished). The client is closed after.
+ * The record of `scope` as a new client on a store `open` returns reads it: its state, lease, key,
+ * and each attempt's class (`open` while unfinished). The client is closed after.
  */
-export async function storedAt(path: string, scope: { action: string; ref: string }, options: OnceClientOptions = {}) {
-  const client: OnceClient = createClient({ store: sqliteStore({ path }), telemetry: false, ...options });
+export async function storedAt(open: () => OnceStore, scope: { action: string; ref: string }, options: OnceClientOptions = {}) {
+  const client: OnceClient = createClient({ store: open(), telemetry: false, ...options });
   try {
     const rec = await client.get(scope);
     return { state: rec?.state, lease: rec?.lease ?? null, attempts: rec?.attempts.map((a) => (a.finishedAt === null ? 'open' : a.class)), key: rec?.key };
