@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { longTimeout, untilAborted } from './backoff/sleep.js';
+import { longTimeout, sleep, untilAborted } from './backoff/sleep.js';
 import { StoreError } from './errors.js';
 import type { OnceStats } from './events.js';
 import { LET_GO_WAIT_MS, awaitAbandon } from './engine/acquire.js';
@@ -254,7 +254,7 @@ function shutdownOf(engine: Engine): { admit: <T>(method: string, start: () => P
           if (engine.afterSend.has(entry)) return awaitAbandon(engine, id, stop.signal);
           // Graced once its wait has run (done, or LET_GO_WAIT_MS): a wait that `waitMs` cut short leaves
           // it to `undone`, which keeps the store open for it after the engine's close (at most LET_GO_WAIT_MS).
-          return awaitAbandon(engine, id, stop.signal, LET_GO_WAIT_MS).then(() => void graced.add(entry));
+          return undoneWithin(entry, stop.signal, LET_GO_WAIT_MS).then(() => void graced.add(entry));
         }),
       );
     }
@@ -273,11 +273,26 @@ function shutdownOf(engine: Engine): { admit: <T>(method: string, start: () => P
     try {
       await untilAborted(engine.unsentSettled(), cap.signal);
       const left = [...engine.abandoning].filter(([, entry]) => !engine.afterSend.has(entry) && !graced.has(entry));
-      await Promise.all(left.map(([id]) => awaitAbandon(engine, id, cap.signal)));
+      await Promise.all(left.map(([, entry]) => untilAborted(entry.done, cap.signal)));
     } catch {
       // (the bound: the store closes; what was not written, the next call reconciles first)
     } finally {
       clearTimeout(timer);
+    }
+  };
+
+  /**
+   * Waits for an undo before the send (an abort's, a release's) to settle, at most `capMs`: past the end
+   * of the lease its write took too (unlike `awaitAbandon`), since a write acknowledged after that end is
+   * still ours to undo (compare-and-set on its generation: a takeover meanwhile makes the undo a no-op),
+   * and the store is about to close under it.
+   */
+  const undoneWithin = async (entry: { done: Promise<unknown> }, signal: AbortSignal, capMs: number): Promise<void> => {
+    const cap = new AbortController();
+    try {
+      await untilAborted(Promise.race([entry.done, sleep(capMs, cap.signal).catch(() => undefined)]), signal);
+    } finally {
+      cap.abort();
     }
   };
 
