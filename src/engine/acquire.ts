@@ -205,15 +205,16 @@ export function bounded<T>(
 /**
  * {@link openedUnsent}, tried again while the read fails (a store whose connection dropped may fail
  * the read too), until `until`, when the lease that write took ends and the point is moot, or until
- * the client is closed (`engine.closed`: its timers must not hold the process open).
+ * the client is closed (`engine.closed`: its timers must not hold the process open). A close that
+ * cuts a wait short gets one last read at once: `client.close()` keeps the store open for it.
  */
 async function readBack(engine: Engine, id: string, attemptId: string, until: number): Promise<OwnedRecord | undefined> {
   for (let waitMs = 25; ; waitMs = Math.min(waitMs * 2, 1_000)) {
     try {
       return await openedUnsent(engine, id, attemptId);
     } catch {
-      if (engine.opts.now() + waitMs >= until) return undefined;
-      await engine.nap(waitMs);
+      if (engine.closed.aborted || engine.opts.now() + waitMs >= until) return undefined;
+      await engine.nap(waitMs).catch(() => undefined);
     }
   }
 }

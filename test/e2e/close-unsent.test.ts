@@ -20,6 +20,7 @@ import { LET_GO_WAIT_MS } from '../../src/engine/acquire.js';
 import type { Provider } from '../../src/testing/provider.js';
 import { describeEachStore } from '../helpers/close-stores.js';
 import { keylessProviderEachTest } from '../helpers/keyless-provider.js';
+import { lossy } from '../helpers/lossy-store.js';
 import { lookupByRef, orderInit, until } from '../helpers/setup.js';
 import { ended, slowAck as slowAckOver, storedAt } from '../helpers/slow-ack.js';
 
@@ -174,6 +175,37 @@ describeEachStore('close({ waitMs }) stops a call between recording its attempt 
       expect(c.outcome).toBe('StoreError');
       expect(c.at).toBeGreaterThanOrEqual(LET_GO_WAIT_MS + 590);
       expect(posts(ref)).toBe(0);
+    });
+  });
+
+  // The read-back of an opening write that failed (applied, its acknowledgement lost) tries again while
+  // the read fails; close() cut its wait between two reads short and it gave up without another read,
+  // though close() keeps the store open for this call: the attempt, never sent, stayed open (in_flight,
+  // the lease held), read by the next client as possibly sent (AmbiguousOutcomeError without a lookup).
+  describe('close({ waitMs: 0 }) while the read-back of a claim whose acknowledgement was lost waits to read again', () => {
+    it('one last read at the close: pending with the attempt not_sent, no lease; the next client (no lookup) sends once with the same key', async () => {
+      const ref = 'CU-readback';
+      const { store, plan } = lossy(at().open());
+      plan.lose = 'claim+attempt';
+      plan.failReads = 2;
+      const a = createClient({ store, telemetry: false, leaseMs: 2_000 });
+      cleanups.push(() => a.close());
+      const t0 = performance.now();
+      const call = ended(order(a, ref), t0);
+      // the second read failed: the read-back waits 50 ms before the next
+      await until(() => plan.reads >= 2, 2_000);
+      const d = await ended(a.close({ waitMs: 0 }), t0);
+      const c = await call;
+      expect(c.outcome).toBe('StoreError');
+      expect(d.at).toBeLessThan(c.at + LET_GO_WAIT_MS + SLACK_MS);
+      expect(plan.lost).toEqual(['claim+attempt']);
+      expect(posts(ref)).toBe(0);
+
+      const rec = await stored(ref);
+      expect(rec).toMatchObject({ state: 'pending', lease: null, attempts: ['not_sent'] });
+      expect((await order(clientOf(), ref)).status).toBe(201);
+      expect(provider.requests.filter((r) => r.ref === ref).map((r) => r.key)).toEqual([rec.key]);
+      expect(provider.effectsFor(ref)).toBe(1);
     });
   });
 });
