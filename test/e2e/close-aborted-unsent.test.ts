@@ -19,7 +19,7 @@ import { LET_GO_WAIT_MS } from '../../src/engine/acquire.js';
 import type { Provider } from '../../src/testing/provider.js';
 import { describeEachStore } from '../helpers/close-stores.js';
 import { keylessProviderEachTest } from '../helpers/keyless-provider.js';
-import { orderInit, until } from '../helpers/setup.js';
+import { orderInit, until, wait } from '../helpers/setup.js';
 import { slowAck, storedAt } from '../helpers/slow-ack.js';
 
 const ACTION = 'create-order';
@@ -128,6 +128,39 @@ describeEachStore('caller abort while the claim is unacknowledged, then close({ 
       await a.close(options);
       expect(performance.now() - t0).toBeLessThan(50 + LET_GO_WAIT_MS + SLACK_MS);
       expect(plan.writesAfterClose).toEqual([]);
+
+      const rec = await stored(ref);
+      expect(rec).toMatchObject({ state: 'pending', lease: null, attempts: ['not_sent'] });
+      const res = await clientOf().fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref } });
+      expect(res.status).toBe(201);
+      expect(provider.requests.filter((r) => r.ref === ref).map((r) => r.key)).toEqual([rec.key]);
+      expect(provider.effectsFor(ref)).toBe(1);
+    });
+  });
+
+  // The same with the claim held up at the store itself (another writer: see close-stores.ts), 600 ms.
+  describe('caller abort while the claim is held up 600 ms by another writer at the store, then close({ waitMs: 50 })', () => {
+    it('nothing sent; pending with the attempt not_sent, no lease; the next client sends once', async (ctx) => {
+      const hold = at().holdWrites;
+      if (hold === undefined) return ctx.skip();
+      const ref = 'CAU-held';
+      const a = createClient({ store: at().open(), telemetry: false, leaseMs: LEASE_MS });
+      cleanups.push(() => a.close());
+      await a.get({ action: ACTION, ref: 'warm-up' });
+      const { released } = await hold(LEASE_MS + 300);
+      const abort = new AbortController();
+      const call = a.fetch(`${provider.url}/orders`, { ...orderInit(ref), signal: abort.signal, once: { action: ACTION, ref } }).then(
+        (res) => String(res.status),
+        (error: unknown) => (error as Error).name,
+      );
+      await wait(30);
+      abort.abort();
+      expect(await call).toBe('AbortError');
+      const t0 = performance.now();
+      await a.close({ waitMs: 50 });
+      expect(performance.now() - t0).toBeLessThan(50 + LET_GO_WAIT_MS + SLACK_MS);
+      await released;
+      expect(posts(ref)).toBe(0);
 
       const rec = await stored(ref);
       expect(rec).toMatchObject({ state: 'pending', lease: null, attempts: ['not_sent'] });

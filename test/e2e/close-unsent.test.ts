@@ -21,7 +21,7 @@ import type { Provider } from '../../src/testing/provider.js';
 import { describeEachStore } from '../helpers/close-stores.js';
 import { keylessProviderEachTest } from '../helpers/keyless-provider.js';
 import { lossy } from '../helpers/lossy-store.js';
-import { lookupByRef, orderInit, until } from '../helpers/setup.js';
+import { lookupByRef, orderInit, until, wait } from '../helpers/setup.js';
 import { ended, slowAck as slowAckOver, storedAt } from '../helpers/slow-ack.js';
 
 const ACTION = 'create-order';
@@ -199,6 +199,36 @@ describeEachStore('close({ waitMs }) stops a call between recording its attempt 
       expect(c.outcome).toBe('StoreError');
       expect(d.at).toBeLessThan(c.at + LET_GO_WAIT_MS + SLACK_MS);
       expect(plan.lost).toEqual(['claim+attempt']);
+      expect(posts(ref)).toBe(0);
+
+      const rec = await stored(ref);
+      expect(rec).toMatchObject({ state: 'pending', lease: null, attempts: ['not_sent'] });
+      expect((await order(clientOf(), ref)).status).toBe(201);
+      expect(provider.requests.filter((r) => r.ref === ref).map((r) => r.key)).toEqual([rec.key]);
+      expect(provider.effectsFor(ref)).toBe(1);
+    });
+  });
+
+  // The same, with the claim held up at the store itself rather than by the wrapper: on PostgreSQL a
+  // real INSERT waits for another transaction's table lock (pg's pool.end() waits for it as well), on
+  // IndexedDB the claim's transaction waits behind another connection's.
+  describe('close({ waitMs: 50 }) while the claim is held up 300 ms by another writer at the store', () => {
+    it('nothing sent; pending with the attempt not_sent, no lease; the next client sends once with the same key', async (ctx) => {
+      const hold = at().holdWrites;
+      if (hold === undefined) return ctx.skip();
+      const ref = 'CU-held';
+      const a = createClient({ store: at().open(), telemetry: false, leaseMs: LEASE_MS });
+      cleanups.push(() => a.close());
+      await a.get({ action: ACTION, ref: 'warm-up' });
+      const { released } = await hold(300);
+      const t0 = performance.now();
+      const call = ended(order(a, ref), t0);
+      await wait(30);
+      const d = await ended(a.close({ waitMs: 50 }), t0);
+      const c = await call;
+      await released;
+      expect(c.outcome).toBe('StoreError');
+      expect(d.at).toBeLessThan(50 + LET_GO_WAIT_MS + SLACK_MS);
       expect(posts(ref)).toBe(0);
 
       const rec = await stored(ref);

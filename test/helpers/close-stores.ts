@@ -15,12 +15,19 @@ import { postgresStore } from '../../src/stores/postgres.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
 import { deleteIdb, freshDbName } from '../browser/idb-raw.js';
 import { adminPool, describeWithPostgres, dropSchema, freshSchemaName } from './postgres.js';
-import { tempDir } from './setup.js';
+import { tempDir, wait } from './setup.js';
 
 /** One test's store: `open` opens another handle on the same data (a new client's, a new process's). */
 export interface StoreAt {
   kind: 'sqlite' | 'indexeddb' | 'postgres';
   open: () => OnceStore;
+  /**
+   * Holds the store's writes up for `ms` at the store itself, as another writer does (not in a wrapper):
+   * PostgreSQL, a transaction of another connection holding the table's EXCLUSIVE lock (reads go on);
+   * IndexedDB, another connection's readwrite transaction kept busy. Resolves once the hold is on, with
+   * its end. None for SQLite, whose synchronous driver would wait for the lock on the event loop itself.
+   */
+  holdWrites?: (ms: number) => Promise<{ released: Promise<void> }>;
 }
 
 /**
@@ -49,7 +56,8 @@ export function describeEachStore(title: string, cleanups: (() => unknown)[], bo
     },
     indexeddb: () => {
       const dbName = freshDbName('oncefetch-close');
-      return { at: { kind: 'indexeddb' as const, open: () => indexedDbStore({ dbName }) }, cleanup: () => deleteIdb(dbName) };
+      const open = (): OnceStore => indexedDbStore({ dbName });
+      return { at: { kind: 'indexeddb' as const, open, holdWrites: (ms: number) => holdIdb(open, dbName, ms) }, cleanup: () => deleteIdb(dbName) };
     },
   };
   describe.each(Object.keys(local) as (keyof typeof local)[])(`%s: ${title}`, (kind) => declare(local[kind])());
@@ -63,6 +71,49 @@ export function describeEachStore(title: string, cleanups: (() => unknown)[], bo
       await dropSchema(admin, schema);
       await admin.end();
     });
-    declare(() => ({ at: { kind: 'postgres', open: () => postgresStore({ connectionString: url, schema }) }, cleanup: () => undefined }))();
+    const open = (): OnceStore => postgresStore({ connectionString: url, schema });
+    declare(() => ({ at: { kind: 'postgres', open, holdWrites: (ms: number) => holdPostgres(open, admin, schema, ms) }, cleanup: () => undefined }))();
   });
+}
+
+/** Creates the store's tables (or database) as its first use does. */
+async function created(open: () => OnceStore): Promise<void> {
+  const store = open();
+  await store.get('none');
+  await store.close();
+}
+
+async function holdPostgres(open: () => OnceStore, admin: pg.Pool, schema: string, ms: number): Promise<{ released: Promise<void> }> {
+  await created(open);
+  const holder = await admin.connect();
+  await holder.query('BEGIN');
+  await holder.query(`LOCK TABLE "${schema}".oncefetch_records IN EXCLUSIVE MODE`);
+  const released = wait(ms)
+    .then(() => holder.query('COMMIT'))
+    .then(() => holder.release());
+  return { released };
+}
+
+async function holdIdb(open: () => OnceStore, dbName: string, ms: number): Promise<{ released: Promise<void> }> {
+  await created(open);
+  const db = await new Promise<IDBDatabase>((resolve, reject) => {
+    const req = indexedDB.open(dbName);
+    req.onsuccess = () => resolve(req.result);
+    req.onerror = () => reject(req.error ?? new Error(`could not open ${dbName}`));
+  });
+  const tx = db.transaction('records', 'readwrite');
+  const records = tx.objectStore('records');
+  const end = Date.now() + ms;
+  // (a transaction lives while it has requests: one after another until `ms` has passed)
+  const spin = (): void => {
+    records.get('none').onsuccess = () => {
+      if (Date.now() < end) spin();
+    };
+  };
+  spin();
+  const released = new Promise<void>((resolve, reject) => {
+    tx.oncomplete = () => resolve();
+    tx.onabort = () => reject(tx.error ?? new Error('the holding transaction aborted'));
+  }).finally(() => db.close());
+  return { released };
 }
