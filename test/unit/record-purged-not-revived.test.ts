@@ -11,7 +11,7 @@
  * again for a purged operation. A record is now written back only under a live lease of its owner:
  * A's write ends its call with "vanished while owned" (a StoreError), as before the write-back.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createClient, memoryStore } from '../../src/index.js';
 import type { OnceClient } from '../../src/index.js';
 
@@ -50,7 +50,8 @@ describe('write-back after a legitimate purge', () => {
       (v) => ({ value: v }),
       (e: unknown) => ({ error: e }),
     );
-    await new Promise((r) => setTimeout(r, 50));
+    // (the effect runs once its attempt is recorded: wait for it, not for a fixed 50 ms, which a loaded machine overran)
+    await vi.waitFor(() => expect(aCalls).toBe(1), { timeout: 5_000 });
     expect((await a.get({ action: 'charge', ref: 'R3-P1' }))?.state).toBe('in_flight');
 
     // A is asleep past its lease: B takes over, reconciles (absent), sends once, succeeds
