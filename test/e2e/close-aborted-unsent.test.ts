@@ -47,6 +47,16 @@ describeEachStore('caller abort while the claim is unacknowledged, then close({ 
 
   const stored = (ref: string) => storedAt(at().open, { action: ACTION, ref }, { leaseMs: LEASE_MS });
 
+  /** The record a stopped call left: pending, no lease, its attempt never sent; the next client (no lookup, no provider dedupe) sends it once, with the key minted before. */
+  async function sentOnceByNextClient(ref: string): Promise<void> {
+    const rec = await stored(ref);
+    expect(rec).toMatchObject({ state: 'pending', lease: null, attempts: ['not_sent'] });
+    const res = await clientOf().fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref } });
+    expect(res.status).toBe(201);
+    expect(provider.requests.filter((r) => r.ref === ref).map((r) => r.key)).toEqual([rec.key]);
+    expect(provider.effectsFor(ref)).toBe(1);
+  }
+
   describe('caller abort while the claim is unacknowledged, then close({ waitMs: 50 })', () => {
     it('fetch: nothing sent; close() keeps the store open for the abort\'s never_sent; the next client (no lookup) sends once', async () => {
       const ref = 'CAU-fetch';
@@ -129,12 +139,7 @@ describeEachStore('caller abort while the claim is unacknowledged, then close({ 
       expect(performance.now() - t0).toBeLessThan(50 + LET_GO_WAIT_MS + SLACK_MS);
       expect(plan.writesAfterClose).toEqual([]);
 
-      const rec = await stored(ref);
-      expect(rec).toMatchObject({ state: 'pending', lease: null, attempts: ['not_sent'] });
-      const res = await clientOf().fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref } });
-      expect(res.status).toBe(201);
-      expect(provider.requests.filter((r) => r.ref === ref).map((r) => r.key)).toEqual([rec.key]);
-      expect(provider.effectsFor(ref)).toBe(1);
+      await sentOnceByNextClient(ref);
     });
   });
 
@@ -162,12 +167,7 @@ describeEachStore('caller abort while the claim is unacknowledged, then close({ 
       await released;
       expect(posts(ref)).toBe(0);
 
-      const rec = await stored(ref);
-      expect(rec).toMatchObject({ state: 'pending', lease: null, attempts: ['not_sent'] });
-      const res = await clientOf().fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref } });
-      expect(res.status).toBe(201);
-      expect(provider.requests.filter((r) => r.ref === ref).map((r) => r.key)).toEqual([rec.key]);
-      expect(provider.effectsFor(ref)).toBe(1);
+      await sentOnceByNextClient(ref);
     });
   });
 });

@@ -50,6 +50,15 @@ describeEachStore('close({ waitMs }) stops a call between recording its attempt 
 
   const stored = (ref: string) => storedAt(at().open, { action: ACTION, ref }, { leaseMs: LEASE_MS });
 
+  /** The record a stopped call left: pending, no lease, its attempt never sent; the next client (no lookup, no provider dedupe) sends it once, with the key minted before. */
+  async function sentOnceByNextClient(ref: string): Promise<void> {
+    const rec = await stored(ref);
+    expect(rec).toMatchObject({ state: 'pending', lease: null, attempts: ['not_sent'] });
+    expect((await order(clientOf(), ref)).status).toBe(201);
+    expect(provider.requests.filter((r) => r.ref === ref).map((r) => r.key)).toEqual([rec.key]);
+    expect(provider.effectsFor(ref)).toBe(1);
+  }
+
   describe('close({ waitMs }) while the write that opens attempt 1 (the claim) is pending', () => {
     it('fetch: nothing sent; the record is pending with the attempt closed not_sent; the next client (no lookup) sends it once with the same key', async () => {
       const ref = 'CU-claim';
@@ -201,11 +210,7 @@ describeEachStore('close({ waitMs }) stops a call between recording its attempt 
       expect(plan.lost).toEqual(['claim+attempt']);
       expect(posts(ref)).toBe(0);
 
-      const rec = await stored(ref);
-      expect(rec).toMatchObject({ state: 'pending', lease: null, attempts: ['not_sent'] });
-      expect((await order(clientOf(), ref)).status).toBe(201);
-      expect(provider.requests.filter((r) => r.ref === ref).map((r) => r.key)).toEqual([rec.key]);
-      expect(provider.effectsFor(ref)).toBe(1);
+      await sentOnceByNextClient(ref);
     });
   });
 
@@ -231,11 +236,7 @@ describeEachStore('close({ waitMs }) stops a call between recording its attempt 
       expect(d.at).toBeLessThan(50 + LET_GO_WAIT_MS + SLACK_MS);
       expect(posts(ref)).toBe(0);
 
-      const rec = await stored(ref);
-      expect(rec).toMatchObject({ state: 'pending', lease: null, attempts: ['not_sent'] });
-      expect((await order(clientOf(), ref)).status).toBe(201);
-      expect(provider.requests.filter((r) => r.ref === ref).map((r) => r.key)).toEqual([rec.key]);
-      expect(provider.effectsFor(ref)).toBe(1);
+      await sentOnceByNextClient(ref);
     });
   });
 });
