@@ -188,7 +188,11 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
       if (!(cause instanceof DOMException && cause.name === 'VersionError')) throw cause;
       // A newer oncefetch's layout (another tab's after a deploy, or before a rollback) that keeps what
       // this one reads is used at its version: these records, never a fresh database that forgets them.
-      const db = await promisifyRequest(indexedDB.open(dbName)).catch(() => undefined);
+      const reopen = indexedDB.open(dbName);
+      // Deleted since: this open would make it anew, empty, at version 1, which every later open would
+      // refuse as another program's. Left unmade: this call fails, the next one opens it afresh.
+      reopen.onupgradeneeded = () => reopen.transaction!.abort();
+      const db = await promisifyRequest(reopen).catch(() => undefined);
       if (db?.objectStoreNames.contains(storeName) === true && db.transaction(storeName).objectStore(storeName).indexNames.contains(ORDER_INDEX)) return db;
       db?.close();
       throw await newerVersion(cause);

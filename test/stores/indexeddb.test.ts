@@ -286,6 +286,30 @@ describe('indexedDbStore', () => {
     await deleteIdb(dbName);
   });
 
+  // Regression (review of 18122ae): the reopen without a version that follows a VersionError made the
+  // database anew, empty, at version 1, when it had been deleted in between (another tab's deletion
+  // queued between the two opens); every later call then failed for good with "exists without an
+  // object store … use another dbName".
+  it('a database at a higher version deleted between the VersionError and the reopen: not made anew at version 1; the next call opens it afresh', async () => {
+    const dbName = freshDbName();
+    await openIdbAt(dbName, 5, (db) => db.createObjectStore('records').createIndex('state_updated', ['state', 'updatedAt']));
+    const factory = IDBFactory.prototype;
+    const realOpen = factory.open;
+    const spy = vi.spyOn(factory, 'open').mockImplementation(function (this: IDBFactory, name: string, version?: number) {
+      if (version !== undefined) return realOpen.call(this, name, version);
+      spy.mockRestore();
+      this.deleteDatabase(name); // queued before the reopen, as another tab's deletion would be
+      return realOpen.call(this, name);
+    });
+    const store = indexedDbStore({ dbName });
+    await storeError(store.get('x'));
+    expect((await indexedDB.databases()).find((d) => d.name === dbName)).toBeUndefined();
+    expect(await store.claim(sample())).toMatchObject({ created: true });
+    await store.close();
+    expect((await indexedDB.databases()).find((d) => d.name === dbName)?.version).toBe(2);
+    await deleteIdb(dbName);
+  });
+
   // Regression: a database at a newer version (another program's, or a newer oncefetch's) failed every
   // call with IndexedDB's VersionError inside "updating record ... failed"; it now says what to do.
   it('a database at a newer version than ours: a StoreError naming the version and saying to use another dbName; the VersionError its cause', async () => {
