@@ -93,6 +93,10 @@ interface Row extends RecordColumns {
 const DB_VERSION = 2;
 /** `[state, updatedAt]`, then the key: each state's rows in `list`'s order (see indexeddb-list.ts). */
 const ORDER_INDEX = 'state_updated';
+const ORDER_KEY = ['state', 'updatedAt'];
+/** The store has {@link ORDER_INDEX} on {@link ORDER_KEY}, as `list` reads it (a newer layout's too: see `connect`). */
+const ordered = (records: IDBObjectStore): boolean =>
+  records.indexNames.contains(ORDER_INDEX) && String(records.index(ORDER_INDEX).keyPath) === String(ORDER_KEY);
 /**
  * How long an open may wait. One queued behind another tab's deletion or upgrade of the database
  * gets no event while a connection holds that up; past this, calls fail with a StoreError.
@@ -181,7 +185,7 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
       }
       const records = upgrade.objectStore(storeName);
       if (records.indexNames.contains('state')) records.deleteIndex('state'); // version 1's
-      if (!records.indexNames.contains(ORDER_INDEX)) records.createIndex(ORDER_INDEX, ['state', 'updatedAt']);
+      if (!records.indexNames.contains(ORDER_INDEX)) records.createIndex(ORDER_INDEX, ORDER_KEY);
     };
     const got = promisifyRequest(request).catch(async (cause: unknown) => {
       if (foreign) throw noStore();
@@ -193,7 +197,7 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
       // refuse as another program's. Left unmade: this call fails, the next one opens it afresh.
       reopen.onupgradeneeded = () => reopen.transaction!.abort();
       const db = await promisifyRequest(reopen).catch(() => undefined);
-      if (db?.objectStoreNames.contains(storeName) === true && db.transaction(storeName).objectStore(storeName).indexNames.contains(ORDER_INDEX)) return db;
+      if (db?.objectStoreNames.contains(storeName) === true && ordered(db.transaction(storeName).objectStore(storeName))) return db;
       db?.close();
       throw await newerVersion(cause);
     });

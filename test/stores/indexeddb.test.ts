@@ -273,6 +273,23 @@ describe('indexedDbStore', () => {
     await deleteIdb(dbName);
   });
 
+  it('a database at a higher version whose layout keeps the index name on other fields: the StoreError naming the version (list would read it in a wrong order)', async () => {
+    const dbName = freshDbName();
+    const before = indexedDbStore({ dbName });
+    await before.claim(sample());
+    await before.close();
+    await openIdbAt(dbName, 5, (_db, tx) => {
+      const records = tx.objectStore('records');
+      records.deleteIndex('state_updated');
+      records.createIndex('state_updated', ['tenant', 'updatedAt']);
+    });
+    const store = indexedDbStore({ dbName });
+    const error = await storeError(store.list());
+    expect(error.message).toContain(`database "${dbName}" is at version 5, newer than version 2 this oncefetch opens`);
+    await store.close();
+    await deleteIdb(dbName);
+  });
+
   it('a database at a higher version whose layout dropped our index: the StoreError naming the version, nothing read or written', async () => {
     const dbName = freshDbName();
     const before = indexedDbStore({ dbName });
