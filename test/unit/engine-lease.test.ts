@@ -10,7 +10,7 @@ import type { LookupContext, OnceClientOptions, OnceStore } from '../../src/inde
 import { OwnedRecord } from '../../src/engine/owned.js';
 import { applyEvent, newRecord } from '../../src/operation/record.js';
 import type { OperationRecord } from '../../src/operation/record.js';
-import { advance, settle, track } from '../helpers/fake-clock.js';
+import { advance, settleUntil, track } from '../helpers/fake-clock.js';
 
 const URL_ORDERS = 'https://api.example.test/orders';
 const SCOPE = { action: 'create-order', ref: 'L-1' };
@@ -70,7 +70,7 @@ describe('lease renewal during a send', () => {
     const provider = heldFetch();
     const a = makeClient(store, provider.fetch, { owner: 'a' });
     const first = track(a.fetch(URL_ORDERS, { ...post, once: SCOPE }));
-    for (let i = 0; i < 200 && provider.calls() === 0; i++) await settle();
+    await settleUntil(() => provider.calls() > 0, 'the send on the wire');
     expect(provider.calls()).toBe(1);
     // the first renewal (at 100 ms, a third of leaseMs) fails; the ones after it are let through
     fail((next) => next.lease?.owner === 'a' && failed.length === 0);
@@ -100,7 +100,8 @@ describe('recover() holds its lease while it waits on a lookup, and releases it 
   async function ambiguousRecord(store: OnceStore, fetch: ReturnType<typeof heldFetch>) {
     const original = makeClient(store, fetch.fetch, { owner: 'a' });
     const call = track(original.fetch(URL_ORDERS, { ...post, once: SCOPE }));
-    for (let i = 0; i < 200 && fetch.calls() === 0; i++) await settle();
+    await settleUntil(() => fetch.calls() > 0, 'the send on the wire');
+    expect(fetch.calls()).toBe(1);
     fetch.answer(new Response('oops', { status: 500 }));
     await advance(20);
     expect(call.reason()).toBeInstanceOf(AmbiguousOutcomeError);

@@ -10,7 +10,7 @@ import { runInNewContext } from 'node:vm';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createClient, memoryStore } from '../../src/index.js';
 import type { OnceClientOptions, RunContext } from '../../src/index.js';
-import { advance, track } from '../helpers/fake-clock.js';
+import { advance, settleUntil, track } from '../helpers/fake-clock.js';
 
 const SPEC = { action: 'charge', ref: 'late-1', payload: { amount: 500 } };
 
@@ -47,6 +47,7 @@ describe('client.run: an effect still out after its attempt timed out', () => {
     const p = provider([3_000, 0]);
     const client = makeClient({ retry: { maxAttempts: 3, deadlineMs: 60_000 } });
     const call = track(client.run({ ...SPEC, lookup: p.lookup }, p.effect));
+    await settleUntil(() => p.calls() > 0, 'the effect called');
     for (let i = 0; i < 100 && call.state() === 'pending'; i++) await advance(100);
     await advance(5_000); // whatever is still out lands
     expect(p.committed).toHaveLength(1);
@@ -60,6 +61,7 @@ describe('client.run: an effect still out after its attempt timed out', () => {
     const p = provider([3_000, 0]);
     const client = makeClient({ retry: { maxAttempts: 1, deadlineMs: 10_000 } });
     const first = track(client.run({ ...SPEC, lookup: p.lookup }, p.effect));
+    await settleUntil(() => p.calls() > 0, 'the effect called');
     for (let i = 0; i < 100 && first.state() === 'pending'; i++) await advance(100);
     expect(first.state()).toBe('rejected');
     expect(p.committed).toHaveLength(0); // still out
@@ -76,6 +78,7 @@ describe('client.run: an effect still out after its attempt timed out', () => {
     const p = provider([Infinity, 0]);
     const client = makeClient({ retry: { maxAttempts: 3, deadlineMs: 20_000 } });
     const call = track(client.run({ ...SPEC, lookup: p.lookup }, p.effect));
+    await settleUntil(() => p.calls() > 0, 'the effect called');
     for (let i = 0; i < 300 && call.state() === 'pending'; i++) await advance(100);
     expect(p.committed).toHaveLength(0);
     expect(call.state()).toBe('rejected');
@@ -102,6 +105,7 @@ describe('client.run: an effect still out after its attempt timed out', () => {
     const lookup = async ({ key }: { key: string }): Promise<{ value: { id: string } } | null> => (committed.includes(key) ? { value: { id: 'ch_1' } } : null);
     const client = makeClient({ retry: { maxAttempts: 2, deadlineMs: 60_000 } });
     const call = track(client.run({ ...SPEC, lookup }, effect));
+    await settleUntil(() => calls > 0, 'the effect called');
     for (let i = 0; i < 100 && call.state() === 'pending'; i++) await advance(100);
     expect(call.state()).toBe('resolved');
     expect(call.value()).toEqual({ id: 'ch_1' });
@@ -111,9 +115,10 @@ describe('client.run: an effect still out after its attempt timed out', () => {
 
   it("an earlier operation's call still out is not taken for a new operation of the same scope (after a purge)", async () => {
     const store = memoryStore();
-    let late: () => void = () => undefined;
+    let late: (() => void) | undefined;
     const a = makeClient({ store, retentionMs: 1_000, retry: { maxAttempts: 1, deadlineMs: 1_500 } });
     const first = track(a.run(SPEC, () => new Promise<string>((resolve) => (late = () => resolve('old operation')))));
+    await settleUntil(() => late !== undefined, 'the effect called');
     for (let i = 0; i < 50 && first.state() === 'pending'; i++) await advance(100);
     expect(first.state()).toBe('rejected');
     // another client settles it (its lookup finds it), and it is purged once past its retention
@@ -121,7 +126,7 @@ describe('client.run: an effect still out after its attempt timed out', () => {
     expect(await b.run({ ...SPEC, lookup: async () => ({ value: 'old operation' }) }, async () => 'never')).toBe('old operation');
     await advance(2_000);
     expect(await a.purge()).toBe(1);
-    late();
+    late?.();
     // a new operation of the same scope, with a new key: its effect runs
     let effects = 0;
     const again = track(a.run(SPEC, async () => (effects++, 'new operation')));
@@ -132,16 +137,17 @@ describe('client.run: an effect still out after its attempt timed out', () => {
 
   it("an earlier operation's call still out is not taken for a new operation with the same caller key and another payload (after a purge)", async () => {
     const store = memoryStore();
-    let late: () => void = () => undefined;
+    let late: (() => void) | undefined;
     const a = makeClient({ store, retentionMs: 1_000, retry: { maxAttempts: 1, deadlineMs: 1_500 } });
     const first = track(a.run({ ...SPEC, key: 'order-7' }, () => new Promise<string>((resolve) => (late = () => resolve('charged 500')))));
+    await settleUntil(() => late !== undefined, 'the effect called');
     for (let i = 0; i < 50 && first.state() === 'pending'; i++) await advance(100);
     expect(first.state()).toBe('rejected');
     const b = makeClient({ store });
     expect(await b.run({ ...SPEC, key: 'order-7', lookup: async () => ({ value: 'charged 500' }) }, async () => 'never')).toBe('charged 500');
     await advance(2_000);
     expect(await a.purge()).toBe(1);
-    late();
+    late?.();
     // the caller reuses its key for another payload: the old call's value is not this operation's
     let effects = 0;
     const again = track(a.run({ ...SPEC, key: 'order-7', payload: { amount: 900 } }, async () => (effects++, 'charged 900')));
@@ -155,16 +161,20 @@ describe('client.run: an effect still out after its attempt timed out', () => {
     const gc = runInNewContext('gc') as () => void;
     const client = makeClient({ retry: { maxAttempts: 1, deadlineMs: 10_000 } });
     let held: WeakRef<object> | undefined;
+    let calls = 0;
     // ignores its signal, answers at 3 s: a large value the operation, ended ambiguous at 1 s, never returns
-    const effect = (): Promise<object> =>
-      new Promise((resolve) =>
+    const effect = (): Promise<object> => {
+      calls++;
+      return new Promise((resolve) =>
         setTimeout(() => {
           const value = { id: 'ch_1', blob: 'x'.repeat(1_000_000) };
           held = new WeakRef(value);
           resolve(value);
         }, 3_000),
       );
+    };
     const first = track(client.run(SPEC, effect));
+    await settleUntil(() => calls > 0, 'the effect called');
     for (let i = 0; i < 50 && first.state() === 'pending'; i++) await advance(100);
     expect(first.state()).toBe('rejected');
     await advance(3_000); // it settles; settleMs (500) passes
