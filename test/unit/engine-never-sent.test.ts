@@ -16,7 +16,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { DeadlineExceededError, createClient, memoryStore } from '../../src/index.js';
 import type { OnceClientOptions, OnceStore } from '../../src/index.js';
 import type { OperationRecord } from '../../src/operation/record.js';
-import { advance, track } from '../helpers/fake-clock.js';
+import { advance, settleUntil, track } from '../helpers/fake-clock.js';
 
 const URL_ORDERS = 'https://api.example.test/orders';
 const SCOPE = { action: 'create-order', ref: 'N-1' };
@@ -26,6 +26,7 @@ const UNSENT = 'aborted before it was sent';
 /** A memory store that holds owner a's claim, and a's close of the attempt it opened, until the test opens them. */
 function gated() {
   const inner = memoryStore();
+  let claimsByA = 0;
   let openClaim!: () => void;
   const claimGate = new Promise<void>((r) => (openClaim = r));
   let openClose!: () => void;
@@ -34,7 +35,10 @@ function gated() {
   const store: OnceStore = {
     name: 'gated',
     claim: async (r) => {
-      if (r.lease?.owner === 'a') await claimGate;
+      if (r.lease?.owner === 'a') {
+        claimsByA++;
+        await claimGate;
+      }
       return inner.claim(r);
     },
     compareAndSet: async (id, g, next) => {
@@ -46,7 +50,9 @@ function gated() {
     purge: (now) => inner.purge(now),
     close: () => inner.close(),
   };
-  return { store, openClaim, openClose };
+  /** A's claim has reached the store (its call began after the client's first, real-time, telemetry import: fake time waits for it). */
+  const claimed = (): Promise<void> => settleUntil(() => claimsByA > 0, "A's claim to reach the store");
+  return { store, openClaim, openClose, claimed };
 }
 
 /** A lookup whose first answer waits until `answer()`; later ones answer at once. */
@@ -85,7 +91,7 @@ for (const api of ['fetch', 'run'] as const) {
 
 describe("a superseded owner's never_sent lands during the new owner's lookup", () => {
   it.each(cases)('client.%s, lookup %s, providerDedupes %s, renewal before the answer %s: sent once, succeeded, lease released', async (api, answer, providerDedupes, renewed) => {
-    const { store, openClaim, openClose } = gated();
+    const { store, openClaim, openClose, claimed } = gated();
     let sends = 0;
     const fetch = (async () => (sends++, new Response('{"id":"o-1"}', { status: 201 }))) as typeof globalThis.fetch;
     const effect = async (): Promise<{ id: string }> => (sends++, { id: 'o-1' });
@@ -97,6 +103,7 @@ describe("a superseded owner's never_sent lands during the new owner's lookup", 
     // A: its claim (which opens attempt 1) does not answer before its deadline
     const a = makeClient(store, fetch, { owner: 'a', leaseMs: 100, retry: { deadlineMs: 150 } });
     const first = track(call(a));
+    await claimed();
     for (let i = 0; i < 50 && first.state() === 'pending'; i++) await advance(50);
     expect(first.reason()).toBeInstanceOf(DeadlineExceededError);
     // the claim lands, its lease runs out; A's close of attempt 1 is held
@@ -153,11 +160,12 @@ describe("a superseded owner's never_sent lands during recover()'s lookup", () =
     ['unknown', true],
     ['unknown', false],
   ] as const)('lookup %s, renewal before the answer %s: reported absent (back to pending, nothing sent), lease released', async (answer, renewed) => {
-    const { store, openClaim, openClose } = gated();
+    const { store, openClaim, openClose, claimed } = gated();
     let sends = 0;
     const fetch = (async () => (sends++, new Response('{"id":"o-1"}', { status: 201 }))) as typeof globalThis.fetch;
     const a = makeClient(store, fetch, { owner: 'a', leaseMs: 100, retry: { deadlineMs: 150 } });
     const first = track(a.fetch(URL_ORDERS, { ...post, once: SCOPE }));
+    await claimed();
     for (let i = 0; i < 50 && first.state() === 'pending'; i++) await advance(50);
     expect(first.reason()).toBeInstanceOf(DeadlineExceededError);
     openClaim();
@@ -193,12 +201,13 @@ describe("a superseded owner's never_sent lands during recover()'s lookup", () =
 
 describe('never_sent under its own live lease, after a cancel request moved the record', () => {
   it('the abandon still releases the lease: the cancel decides at once, not after leaseMs', async () => {
-    const { store, openClaim, openClose } = gated();
+    const { store, openClaim, openClose, claimed } = gated();
     let sends = 0;
     const fetch = (async () => (sends++, new Response('{"id":"o-1"}', { status: 201 }))) as typeof globalThis.fetch;
     // A's lease is long: it is still A's when its abandon closes the attempt its claim opened
     const a = makeClient(store, fetch, { owner: 'a', leaseMs: 60_000, retry: { deadlineMs: 150 } });
     const first = track(a.fetch(URL_ORDERS, { ...post, once: SCOPE }));
+    await claimed();
     for (let i = 0; i < 50 && first.state() === 'pending'; i++) await advance(50);
     expect(first.reason()).toBeInstanceOf(DeadlineExceededError);
     openClaim();

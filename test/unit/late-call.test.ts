@@ -6,7 +6,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createClient, memoryStore } from '../../src/index.js';
-import { advance, track } from '../helpers/fake-clock.js';
+import { advance, settleUntil, track } from '../helpers/fake-clock.js';
 
 const SPEC = { action: 'charge', ref: 'late-call-1', payload: { amount: 500 } };
 
@@ -26,6 +26,8 @@ describe('an effect call kept for the next attempt', () => {
     const call = track(
       client.run({ ...SPEC, lookup: async () => null, classify: (error) => (classified.push(error), 'terminal') }, effect),
     );
+    // (the call starts after the client's first, real-time, telemetry import: fake time waits for it)
+    await settleUntil(() => calls > 0, 'the effect to be called');
     for (let i = 0; i < 100 && call.state() === 'pending'; i++) await advance(100);
     expect(call.state()).toBe('rejected');
     expect((call.reason() as Error).message).toBe('card declined');
