@@ -143,6 +143,70 @@ describeEachStore('caller abort while the claim is unacknowledged, then close({ 
     });
   });
 
+  // The undo that close() now waits for past the lease's end may land after another owner took the
+  // record over (its lease had ended): its lease release is compare-and-set on the generation the claim
+  // wrote, so it does not apply (kept as evidence, stale_write); only the never_sent of the attempt it
+  // opened applies (only its owner knows it was never sent: see OwnedRecord.write).
+  describe('the claim acknowledged (700 ms) after another client took the record over (leaseMs 300), with close() waiting for the undo', () => {
+    it("the undo releases nothing of the new owner's: its lease stands until it ends; it sends once with the same key", async () => {
+      const ref = 'CAU-taken';
+      const { store, plan } = slowClaimAck();
+      plan.ackDelayMs = 700;
+      const a = createClient({ store, telemetry: false, leaseMs: LEASE_MS, owner: 'client-a' });
+      cleanups.push(() => a.close());
+      const abort = new AbortController();
+      const call = a.fetch(`${provider.url}/orders`, { ...orderInit(ref), signal: abort.signal, once: { action: ACTION, ref } }).then(
+        (res) => String(res.status),
+        (error: unknown) => (error as Error).name,
+      );
+      await until(() => plan.pending);
+      abort.abort();
+      expect(await call).toBe('AbortError');
+      const closing = a.close();
+      await wait(LEASE_MS + 50);
+      // b takes the record over (a's lease has ended) and holds it while its lookup waits
+      let answer = (): void => undefined;
+      const asked = new Promise<void>((resolve) => (answer = resolve));
+      const events: string[] = [];
+      const b = createClient({
+        store: at().open(),
+        telemetry: false,
+        leaseMs: 10_000,
+        settleMs: 0,
+        owner: 'client-b',
+        onEvent: (e) => events.push(e.type),
+        lookups: {
+          [ACTION]: async ({ scope }) => {
+            await asked;
+            const res = await fetch(`${provider.url}/orders?ref=${encodeURIComponent(scope.ref)}`);
+            return res.status === 404 ? null : res;
+          },
+        },
+      });
+      cleanups.push(() => b.close());
+      const bCall = b.fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref } });
+      await until(() => events.includes('takeover'));
+      // (taken over before a's claim was acknowledged)
+      expect(plan.pending).toBe(true);
+      await closing;
+      expect(plan.pending).toBe(false);
+      expect(plan.writesAfterClose).toEqual([]);
+
+      const mid = await b.get({ action: ACTION, ref });
+      expect(mid?.lease?.owner).toBe('client-b');
+      expect(mid?.attempts.map((x) => [x.owner, x.class])).toEqual([['client-a', 'not_sent']]);
+      expect(mid?.evidence.map((e) => e.kind)).toContain('stale_write');
+      expect(posts(ref)).toBe(0);
+
+      answer();
+      expect((await bCall).status).toBe(201);
+      const rec = await stored(ref);
+      expect(rec).toMatchObject({ state: 'succeeded', lease: null, attempts: ['not_sent', 'success'] });
+      expect(provider.requests.filter((r) => r.ref === ref).map((r) => r.key)).toEqual([rec.key]);
+      expect(provider.effectsFor(ref)).toBe(1);
+    });
+  });
+
   // The same with the claim held up at the store itself (another writer: see close-stores.ts), 600 ms.
   describe('caller abort while the claim is held up 600 ms by another writer at the store, then close({ waitMs: 50 })', () => {
     it('nothing sent; pending with the attempt not_sent, no lease; the next client sends once', async (ctx) => {
