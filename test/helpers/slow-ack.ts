@@ -12,7 +12,7 @@ import { wait } from './setup.js';
  * A store over `inner` (SQLite, IndexedDB, PostgreSQL: see close-stores.ts) whose next writes that open an attempt (`claim+attempt`,
  * `attempt_started`: `plan.only` says which) are applied at once and acknowledged `plan.ackDelayMs`
  * later, while `plan.slow` counts down. `plan.pending`: such an acknowledgement is being held;
- * `plan.writesAfterClose`: the writes asked for after the store's close().
+ * `plan.writesAfterClose`: the writes asked for after the store's close() (a compareAndSet by that name).
  */
 export function slowAck(inner: OnceStore) {
   const plan = { slow: 1, only: ['claim+attempt', 'attempt_started'], ackDelayMs: 300, pending: false, closed: false, writesAfterClose: [] as string[] };
@@ -30,7 +30,8 @@ export function slowAck(inner: OnceStore) {
   const store: OnceStore = {
     name: inner.name,
     claim: (record) => held(writeOf(undefined, record), () => inner.claim(record)),
-    compareAndSet: async (id, expected, next) => held(writeOf(await inner.get(id), next), () => inner.compareAndSet(id, expected, next)),
+    // (after the close, the read that names the write fails first: the write is recorded by its method's name)
+    compareAndSet: async (id, expected, next) => held(plan.closed ? 'compareAndSet' : writeOf(await inner.get(id), next), () => inner.compareAndSet(id, expected, next)),
     get: (id) => inner.get(id),
     list: (query) => inner.list(query),
     purge: (now) => inner.purge(now),
