@@ -206,7 +206,9 @@ export function bounded<T>(
  * {@link openedUnsent}, tried again while the read fails (a store whose connection dropped may fail
  * the read too), until `until`, when the lease that write took ends and the point is moot, or until
  * the client is closed (`engine.closed`: its timers must not hold the process open). A close that
- * cuts a wait short gets one last read at once: `client.close()` keeps the store open for it.
+ * cuts a wait short gets one last read at once: `client.close()` keeps the store open for it when
+ * its `waitMs` cut this undo's 1 s short (`undone`); after that 1 s the store may be closing, and the
+ * read's failure leaves the attempt open, as before.
  */
 async function readBack(engine: Engine, id: string, attemptId: string, until: number): Promise<OwnedRecord | undefined> {
   for (let waitMs = 25; ; waitMs = Math.min(waitMs * 2, 1_000)) {
