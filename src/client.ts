@@ -223,6 +223,18 @@ export function createClientWith(options: OnceClientOptions, platform: PlatformD
  * `abandoning`), bounded by `waitMs`; then the engine's `closed` signal, the never_sent of the
  * attempts it stopped before their send (at most LET_GO_WAIT_MS), and the store's close.
  */
+/**
+ * A signal for each of `n` waits, each aborted with `signal` through one listener on it (a Node
+ * AbortSignal warns past 10 listeners: a close waiting for many undos printed it); `off` removes it.
+ */
+function fanOut(signal: AbortSignal, n: number): { signals: AbortSignal[]; off: () => void } {
+  const each = Array.from({ length: n }, () => new AbortController());
+  const abort = (): void => each.forEach((c) => c.abort(signal.reason));
+  if (signal.aborted) abort();
+  else signal.addEventListener('abort', abort, { once: true });
+  return { signals: each.map((c) => c.signal), off: () => signal.removeEventListener('abort', abort) };
+}
+
 function shutdownOf(engine: Engine): { admit: <T>(method: string, start: () => Promise<T>) => Promise<T>; close: (waitMs: unknown) => Promise<void> } {
   /** the client's calls in progress */
   const work = new Set<Promise<unknown>>();
@@ -249,14 +261,20 @@ function shutdownOf(engine: Engine): { admit: <T>(method: string, start: () => P
       // LET_GO_WAIT_MS (as its own call waits for it: a store that keeps failing must not hold the close).
       const left = [...engine.abandoning].filter(([, entry]) => !graced.has(entry));
       if (left.length === 0) return;
-      await Promise.all(
-        left.map(([id, entry]) => {
-          if (engine.afterSend.has(entry)) return awaitAbandon(engine, id, stop.signal);
-          // Graced once its wait has run (done, or LET_GO_WAIT_MS): a wait that `waitMs` cut short leaves
-          // it to `undone`, which keeps the store open for it after the engine's close (at most LET_GO_WAIT_MS).
-          return undoneWithin(entry, stop.signal, LET_GO_WAIT_MS).then(() => void graced.add(entry));
-        }),
-      );
+      const { signals, off } = fanOut(stop.signal, left.length);
+      try {
+        await Promise.all(
+          left.map(([id, entry], i) => {
+            const signal = signals[i]!;
+            if (engine.afterSend.has(entry)) return awaitAbandon(engine, id, signal);
+            // Graced once its wait has run (done, or LET_GO_WAIT_MS): a wait that `waitMs` cut short leaves
+            // it to `undone`, which keeps the store open for it after the engine's close (at most LET_GO_WAIT_MS).
+            return undoneWithin(entry, signal, LET_GO_WAIT_MS).then(() => void graced.add(entry));
+          }),
+        );
+      } finally {
+        off();
+      }
     }
   };
 
@@ -273,7 +291,7 @@ function shutdownOf(engine: Engine): { admit: <T>(method: string, start: () => P
     try {
       await untilAborted(engine.unsentSettled(), cap.signal);
       const left = [...engine.abandoning].filter(([, entry]) => !engine.afterSend.has(entry) && !graced.has(entry));
-      await Promise.all(left.map(([, entry]) => untilAborted(entry.done, cap.signal)));
+      await untilAborted(Promise.all(left.map(([, entry]) => entry.done)), cap.signal);
     } catch {
       // (the bound: the store closes; what was not written, the next call reconciles first)
     } finally {

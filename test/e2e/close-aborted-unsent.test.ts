@@ -113,6 +113,43 @@ describeEachStore('caller abort while the claim is unacknowledged, then close({ 
     });
   });
 
+  // Regression: each undo close() waited for added an abort listener to one signal (close()'s stop,
+  // then its 1 s cap): past 10, Node printed a MaxListenersExceededWarning from a SIGTERM handler.
+  describe('20 callers abort while their claims are unacknowledged, then close({ waitMs: 50 })', () => {
+    it('no MaxListenersExceededWarning; every record pending with its attempt not_sent, nothing sent', async () => {
+      const refs = Array.from({ length: 20 }, (_, i) => `CAU-many-${i}`);
+      const { store, plan } = slowClaimAck();
+      plan.slow = refs.length;
+      const a = createClient({ store, telemetry: false, leaseMs: LEASE_MS });
+      cleanups.push(() => a.close());
+      const warnings: string[] = [];
+      const onWarning = (w: Error): void => void warnings.push(`${w.name}: ${w.message}`);
+      process.on('warning', onWarning);
+      try {
+        const aborts = refs.map(() => new AbortController());
+        const calls = refs.map((ref, i) =>
+          a.fetch(`${provider.url}/orders`, { ...orderInit(ref), signal: aborts[i]!.signal, once: { action: ACTION, ref } }).then(
+            (res) => String(res.status),
+            (error: unknown) => (error as Error).name,
+          ),
+        );
+        await until(() => plan.slow === 0);
+        for (const abort of aborts) abort.abort();
+        expect(new Set(await Promise.all(calls))).toEqual(new Set(['AbortError']));
+        await a.close({ waitMs: 50 });
+        await wait(20); // (a warning is emitted on a later tick)
+      } finally {
+        process.off('warning', onWarning);
+      }
+      expect(warnings.filter((w) => w.startsWith('MaxListenersExceededWarning'))).toEqual([]);
+      expect(plan.writesAfterClose).toEqual([]);
+      for (const ref of refs) {
+        expect(await stored(ref)).toMatchObject({ state: 'pending', lease: null, attempts: ['not_sent'] });
+        expect(posts(ref)).toBe(0);
+      }
+    });
+  });
+
   // The undo's wait was bounded by the lease the claim took (leaseMs after the abort) as well as by
   // LET_GO_WAIT_MS: an acknowledgement that came after the lease's end, within the 1 s, found the store
   // closed. Seen on PostgreSQL at the 300 ms of the cases above (its never_sent, a read then an update,
