@@ -115,7 +115,7 @@ export interface OnceStore {
   get(id: string): Promise<OperationRecord | undefined>;
   /** replace the record if its generation is still `expectedGeneration` */
   compareAndSet(id: string, expectedGeneration: number, next: OperationRecord): Promise<CompareAndSetResult>;
-  /** records for recovery and inspection, oldest `updatedAt` first */
+  /** records for recovery and inspection, oldest `updatedAt` first, ties by id; with `limit`, the first of that whole order */
   list(query?: ListQuery): Promise<OperationRecord[]>;
   /**
    * removes terminal records whose `expiresAt` is before `now`; returns how many. One that fails after
