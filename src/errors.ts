@@ -275,8 +275,10 @@ export class OperationFailedError extends OnceError {
 /**
  * A `client.run()` operation succeeded in an earlier call (or one of another client), but its value
  * was not stored: its JSON was longer than `maxStoredBodyBytes`. The effect is not run again and the
- * record stays `succeeded`: read the value from the provider (as a lookup does), and raise
- * `maxStoredBodyBytes` for later operations with values this large. Never retry it under a new ref.
+ * record stays `succeeded`. A call with a `lookup` asks it for the value first (within
+ * `attemptTimeoutMs`); this error says it found none or failed (its error the `cause`). Read the value
+ * from the provider, and raise `maxStoredBodyBytes` for later operations with values this large.
+ * Never retry it under a new ref.
  *
  * @example
  * ```ts

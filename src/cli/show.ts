@@ -33,10 +33,10 @@ function bodyPreview(record: OperationRecord): string | undefined {
   return text.length > BODY_PREVIEW_CHARS ? `${text.slice(0, BODY_PREVIEW_CHARS)}…` : text;
 }
 
-/** What the stored result lacks: a capped body (or error message), or a whole value (later calls throw ValueNotStoredError). */
+/** What the stored result lacks: a capped body (or error message), or a whole value (later calls ask their lookup, or throw ValueNotStoredError). */
 function truncation(result: ResultSnapshot): string {
   if (!result.bodyTruncated) return '';
-  return unstoredBytes(result) === undefined ? ' (body truncated)' : ' (value not stored: later calls throw ValueNotStoredError)';
+  return unstoredBytes(result) === undefined ? ' (body truncated)' : ' (value not stored: later calls ask their lookup, or throw ValueNotStoredError)';
 }
 
 /** A copy safe to print: the key redacted unless asked. */

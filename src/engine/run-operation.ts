@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { untilAborted } from '../backoff/sleep.js';
 import type { Classification, OutcomeClass } from '../classify/classify.js';
 import { chosenClass, classifyError, classifyResponse } from '../classify/classify.js';
 import { isSuccessStatus } from '../classify/status.js';
@@ -154,6 +155,29 @@ function toJson(value: unknown): string {
  */
 const foundJson = new WeakMap<ResultSnapshot, string>();
 
+/**
+ * A later call's lookup for a value its record did not store, bounded by `attemptTimeoutMs` and the
+ * caller's signal (whose abort rejects with its reason): `{ value }` found, `{ error }` failed or too slow, else none.
+ */
+async function askForValue(engine: Engine, signal: AbortSignal | undefined, lookup: (signal: AbortSignal) => Promise<unknown>): Promise<{ value: unknown } | { error: unknown } | { none: true }> {
+  const ms = engine.opts.retry.attemptTimeoutMs;
+  const stop = new AbortController();
+  const timer = setTimeout(() => stop.abort(new Error(`the lookup took longer than attemptTimeoutMs (${ms} ms)`)), ms);
+  const onAbort = (): void => stop.abort(signal?.reason);
+  signal?.addEventListener('abort', onAbort, { once: true });
+  try {
+    signal?.throwIfAborted();
+    const answer: unknown = await untilAborted(lookup(stop.signal), stop.signal);
+    return answer !== null && typeof answer === 'object' && Object.hasOwn(answer, 'value') ? { value: (answer as { value: unknown }).value } : { none: true };
+  } catch (error) {
+    if (signal?.aborted) throw signal.reason;
+    return { error };
+  } finally {
+    clearTimeout(timer);
+    signal?.removeEventListener('abort', onAbort);
+  }
+}
+
 /** `client.run`. */
 export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx: RunContext) => Promise<T>): Promise<T> {
   const scope: Scope = { tenant: spec.tenant ?? engine.opts.tenant, action: spec.action, ref: spec.ref };
@@ -227,12 +251,16 @@ export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx:
     if (!result.replayed && found !== undefined && found.snapshot.body === snapshot.body) return JSON.parse(found.json) as T;
     const joined = foundJson.get(snapshot);
     if (joined !== undefined) return JSON.parse(joined) as T;
+    // A later call: its lookup, if it has one, is asked for the value (as reconciliation asks the provider).
+    const { record } = result;
+    const asked = userLookup === undefined ? undefined : await askForValue(engine, spec.signal, (signal) => userLookup({ scope, key: record.key, record, signal }));
+    if (asked !== undefined && 'value' in asked) return JSON.parse(toJson(asked.value)) as T;
     const bytes = unstoredBytes(snapshot);
+    const said = asked === undefined ? ' Read the value from the provider (e.g. with a lookup for this action)' : ` Its lookup, asked for it, ${'error' in asked ? 'failed' : 'found none'}: read the value from the provider`;
     throw new ValueNotStoredError(
       `operation ${scope.tenant}/${scope.action}/${scope.ref} succeeded earlier, but its value (${bytes ?? '?'} bytes of JSON) was larger than ` +
-        `maxStoredBodyBytes and was not stored; the effect was not run again. Read the value from the provider (e.g. with this action's lookup), ` +
-        'and raise maxStoredBodyBytes so that later values this large are stored.',
-      { scope, bytes },
+        `maxStoredBodyBytes and was not stored; the effect was not run again.${said}, and raise maxStoredBodyBytes so that later values this large are stored.`,
+      { scope, bytes, cause: asked !== undefined && 'error' in asked ? asked.error : undefined },
     );
   }
   return JSON.parse(snapshot.body) as T;

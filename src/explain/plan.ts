@@ -159,7 +159,7 @@ function decideCode(code: DiagnosisCode, c: Ctx): Decision {
     case 'succeeded': {
       const replay =
         r.result?.kind === 'value' && r.result.bodyTruncated
-          ? `calls with this scope and payload do not run the effect again, but throw ValueNotStoredError: its value (${/\d+/.exec(r.result.body)?.[0] ?? '?'} bytes of JSON) was over maxStoredBodyBytes and was not stored; read it from the provider.`
+          ? `calls with this scope and payload do not run the effect again: its value (${/\d+/.exec(r.result.body)?.[0] ?? '?'} bytes of JSON) was over maxStoredBodyBytes and was not stored, so they ask their lookup for it, or throw ValueNotStoredError.`
           : `calls with this scope and payload replay the stored result (status ${r.result?.status ?? '?'}) without touching the network.`;
       const shown = `${showCmd(c)}: state succeeded, result from ${r.result?.source ?? '?'}.`;
       return f.sends < 2

@@ -94,7 +94,7 @@ function expectNotStored(error: unknown, bytes: number): void {
 }
 
 describe('client.run values over maxStoredBodyBytes', () => {
-  it('the live caller gets the value; the row keeps no part of it; later calls throw ValueNotStoredError and run nothing', async () => {
+  it('the live caller gets the value; the row keeps no part of it; later calls (no lookup) throw ValueNotStoredError and run nothing', async () => {
     const client = makeClient();
     const { effect, calls } = counted(BIG);
     expect(await client.run(SPEC, effect)).toBe(BIG);
@@ -110,9 +110,9 @@ describe('client.run values over maxStoredBodyBytes', () => {
     expect(calls()).toBe(1);
     expect((await client.get(SPEC))?.state).toBe('succeeded');
     const plan = (await client.explain(SPEC))?.plan.join(' ') ?? '';
-    expect(plan).toContain(`throw ValueNotStoredError: its value (${BIG_BYTES} bytes of JSON) was over maxStoredBodyBytes`);
+    expect(plan).toContain(`its value (${BIG_BYTES} bytes of JSON) was over maxStoredBodyBytes and was not stored, so they ask their lookup for it, or throw ValueNotStoredError`);
     const shown = formatRecord((await client.get(SPEC))!, Date.now());
-    expect(shown).toContain('200 from attempt (value not stored: later calls throw ValueNotStoredError)');
+    expect(shown).toContain('200 from attempt (value not stored: later calls ask their lookup, or throw ValueNotStoredError)');
     expect(shown).toContain(`(value not stored: ${BIG_BYTES} bytes of JSON, over maxStoredBodyBytes)`);
   });
 
@@ -153,7 +153,7 @@ describe('client.run values over maxStoredBodyBytes', () => {
     expect(calls()).toBe(1);
   });
 
-  it("a lookup's { value } over the cap: the call whose lookup found it gets it; later calls throw ValueNotStoredError", async () => {
+  it("a lookup's { value } over the cap: the call whose lookup found it gets it; later calls without a lookup throw ValueNotStoredError", async () => {
     const client = makeClient();
     let calls = 0;
     const effect = async (): Promise<unknown> => {
@@ -164,8 +164,59 @@ describe('client.run values over maxStoredBodyBytes', () => {
     expect(await client.run({ ...SPEC, lookup }, effect)).toEqual(BIG);
     expect(rowBytes()).toBeLessThan(4096);
     expect((await client.get(SPEC))?.result).toMatchObject({ source: 'lookup', bodyTruncated: true });
-    expectNotStored(await caught(client.run({ ...SPEC, lookup }, effect)), BIG_BYTES);
+    expectNotStored(await caught(client.run(SPEC, effect)), BIG_BYTES);
     expect(calls).toBe(1);
+  });
+
+  // A later call with a lookup asks it for the value the record did not hold (as reconciliation asks
+  // the provider), instead of throwing ValueNotStoredError at a caller who gave the SDK a way to read it.
+  describe('a later call with a lookup', () => {
+    async function storedTooLarge(client: OnceClient): Promise<{ calls: () => number }> {
+      const { effect, calls } = counted(BIG);
+      expect(await client.run(SPEC, effect)).toBe(BIG);
+      return { calls };
+    }
+
+    it('gets the value its lookup finds (its JSON form, as a replay gives); the effect is not run again', async () => {
+      const client = makeClient();
+      const { calls } = await storedTooLarge(client);
+      const asked: { key: string; state: string }[] = [];
+      const lookup = async ({ key, record }: { key: string; record: { state: string } }) => (asked.push({ key, state: record.state }), { value: BIG });
+      const { effect, calls: again } = counted({ rows: 'must not run' });
+      expect(await client.run({ ...SPEC, lookup }, effect)).toEqual(BIG);
+      expect(asked).toEqual([{ key: (await client.get(SPEC))!.key, state: 'succeeded' }]);
+      expect(calls() + again()).toBe(1);
+    });
+
+    it('a lookup that finds none, or fails, or outlasts attemptTimeoutMs: ValueNotStoredError, saying so (its error the cause)', async () => {
+      const client = makeClient({ retry: { attemptTimeoutMs: 200 } });
+      await storedTooLarge(client);
+      const absent = await caught(client.run({ ...SPEC, lookup: async () => null }, async () => 'must not run'));
+      expectNotStored(absent, BIG_BYTES);
+      expect((absent as Error).message).toMatch(/lookup, asked for it, found none/);
+      const failure = new Error('orders index unavailable');
+      const failed = await caught(
+        client.run({ ...SPEC, lookup: async () => Promise.reject(failure) }, async () => 'must not run'),
+      );
+      expectNotStored(failed, BIG_BYTES);
+      expect((failed as Error).cause).toBe(failure);
+      const t0 = performance.now();
+      const hung = await caught(client.run({ ...SPEC, lookup: () => new Promise<never>(() => undefined) }, async () => 'must not run'));
+      expectNotStored(hung, BIG_BYTES);
+      expect(performance.now() - t0).toBeLessThan(2_000);
+    });
+
+    it("the caller's abort while its lookup runs rejects with the abort's reason", async () => {
+      const client = makeClient();
+      await storedTooLarge(client);
+      const abort = new AbortController();
+      const reason = new Error('user navigated away');
+      const lookup = (): Promise<never> => {
+        setTimeout(() => abort.abort(reason), 10);
+        return new Promise<never>(() => undefined);
+      };
+      expect(await caught(client.run({ ...SPEC, lookup, signal: abort.signal }, async () => 'must not run'))).toBe(reason);
+    });
   });
 
   it("a lookup's { value } over the cap: a concurrent call of the same client that joined the call whose lookup found it gets it too", async () => {
