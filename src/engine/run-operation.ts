@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { untilAborted } from '../backoff/sleep.js';
+import { longTimeout, untilAborted } from '../backoff/sleep.js';
 import type { Classification, OutcomeClass } from '../classify/classify.js';
 import { chosenClass, classifyError, classifyResponse } from '../classify/classify.js';
 import { isSuccessStatus } from '../classify/status.js';
@@ -162,7 +162,8 @@ const foundJson = new WeakMap<ResultSnapshot, string>();
 async function askForValue(engine: Engine, signal: AbortSignal | undefined, lookup: (signal: AbortSignal) => Promise<unknown>): Promise<{ value: unknown } | { error: unknown } | { none: true }> {
   const ms = engine.opts.retry.attemptTimeoutMs;
   const stop = new AbortController();
-  const timer = setTimeout(() => stop.abort(new Error(`the lookup took longer than attemptTimeoutMs (${ms} ms)`)), ms);
+  // (chained past the platform's timer limit, where a plain setTimeout fires after 1 ms)
+  const cancelTimer = longTimeout(() => stop.abort(new Error(`the lookup took longer than attemptTimeoutMs (${ms} ms)`)), ms);
   const onAbort = (): void => stop.abort(signal?.reason);
   signal?.addEventListener('abort', onAbort, { once: true });
   try {
@@ -173,7 +174,7 @@ async function askForValue(engine: Engine, signal: AbortSignal | undefined, look
     if (signal?.aborted) throw signal.reason;
     return { error };
   } finally {
-    clearTimeout(timer);
+    cancelTimer();
     signal?.removeEventListener('abort', onAbort);
   }
 }

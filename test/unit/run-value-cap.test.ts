@@ -217,6 +217,16 @@ describe('client.run values over maxStoredBodyBytes', () => {
       };
       expect(await caught(client.run({ ...SPEC, lookup, signal: abort.signal }, async () => 'must not run'))).toBe(reason);
     });
+
+    // Regression (review of cecf729): a plain setTimeout of attemptTimeoutMs fires after 1 ms beyond
+    // 2^31 - 1 ms (about 24.8 days; the option allows more), and a lookup that had the value lost to it.
+    it('an attemptTimeoutMs beyond the timer limit still gives the lookup its time', async () => {
+      const client = makeClient({ retry: { attemptTimeoutMs: 2 ** 31 } });
+      const { calls } = await storedTooLarge(client);
+      const lookup = (): Promise<{ value: unknown }> => new Promise((resolve) => setTimeout(() => resolve({ value: BIG }), 20));
+      expect(await caught(client.run({ ...SPEC, lookup }, async () => 'must not run'))).toEqual({ resolvedWith: `an object of ${BIG_BYTES} bytes of JSON` });
+      expect(calls()).toBe(1);
+    });
   });
 
   it("a lookup's { value } over the cap: a concurrent call of the same client that joined the call whose lookup found it gets it too", async () => {
