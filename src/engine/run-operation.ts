@@ -254,7 +254,7 @@ export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx:
     if (joined !== undefined) return JSON.parse(joined) as T;
     // A later call: its lookup, if it has one, is asked for the value (as reconciliation asks the provider).
     const { record } = result;
-    const asked = userLookup === undefined ? undefined : await askForValue(engine, spec.signal, (signal) => userLookup({ scope, key: record.key, record, signal }));
+    const asked = userLookup === undefined ? undefined : await askForValue(engine, spec.signal, async (signal) => userLookup({ scope, key: record.key, record, signal }));
     if (asked !== undefined && 'value' in asked) return JSON.parse(toJson(asked.value)) as T;
     const bytes = unstoredBytes(snapshot);
     const said = asked === undefined ? ' Read the value from the provider (e.g. with a lookup for this action)' : ` Its lookup, asked for it, ${'error' in asked ? 'failed' : 'found none'}: read the value from the provider`;

@@ -218,6 +218,24 @@ describe('client.run values over maxStoredBodyBytes', () => {
       expect(await caught(client.run({ ...SPEC, lookup, signal: abort.signal }, async () => 'must not run'))).toBe(reason);
     });
 
+    // Regression (review of cecf729): the lookup's answer was used as a promise (its .then called), so
+    // one that answered synchronously (plain JavaScript; reconciliation awaits the same lookup) "failed"
+    // with 'promise.then is not a function' though it had the value.
+    it('a lookup that answers or throws synchronously is heard as one that resolves or rejects', async () => {
+      const client = makeClient();
+      const { calls } = await storedTooLarge(client);
+      const syncLookup = (() => ({ value: BIG })) as unknown as () => Promise<{ value: unknown }>;
+      expect(await caught(client.run({ ...SPEC, lookup: syncLookup }, async () => 'must not run'))).toEqual({ resolvedWith: `an object of ${BIG_BYTES} bytes of JSON` });
+      const failure = new Error('lookup misconfigured');
+      const throwing = (): Promise<null> => {
+        throw failure;
+      };
+      const thrown = await caught(client.run({ ...SPEC, lookup: throwing }, async () => 'must not run'));
+      expectNotStored(thrown, BIG_BYTES);
+      expect((thrown as Error).cause).toBe(failure);
+      expect(calls()).toBe(1);
+    });
+
     // Regression (review of cecf729): a plain setTimeout of attemptTimeoutMs fires after 1 ms beyond
     // 2^31 - 1 ms (about 24.8 days; the option allows more), and a lookup that had the value lost to it.
     it('an attemptTimeoutMs beyond the timer limit still gives the lookup its time', async () => {
