@@ -157,7 +157,7 @@ const foundJson = new WeakMap<ResultSnapshot, string>();
 
 /**
  * A later call's lookup for a value its record did not store, bounded by `attemptTimeoutMs` and the
- * caller's signal (whose abort rejects with its reason): `{ value }` found, `{ error }` failed or too slow, else none.
+ * caller's signal (whose abort rejects with its reason): `{ value }` found, `none` for `null`, else `{ error }` (failed, too slow, or no answer).
  */
 async function askForValue(engine: Engine, signal: AbortSignal | undefined, lookup: (signal: AbortSignal) => Promise<unknown>): Promise<{ value: unknown } | { error: unknown } | { none: true }> {
   const ms = engine.opts.retry.attemptTimeoutMs;
@@ -169,7 +169,10 @@ async function askForValue(engine: Engine, signal: AbortSignal | undefined, look
   try {
     signal?.throwIfAborted();
     const answer: unknown = await untilAborted(lookup(stop.signal), stop.signal);
-    return answer !== null && typeof answer === 'object' && Object.hasOwn(answer, 'value') ? { value: (answer as { value: unknown }).value } : { none: true };
+    if (answer === null) return { none: true };
+    // Anything else is not an answer: a failure, as reconciliation takes it.
+    if (typeof answer !== 'object' || !Object.hasOwn(answer, 'value')) throw new TypeError('spec.lookup must resolve to { value } (found) or null (absent)');
+    return { value: (answer as { value: unknown }).value };
   } catch (error) {
     if (signal?.aborted) throw signal.reason;
     return { error };

@@ -218,6 +218,25 @@ describe('client.run values over maxStoredBodyBytes', () => {
       expect(await caught(client.run({ ...SPEC, lookup, signal: abort.signal }, async () => 'must not run'))).toBe(reason);
     });
 
+    // Regression (review of cecf729): an answer that is neither { value } nor null (a lookup that forgot
+    // its return, a typo'd field) was told to the caller as "found none", no cause; reconciliation of
+    // the same call takes it for a failure (TypeError: must resolve to { value } or null).
+    it("an answer neither { value } nor null is the lookup's failure, not 'found none'", async () => {
+      const client = makeClient();
+      const { calls } = await storedTooLarge(client);
+      for (const answer of [undefined, 'done', 42, { val: BIG }]) {
+        const lookup = (async () => answer) as unknown as () => Promise<null>;
+        const error = await caught(client.run({ ...SPEC, lookup }, async () => 'must not run'));
+        expectNotStored(error, BIG_BYTES);
+        expect((error as Error).message).toMatch(/lookup, asked for it, failed/);
+        expect((error as Error).cause).toBeInstanceOf(TypeError);
+        expect(((error as Error).cause as Error).message).toBe('spec.lookup must resolve to { value } (found) or null (absent)');
+      }
+      // { value: undefined } is found: its JSON form, null, as a replay of an effect that returned undefined gives
+      expect(await client.run({ ...SPEC, lookup: async () => ({ value: undefined }) }, async () => 'must not run')).toBeNull();
+      expect(calls()).toBe(1);
+    });
+
     // Regression (review of cecf729): the lookup's answer was used as a promise (its .then called), so
     // one that answered synchronously (plain JavaScript; reconciliation awaits the same lookup) "failed"
     // with 'promise.then is not a function' though it had the value.
