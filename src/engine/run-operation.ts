@@ -156,14 +156,21 @@ function toJson(value: unknown): string {
 const foundJson = new WeakMap<ResultSnapshot, string>();
 
 /**
- * A later call's lookup for a value its record did not store, bounded by `attemptTimeoutMs` and the
- * caller's signal (whose abort rejects with its reason): `{ value }` found, `none` for `null`, else `{ error }` (failed, too slow, or no answer).
+ * A later call's lookup for a value its record did not store, bounded by `attemptTimeoutMs`, the call's
+ * deadline (`deadlineAt`) and the caller's signal (whose abort rejects with its reason): `{ value }` found, `none` for `null`, else `{ error }` (failed, too slow, or no answer).
  */
-async function askForValue(engine: Engine, signal: AbortSignal | undefined, lookup: (signal: AbortSignal) => Promise<unknown>): Promise<{ value: unknown } | { error: unknown } | { none: true }> {
-  const ms = engine.opts.retry.attemptTimeoutMs;
+async function askForValue(
+  engine: Engine,
+  signal: AbortSignal | undefined,
+  deadlineAt: number,
+  lookup: (signal: AbortSignal) => Promise<unknown>,
+): Promise<{ value: unknown } | { error: unknown } | { none: true }> {
+  const { attemptTimeoutMs, deadlineMs } = engine.opts.retry;
+  const left = deadlineAt - engine.opts.now();
+  const limit = left < attemptTimeoutMs ? `the call's deadlineMs (${deadlineMs} ms)` : `attemptTimeoutMs (${attemptTimeoutMs} ms)`;
   const stop = new AbortController();
   // (chained past the platform's timer limit, where a plain setTimeout fires after 1 ms)
-  const cancelTimer = longTimeout(() => stop.abort(new Error(`the lookup took longer than attemptTimeoutMs (${ms} ms)`)), ms);
+  const cancelTimer = longTimeout(() => stop.abort(new Error(`the lookup took longer than ${limit}`)), Math.min(attemptTimeoutMs, left));
   const onAbort = (): void => stop.abort(signal?.reason);
   signal?.addEventListener('abort', onAbort, { once: true });
   try {
@@ -229,6 +236,8 @@ export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx:
     const snapshot = errorSnapshot(messageOf(error, computed.reason), statusOf(error) ?? 0, cap);
     return { classification, snapshot, live: { error }, fault, cause: error };
   };
+  // (the deadline execute starts, which also bounds the lookup asked for a value not stored)
+  const deadlineAt = engine.opts.now() + engine.opts.retry.deadlineMs;
   const result = await engine.execute({ scope, fingerprint, callerKey: spec.key, request: null, send, lookup, signal: spec.signal });
   // The operation ended: nothing is sent for it again, so no earlier call of the effect is waited for.
   calls.ended(result.record.key);
@@ -257,7 +266,7 @@ export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx:
     if (joined !== undefined) return JSON.parse(joined) as T;
     // A later call: its lookup, if it has one, is asked for the value (as reconciliation asks the provider).
     const { record } = result;
-    const asked = userLookup === undefined ? undefined : await askForValue(engine, spec.signal, async (signal) => userLookup({ scope, key: record.key, record, signal }));
+    const asked = userLookup === undefined ? undefined : await askForValue(engine, spec.signal, deadlineAt, async (signal) => userLookup({ scope, key: record.key, record, signal }));
     if (asked !== undefined && 'value' in asked) return JSON.parse(toJson(asked.value)) as T;
     const bytes = unstoredBytes(snapshot);
     const said = asked === undefined ? ' Read the value from the provider (e.g. with a lookup for this action)' : ` Its lookup, asked for it, ${'error' in asked ? 'failed' : 'found none'}: read the value from the provider`;

@@ -218,6 +218,20 @@ describe('client.run values over maxStoredBodyBytes', () => {
       expect(await caught(client.run({ ...SPEC, lookup, signal: abort.signal }, async () => 'must not run'))).toBe(reason);
     });
 
+    // Regression (review of cecf729): the lookup was bounded by attemptTimeoutMs alone, so a call
+    // whose deadlineMs was shorter (or mostly spent waiting on another client's lease) ran past it.
+    it("a lookup that outlasts the call's deadline ends at the deadline (deadlineMs under attemptTimeoutMs)", async () => {
+      const client = makeClient({ retry: { attemptTimeoutMs: 3_000, deadlineMs: 300 } });
+      const { calls } = await storedTooLarge(client);
+      const t0 = performance.now();
+      const hung = await caught(client.run({ ...SPEC, lookup: () => new Promise<never>(() => undefined) }, async () => 'must not run'));
+      const elapsed = performance.now() - t0;
+      expect(elapsed).toBeLessThan(1_500);
+      expectNotStored(hung, BIG_BYTES);
+      expect(((hung as Error).cause as Error).message).toMatch(/deadlineMs \(300 ms\)/);
+      expect(calls()).toBe(1);
+    });
+
     // Regression (review of cecf729): an answer that is neither { value } nor null (a lookup that forgot
     // its return, a typo'd field) was told to the caller as "found none", no cause; reconciliation of
     // the same call takes it for a failure (TypeError: must resolve to { value } or null).
