@@ -157,7 +157,7 @@ const foundJson = new WeakMap<ResultSnapshot, string>();
 
 /**
  * A later call's lookup for a value its record did not store, bounded by `attemptTimeoutMs`, the call's
- * deadline (`deadlineAt`) and the caller's signal (whose abort rejects with its reason): `{ value }` found, `none` for `null`, else `{ error }` (failed, too slow, or no answer).
+ * deadline (`deadlineAt`), the client's close and the caller's signal (whose abort rejects with its reason): `{ value }` found, `none` for `null`, else `{ error }` (failed, too slow, or no answer).
  */
 async function askForValue(
   engine: Engine,
@@ -173,6 +173,8 @@ async function askForValue(
   const cancelTimer = longTimeout(() => stop.abort(new Error(`the lookup took longer than ${limit}`)), Math.min(attemptTimeoutMs, left));
   const onAbort = (): void => stop.abort(signal?.reason);
   signal?.addEventListener('abort', onAbort, { once: true });
+  // (a client.close() whose waitMs ran out stops it, as it stops the calls still running)
+  const unhook = engine.whenClosed((reason) => stop.abort(reason));
   try {
     signal?.throwIfAborted();
     const answer: unknown = await untilAborted(lookup(stop.signal), stop.signal);
@@ -185,6 +187,7 @@ async function askForValue(
     return { error };
   } finally {
     cancelTimer();
+    unhook();
     signal?.removeEventListener('abort', onAbort);
   }
 }

@@ -218,6 +218,25 @@ describe('client.run values over maxStoredBodyBytes', () => {
       expect(await caught(client.run({ ...SPEC, lookup, signal: abort.signal }, async () => 'must not run'))).toBe(reason);
     });
 
+    // Regression (review of cecf729): client.close() whose waitMs ran out stops the calls still running,
+    // but not one asking its lookup (past execute): it went on for attemptTimeoutMs after close() returned.
+    it("client.close() whose waitMs runs out stops the lookup too; the call says so (the close's reason the cause)", async () => {
+      const client = makeClient({ retry: { attemptTimeoutMs: 3_000 } });
+      const { calls } = await storedTooLarge(client);
+      let asked!: AbortSignal;
+      const lookup = ({ signal }: { signal: AbortSignal }): Promise<never> => ((asked = signal), new Promise<never>(() => undefined));
+      const t0 = performance.now();
+      const call = caught(client.run({ ...SPEC, lookup }, async () => 'must not run'));
+      while (asked === undefined) await new Promise((r) => setTimeout(r, 5));
+      await client.close({ waitMs: 100 });
+      const error = await call;
+      expect(performance.now() - t0).toBeLessThan(1_500);
+      expect(asked.aborted).toBe(true);
+      expectNotStored(error, BIG_BYTES);
+      expect((error as Error).cause).toMatchObject({ code: 'STORE_ERROR' });
+      expect(calls()).toBe(1);
+    });
+
     // Regression (review of cecf729): the lookup was bounded by attemptTimeoutMs alone, so a call
     // whose deadlineMs was shorter (or mostly spent waiting on another client's lease) ran past it.
     it("a lookup that outlasts the call's deadline ends at the deadline (deadlineMs under attemptTimeoutMs)", async () => {
