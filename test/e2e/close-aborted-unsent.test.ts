@@ -14,7 +14,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createClient } from '../../src/index.js';
-import type { OnceClient } from '../../src/index.js';
+import type { OnceClient, OnceClientOptions } from '../../src/index.js';
 import { LET_GO_WAIT_MS } from '../../src/engine/acquire.js';
 import type { Provider } from '../../src/testing/provider.js';
 import { describeEachStore } from '../helpers/close-stores.js';
@@ -39,8 +39,9 @@ describeEachStore('caller abort while the claim is unacknowledged, then close({ 
     return slow;
   }
 
-  function clientOf(): OnceClient {
-    const client = createClient({ store: at().open(), telemetry: false, leaseMs: LEASE_MS });
+  function clientOf(options: OnceClientOptions = {}): OnceClient {
+    // (the test's own store when given: a store opened and not used would be left open)
+    const client = createClient({ telemetry: false, leaseMs: LEASE_MS, ...options, store: options.store ?? at().open() });
     cleanups.push(() => client.close());
     return client;
   }
@@ -61,8 +62,7 @@ describeEachStore('caller abort while the claim is unacknowledged, then close({ 
     it('fetch: nothing sent; close() keeps the store open for the abort\'s never_sent; the next client (no lookup) sends once', async () => {
       const ref = 'CAU-fetch';
       const { store, plan } = slowClaimAck();
-      const a = createClient({ store, telemetry: false, leaseMs: LEASE_MS });
-      cleanups.push(() => a.close());
+      const a = clientOf({ store });
       const abort = new AbortController();
       const call = a.fetch(`${provider.url}/orders`, { ...orderInit(ref), signal: abort.signal, once: { action: ACTION, ref } }).then(
         (res) => String(res.status),
@@ -77,22 +77,15 @@ describeEachStore('caller abort while the claim is unacknowledged, then close({ 
       expect(posts(ref)).toBe(0);
       expect(plan.writesAfterClose).toEqual([]);
 
-      const rec = await stored(ref);
-      // before 243a418: { state: 'in_flight', lease: { owner: <a's> … }, attempts: ['open'] }
-      expect(rec).toMatchObject({ state: 'pending', lease: null, attempts: ['not_sent'] });
-
-      // before 243a418: AmbiguousOutcomeError (no lookup, no provider dedupe) for a request that never left.
-      const res = await clientOf().fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref } });
-      expect(res.status).toBe(201);
-      expect(provider.requests.filter((r) => r.ref === ref).map((r) => r.key)).toEqual([rec.key]);
-      expect(provider.effectsFor(ref)).toBe(1);
+      // before 243a418: the record { state: 'in_flight', lease: { owner: <a's> … }, attempts: ['open'] }, and the
+      // next client's call an AmbiguousOutcomeError (no lookup, no provider dedupe) for a request that never left
+      await sentOnceByNextClient(ref);
     });
 
     it('client.run(): the effect never ran; the record is pending, not_sent; the next client runs it once', async () => {
       const ref = 'CAU-run';
       const { store, plan } = slowClaimAck();
-      const a = createClient({ store, telemetry: false, leaseMs: LEASE_MS });
-      cleanups.push(() => a.close());
+      const a = clientOf({ store });
       const runs: string[] = [];
       const effect = async ({ key }: { key: string }) => {
         runs.push(key);
@@ -120,8 +113,7 @@ describeEachStore('caller abort while the claim is unacknowledged, then close({ 
       const refs = Array.from({ length: 20 }, (_, i) => `CAU-many-${i}`);
       const { store, plan } = slowClaimAck();
       plan.slow = refs.length;
-      const a = createClient({ store, telemetry: false, leaseMs: LEASE_MS });
-      cleanups.push(() => a.close());
+      const a = clientOf({ store });
       const warnings: string[] = [];
       const onWarning = (w: Error): void => void warnings.push(`${w.name}: ${w.message}`);
       process.on('warning', onWarning);
@@ -161,8 +153,7 @@ describeEachStore('caller abort while the claim is unacknowledged, then close({ 
     it('the undo still gets its LET_GO_WAIT_MS: nothing written after close, pending with the attempt not_sent, the next client sends once', async () => {
       const { store, plan } = slowClaimAck();
       plan.ackDelayMs = LEASE_MS + 200;
-      const a = createClient({ store, telemetry: false, leaseMs: LEASE_MS });
-      cleanups.push(() => a.close());
+      const a = clientOf({ store });
       const abort = new AbortController();
       const call = a.fetch(`${provider.url}/orders`, { ...orderInit(ref), signal: abort.signal, once: { action: ACTION, ref } }).then(
         (res) => String(res.status),
@@ -189,8 +180,7 @@ describeEachStore('caller abort while the claim is unacknowledged, then close({ 
       const ref = 'CAU-taken';
       const { store, plan } = slowClaimAck();
       plan.ackDelayMs = 700;
-      const a = createClient({ store, telemetry: false, leaseMs: LEASE_MS, owner: 'client-a' });
-      cleanups.push(() => a.close());
+      const a = clientOf({ store, owner: 'client-a' });
       const abort = new AbortController();
       const call = a.fetch(`${provider.url}/orders`, { ...orderInit(ref), signal: abort.signal, once: { action: ACTION, ref } }).then(
         (res) => String(res.status),
@@ -250,8 +240,7 @@ describeEachStore('caller abort while the claim is unacknowledged, then close({ 
       const hold = at().holdWrites;
       if (hold === undefined) return ctx.skip();
       const ref = 'CAU-held';
-      const a = createClient({ store: at().open(), telemetry: false, leaseMs: LEASE_MS });
-      cleanups.push(() => a.close());
+      const a = clientOf();
       await a.get({ action: ACTION, ref: 'warm-up' });
       const { released } = await hold(LEASE_MS + 300);
       const abort = new AbortController();

@@ -43,7 +43,8 @@ describeEachStore('close({ waitMs }) stops a call between recording its attempt 
   const slowAck = () => slowAckOver(at().open());
 
   function clientOf(options: OnceClientOptions = {}): OnceClient {
-    const client = createClient({ store: at().open(), telemetry: false, leaseMs: LEASE_MS, ...options });
+    // (the test's own store when given: a store opened and not used would be left open)
+    const client = createClient({ telemetry: false, leaseMs: LEASE_MS, ...options, store: options.store ?? at().open() });
     cleanups.push(() => client.close());
     return client;
   }
@@ -63,8 +64,7 @@ describeEachStore('close({ waitMs }) stops a call between recording its attempt 
     it('fetch: nothing sent; the record is pending with the attempt closed not_sent; the next client (no lookup) sends it once with the same key', async () => {
       const ref = 'CU-claim';
       const { store, plan } = slowAck();
-      const a = createClient({ store, telemetry: false, leaseMs: LEASE_MS });
-      cleanups.push(() => a.close());
+      const a = clientOf({ store });
       const t0 = performance.now();
       const call = ended(order(a, ref), t0);
       await until(() => plan.pending);
@@ -78,23 +78,14 @@ describeEachStore('close({ waitMs }) stops a call between recording its attempt 
       expect(posts(ref)).toBe(0);
       expect(plan.writesAfterClose).toEqual([]);
 
-      const rec = await stored(ref);
-      expect(rec).toMatchObject({ state: 'pending', lease: null, attempts: ['not_sent'] });
-
-      // The next client, no lookup, no provider dedupe: sent once, with the key minted before.
-      const b = clientOf();
-      const res = await order(b, ref);
-      expect(res.status).toBe(201);
+      await sentOnceByNextClient(ref);
       expect(posts(ref)).toBe(1);
-      expect(provider.requests.filter((r) => r.ref === ref).map((r) => r.key)).toEqual([rec.key]);
-      expect(provider.effectsFor(ref)).toBe(1);
     });
 
     it('client.run(): the effect never ran; the record is pending, not_sent; the next client runs it once', async () => {
       const ref = 'CU-run';
       const { store, plan } = slowAck();
-      const a = createClient({ store, telemetry: false, leaseMs: LEASE_MS });
-      cleanups.push(() => a.close());
+      const a = clientOf({ store });
       const runs: string[] = [];
       const effect = async ({ key }: { key: string }) => {
         runs.push(key);
@@ -119,8 +110,7 @@ describeEachStore('close({ waitMs }) stops a call between recording its attempt 
       const refs = Array.from({ length: 8 }, (_, i) => `CU-many-${i}`);
       const { store, plan } = slowAck();
       plan.slow = refs.length;
-      const a = createClient({ store, telemetry: false, leaseMs: LEASE_MS });
-      cleanups.push(() => a.close());
+      const a = clientOf({ store });
       const t0 = performance.now();
       const calls = refs.map((ref) => ended(order(a, ref), t0));
       await until(() => plan.slow === 0);
@@ -139,8 +129,7 @@ describeEachStore('close({ waitMs }) stops a call between recording its attempt 
       provider.fault({ kind: 'status_before_commit', status: 503, retryAfter: '0', match: { ref } });
       const { store, plan } = slowAck();
       plan.only = ['attempt_started'];
-      const a = createClient({ store, telemetry: false, leaseMs: LEASE_MS, retry: { baseDelayMs: 1, maxDelayMs: 5, budget: false } });
-      cleanups.push(() => a.close());
+      const a = clientOf({ store, retry: { baseDelayMs: 1, maxDelayMs: 5, budget: false } });
       const t0 = performance.now();
       const call = ended(order(a, ref), t0);
       await until(() => plan.pending);
@@ -172,8 +161,7 @@ describeEachStore('close({ waitMs }) stops a call between recording its attempt 
       const ref = 'CU-slower';
       const { store, plan } = slowAck();
       plan.ackDelayMs = LET_GO_WAIT_MS + 600;
-      const a = createClient({ store, telemetry: false, leaseMs: LEASE_MS });
-      cleanups.push(() => a.close());
+      const a = clientOf({ store });
       const t0 = performance.now();
       const call = ended(order(a, ref), t0);
       await until(() => plan.pending);
@@ -197,8 +185,7 @@ describeEachStore('close({ waitMs }) stops a call between recording its attempt 
       const { store, plan } = lossy(at().open());
       plan.lose = 'claim+attempt';
       plan.failReads = 2;
-      const a = createClient({ store, telemetry: false, leaseMs: 2_000 });
-      cleanups.push(() => a.close());
+      const a = clientOf({ store, leaseMs: 2_000 });
       const t0 = performance.now();
       const call = ended(order(a, ref), t0);
       // the second read failed: the read-back waits 50 ms before the next
@@ -222,8 +209,7 @@ describeEachStore('close({ waitMs }) stops a call between recording its attempt 
       const hold = at().holdWrites;
       if (hold === undefined) return ctx.skip();
       const ref = 'CU-held';
-      const a = createClient({ store: at().open(), telemetry: false, leaseMs: LEASE_MS });
-      cleanups.push(() => a.close());
+      const a = clientOf();
       await a.get({ action: ACTION, ref: 'warm-up' });
       const { released } = await hold(300);
       const t0 = performance.now();
