@@ -12,15 +12,15 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createClient } from '../src/index.js';
 import type { LookupFn, OperationRecord } from '../src/index.js';
-import { sqliteStore } from '../src/stores/sqlite.js';
 import { claimOf, orderIdOf, placeOrder } from './call.js';
 import type { HistoryEntry, ReconciledEntry } from './history.js';
 import { DEDUPE_ACTION, STRICT_ACTION, isStrict } from './plan.js';
 import type { ClientTiming } from './protocol.js';
+import { openStore, type StoreSpec } from './store.js';
 
 /** What the final recovery needs. */
 export interface FinalInput {
-  dbPath: string;
+  store: StoreSpec;
   dedupeUrl: string;
   strictUrl: string;
   timing: ClientTiming;
@@ -65,7 +65,7 @@ export async function finalRecovery(input: FinalInput): Promise<FinalReport> {
   // Every worker is gone: wait until their leases ran out and their last sends can no longer land.
   await sleep(Math.max(t.leaseMs, t.settleMs) + 300);
   const client = createClient({
-    store: sqliteStore({ path: input.dbPath }),
+    store: openStore(input.store),
     owner: 'final',
     leaseMs: t.leaseMs,
     settleMs: t.settleMs,

@@ -4,6 +4,7 @@
  * @module
  */
 import type { RunPlan } from './plan.js';
+import type { StoreSpec } from './store.js';
 
 /** How a worker's lookups misbehave, per lookup, from the worker's seed. */
 export interface LookupFaults {
@@ -33,7 +34,8 @@ export interface WorkerConfig {
   plan: RunPlan;
   id: number;
   incarnation: number;
-  dbPath: string;
+  /** the store every process shares */
+  store: StoreSpec;
   /** this worker's history file (JSON lines, appended); also read at start to resume */
   historyPath: string;
   /** the provider that dedupes by key */

@@ -1,6 +1,8 @@
 /**
- * `npm run chaos -- --ops N --seed S`: many operations from several client
- * processes sharing one SQLite file, against fault-injecting providers, with
+ * `npm run chaos -- --ops N --seed S [--store sqlite|postgres]`: many operations
+ * from several client processes sharing one store (an SQLite file, or a
+ * PostgreSQL table in a schema made for the run: `DATABASE_URL`, else
+ * postgres://postgres@127.0.0.1:5432/test), against fault-injecting providers, with
  * SIGKILLs, restarts and pauses past the lease; every call is recorded and
  * checked against the providers' effect logs. Prints the totals; exits 1 on
  * any violation (printing the command that replays the seed), 2 on a bad
@@ -12,10 +14,19 @@ import { parseArgs } from 'node:util';
 import { EXIT, UsageError, intFlag, numberFlag, parsing } from '../src/cli/args.js';
 import type { RunPlan } from './plan.js';
 import { runChaos, type ChaosOptions, type ChaosResult } from './runner.js';
+import { STORE_KINDS, type StoreKind } from './store.js';
 
-const USAGE = `usage: npm run chaos -- [--ops 2000] [--seed N] [--workers 4] [--refs ops/2] [--concurrency 8]
+const USAGE = `usage: npm run chaos -- [--store sqlite|postgres] [--ops 2000] [--seed N] [--workers 4] [--refs ops/2] [--concurrency 8]
                       [--strict-share 0.25] [--fault-rate 0.3] [--kills ops/200] [--pauses ops/200] [--max-pause-ms 1100]
-                      [--lookup-fail 0.1] [--lookup-slow 0.1] [--lookup-stale 0.1] [--keep] [--json]`;
+                      [--lookup-fail 0.1] [--lookup-slow 0.1] [--lookup-stale 0.1] [--keep] [--json]
+--store postgres: DATABASE_URL, else postgres://postgres@127.0.0.1:5432/test; a schema made for the run, dropped after it (unless --keep)`;
+
+function storeFlag(value: string | undefined): StoreKind {
+  if (value === undefined) return 'sqlite';
+  const kind = STORE_KINDS.find((k) => k === value);
+  if (kind === undefined) throw new UsageError(`--store must be one of ${STORE_KINDS.join(', ')} (got "${value}")`);
+  return kind;
+}
 
 /** Parses the command line into the run's options. */
 export function parseChaosArgs(argv: string[]): ChaosOptions & { json: boolean } {
@@ -23,6 +34,7 @@ export function parseChaosArgs(argv: string[]): ChaosOptions & { json: boolean }
     parseArgs({
       args: argv,
       options: {
+        store: { type: 'string' },
         ops: { type: 'string' },
         seed: { type: 'string' },
         workers: { type: 'string' },
@@ -63,6 +75,7 @@ export function parseChaosArgs(argv: string[]): ChaosOptions & { json: boolean }
   const maxPauseMs = intFlag(values['max-pause-ms'], 'max-pause-ms', timing.settleMs - holdMs - 450, Math.ceil(timing.leaseMs * 1.2), 60_000);
   return {
     plan,
+    store: storeFlag(values.store),
     kills: intFlag(values.kills, 'kills', defaultChaos, 0, 100_000),
     pauses: intFlag(values.pauses, 'pauses', defaultChaos, 0, 100_000),
     pauseMs: { min: Math.ceil(timing.leaseMs * 1.2), max: maxPauseMs },
@@ -84,10 +97,10 @@ export function parseChaosArgs(argv: string[]): ChaosOptions & { json: boolean }
 }
 
 /** The command that replays a run. */
-export function replayCommand(plan: RunPlan, o: Pick<ChaosOptions, 'kills' | 'pauses' | 'pauseMs' | 'faultRate' | 'lookupFaults'>): string {
+export function replayCommand(plan: RunPlan, o: Pick<ChaosOptions, 'store' | 'kills' | 'pauses' | 'pauseMs' | 'faultRate' | 'lookupFaults'>): string {
   const l = o.lookupFaults;
   return (
-    `npm run chaos -- --ops ${plan.ops} --seed ${plan.seed} --workers ${plan.workers} --refs ${plan.refs} ` +
+    `npm run chaos -- ${o.store === 'sqlite' ? '' : `--store ${o.store} `}--ops ${plan.ops} --seed ${plan.seed} --workers ${plan.workers} --refs ${plan.refs} ` +
     `--concurrency ${plan.concurrency} --strict-share ${plan.strictShare} --fault-rate ${o.faultRate} --kills ${o.kills} --pauses ${o.pauses} --max-pause-ms ${o.pauseMs.max} ` +
     `--lookup-fail ${l.failRate} --lookup-slow ${l.slowRate} --lookup-stale ${l.staleRate}`
   );
@@ -107,7 +120,7 @@ export function formatTotals(options: ChaosOptions, r: ChaosResult): string {
     `oncefetch chaos run — seed ${options.plan.seed}`,
     row('operations (scheduled calls)', options.plan.ops),
     row('refs called', `${c.refs} (pool ${options.plan.refs}; ${Math.round(options.plan.strictShare * 100)} % to the provider that ignores keys)`),
-    row('processes', `${options.plan.workers} workers × ${options.plan.concurrency} calls at a time, one SQLite file`),
+    row('processes', `${options.plan.workers} workers × ${options.plan.concurrency} calls at a time, ${options.store === 'sqlite' ? 'one SQLite file' : 'one PostgreSQL table'}`),
     row('invokes', `${r.invokes.workers + r.invokes.final} (workers ${r.invokes.workers}, final recovery ${r.invokes.final})`),
     row('collisions', `${r.collisions} calls started while another process was calling the same ref`),
     row('attempts (POSTs at the providers)', `${r.attempts.dedupe + r.attempts.strict} (dedupes ${r.attempts.dedupe}, ignores keys ${r.attempts.strict})`),
@@ -156,6 +169,7 @@ async function main(): Promise<number> {
     console.log(`FAILED with seed ${options.plan.seed}; replay: ${replayCommand(options.plan, options)}`);
   }
   if (result.runDir !== undefined) console.log(`run directory (database, history.jsonl, effects.json): ${result.runDir}`);
+  if (result.keptSchema !== undefined) console.log(`records kept in ${result.keptSchema} (drop the schema when done)`);
   if (options.json) {
     const { check, ...rest } = result;
     console.log(JSON.stringify({ seed: options.plan.seed, plan: options.plan, ...rest, check: { ...check, violations: check.violations.slice(0, 100) } }));

@@ -1,7 +1,8 @@
 /**
  * The chaos run: two loopback providers (one dedupes by key, one ignores keys)
  * with a seeded random mix of every fault they can inject, several worker
- * processes sharing one SQLite file and one pool of refs, SIGKILLs with
+ * processes sharing one store (an SQLite file or a PostgreSQL table) and one
+ * pool of refs, SIGKILLs with
  * restarts and SIGSTOPs past the lease at seeded points, then the final
  * recovery and the checker.
  *
@@ -19,10 +20,13 @@ import { Fleet } from './fleet.js';
 import type { CheckResult, EffectEntry, HistoryEntry } from './history.js';
 import { chaosEvents, faultMix, subSeed, type RunPlan } from './plan.js';
 import type { ClientTiming, LookupFaults } from './protocol.js';
+import { describeStore, dropStore, openStore, runStore, type StoreKind } from './store.js';
 
 /** Options of {@link runChaos}. */
 export interface ChaosOptions {
   plan: RunPlan;
+  /** the store the processes share: an SQLite file in the run directory, or a PostgreSQL schema of the run's own */
+  store: StoreKind;
   /** SIGKILL + restart events */
   kills: number;
   /** SIGSTOP past the lease + SIGCONT events */
@@ -35,7 +39,7 @@ export interface ChaosOptions {
   /** the longest a provider holds a request before committing it (`delay_before_commit`) */
   holdMs: number;
   lookupFaults: LookupFaults;
-  /** keep the run directory (database, history, effect logs) even when the run passes */
+  /** keep the run directory (database, history, effect logs) and the PostgreSQL schema even when the run passes */
   keep: boolean;
   /** progress lines */
   log: (line: string) => void;
@@ -64,6 +68,8 @@ export interface ChaosResult {
   elapsedMs: number;
   /** where the database and logs are, when kept */
   runDir: string | undefined;
+  /** the PostgreSQL schema of the records, when kept */
+  keptSchema: string | undefined;
 }
 
 /** Calls that started while a call of the same ref by another process was still in progress. */
@@ -92,7 +98,17 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   const { plan, timing } = options;
   const startedAt = Date.now();
   const runDir = mkdtempSync(join(tmpdir(), 'oncefetch-chaos-'));
-  const dbPath = join(runDir, 'once.db');
+  const store = runStore(options.store, runDir);
+  if (store.kind === 'postgres') {
+    // Fail fast when the server is unreachable, and create the schema before the workers race to.
+    const opened = openStore(store);
+    try {
+      await opened.list({ limit: 1 });
+    } finally {
+      await opened.close();
+    }
+    options.log(`[chaos] store: ${describeStore(store)}`);
+  }
   const lag = monitorEventLoopDelay({ resolution: 10 });
   lag.enable();
   const faultTiming = { attemptTimeoutMs: timing.attemptTimeoutMs, holdMs: options.holdMs };
@@ -102,7 +118,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   let history: HistoryEntry[] = [];
   let result: CheckResult;
   const fleet = new Fleet(
-    { plan, dbPath, dedupeUrl: dedupe.url, strictUrl: strict.url, timing, lookupFaults: options.lookupFaults },
+    { plan, store, dedupeUrl: dedupe.url, strictUrl: strict.url, timing, lookupFaults: options.lookupFaults },
     runDir,
     chaosEvents(plan, options.kills, options.pauses, options.pauseMs),
     options.log,
@@ -111,7 +127,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     await fleet.finished;
     history = fleet.history();
     options.log(`[chaos] workers done after ${((Date.now() - startedAt) / 1000).toFixed(1)} s; final recovery…`);
-    final = await finalRecovery({ dbPath, dedupeUrl: dedupe.url, strictUrl: strict.url, timing, history, firstOp: plan.ops });
+    final = await finalRecovery({ store, dedupeUrl: dedupe.url, strictUrl: strict.url, timing, history, firstOp: plan.ops });
     history = [...history, ...final.entries];
     // Let any request still held by a provider land before the effect logs are read.
     await sleep(options.holdMs + 200);
@@ -144,8 +160,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     runnerLagMs: Math.round(lag.max / 1e6),
     elapsedMs: Date.now() - startedAt,
     runDir: undefined,
+    keptSchema: undefined,
   };
-  if (options.keep || result.violations.length > 0 || fleet.errors.length > 0) out.runDir = runDir;
-  else rmSync(runDir, { recursive: true, force: true });
+  if (options.keep || result.violations.length > 0 || fleet.errors.length > 0) {
+    out.runDir = runDir;
+    if (store.kind === 'postgres') out.keptSchema = describeStore(store);
+  } else {
+    rmSync(runDir, { recursive: true, force: true });
+    await dropStore(store);
+  }
   return out;
 }

@@ -1,5 +1,5 @@
 /**
- * One client process of the chaos run. Two clients on the shared SQLite file
+ * One client process of the chaos run. Two clients on the shared store
  * (one per provider: the one that dedupes by key, and the one that does not),
  * lookups that are slow, stale or failing at random (seeded), and this worker's
  * part of the schedule, `plan.concurrency` calls at a time.
@@ -17,13 +17,13 @@
 import { closeSync, existsSync, openSync, readFileSync, writeSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createClient } from '../src/index.js';
-import type { LookupFn, OnceClient } from '../src/index.js';
-import { sqliteStore } from '../src/stores/sqlite.js';
+import type { LookupFn, OnceClient, OnceStore } from '../src/index.js';
 import { placeOrder } from './call.js';
 import { parseHistory } from './checker.js';
 import type { HistoryEntry } from './history.js';
 import { DEDUPE_ACTION, STRICT_ACTION, isStrict, mulberry32, ownerName, reliesOnDedupe, schedule, subSeed } from './plan.js';
 import type { DoneLine, LookupFaults, WorkerConfig } from './protocol.js';
+import { openStore } from './store.js';
 
 const config = JSON.parse(process.argv[2] ?? '{}') as WorkerConfig;
 const name = `w${config.id}`;
@@ -57,7 +57,7 @@ function chaosLookup(baseUrl: string, faults: LookupFaults): LookupFn {
   };
 }
 
-function client(action: string, url: string, store: ReturnType<typeof sqliteStore>): OnceClient {
+function client(action: string, url: string, store: OnceStore): OnceClient {
   const t = config.timing;
   const owner = ownerName(config.id, action === DEDUPE_ACTION ? 'd' : 's');
   return createClient({
@@ -93,7 +93,7 @@ function remaining(): { op: number; ref: string }[] {
 
 async function main(): Promise<void> {
   const todo = remaining();
-  const store = sqliteStore({ path: config.dbPath });
+  const store = openStore(config.store);
   const clients = {
     dedupe: client(DEDUPE_ACTION, config.dedupeUrl, store),
     strict: client(STRICT_ACTION, config.strictUrl, store),
