@@ -168,7 +168,7 @@ async function main(): Promise<number> {
     if (result.check.violations.length > 30) console.log(`… ${result.check.violations.length - 30} more`);
     console.log(`FAILED with seed ${options.plan.seed}; replay: ${replayCommand(options.plan, options)}`);
   }
-  if (result.runDir !== undefined) console.log(`run directory (database, history.jsonl, effects.json): ${result.runDir}`);
+  if (result.runDir !== undefined) console.log(`run directory (${options.store === 'sqlite' ? 'database, ' : ''}history.jsonl, effects.json): ${result.runDir}`);
   if (result.keptSchema !== undefined) console.log(`records kept in ${result.keptSchema} (drop the schema when done)`);
   if (options.json) {
     const { check, ...rest } = result;

@@ -7,20 +7,24 @@
  *
  * The run is seeded (schedule, faults, lookup misbehaviour, when processes are
  * hit) but not replayed step by step: process timing varies between runs.
+ *
+ * A smaller run does the same on PostgreSQL (`--store postgres`): the workers
+ * share one table in a schema made for the run, dropped after it.
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { expect, it } from 'vitest';
 import { FAULT_KINDS } from '../../src/testing/provider.js';
+import { adminPool, describeWithPostgres } from '../helpers/postgres.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 /** This seed produced a duplicate on the engine that checks the settle window when a lookup answers (see README, "Chaos run"). */
 const SEED = 203;
 const OPS = 2000;
 
-function runChaos(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function runChaos(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'chaos/run.ts', ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', 'chaos/run.ts', ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
@@ -59,4 +63,45 @@ it(`2,000 operations under the full chaos mix (seed ${SEED}): no violation`, { t
   expect(summary.check.indeterminate).toBeGreaterThan(0);
   expect(summary.check.reconciled.toOne + summary.check.reconciled.toZero).toBe(summary.check.indeterminate);
   expect(summary.check.ok).toBeGreaterThan(OPS * 0.9);
+});
+
+it('rejects an unknown --store with the usage, exit 2, before starting anything', { timeout: 30_000 }, async () => {
+  const run = await runChaos(['--store', 'mysql', '--ops', '10']);
+  expect(run.code).toBe(2);
+  expect(run.stderr).toContain('--store must be one of sqlite, postgres (got "mysql")');
+  expect(run.stderr).toContain('usage: npm run chaos -- [--store sqlite|postgres]');
+  expect(run.stderr).not.toContain('[chaos] seed');
+});
+
+describeWithPostgres('the chaos run on PostgreSQL', (url) => {
+  const PG_OPS = 400;
+  const PG_SEED = 20261130;
+
+  it(`${PG_OPS} operations under the full chaos mix on one PostgreSQL table (seed ${PG_SEED}): no violation, schema dropped`, { timeout: 120_000 }, async () => {
+    const run = await runChaos(['--store', 'postgres', '--ops', String(PG_OPS), '--seed', String(PG_SEED), '--json'], { ...process.env, DATABASE_URL: url });
+    const lines = run.stdout.trim().split('\n');
+    const summary = JSON.parse(lines.at(-1) ?? '{}') as Summary;
+    console.log(lines.slice(0, -1).join('\n'));
+    expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
+    expect(lines).toContainEqual(expect.stringMatching(/^processes .* one PostgreSQL table$/));
+    expect(summary.errors).toEqual([]);
+    expect(summary.check.violations).toEqual([]);
+    expect(summary.check.duplicates).toBe(0);
+    expect(summary.invokes.workers).toBe(PG_OPS);
+    expect(summary.kills).toBeGreaterThan(0);
+    expect(summary.pauses).toBeGreaterThan(0);
+    expect(summary.check.indeterminate).toBeGreaterThan(0);
+    expect(summary.check.reconciled.toOne + summary.check.reconciled.toZero).toBe(summary.check.indeterminate);
+
+    // The run's schema is gone.
+    const schema = /schema (oncefetch_chaos_[0-9a-f]+)/.exec(run.stderr)?.[1];
+    expect(schema, run.stderr).toBeDefined();
+    const pool = adminPool(url, 1);
+    try {
+      const { rowCount } = await pool.query('SELECT 1 FROM information_schema.schemata WHERE schema_name = $1', [schema]);
+      expect(rowCount).toBe(0);
+    } finally {
+      await pool.end();
+    }
+  });
 });
