@@ -22,6 +22,7 @@ import {
 import type { OnceEvent, OnceStats } from '../events.js';
 import { emptyStats } from '../events.js';
 import { applyEvent, isTerminal, lateSuccess, recordId, resendNeedsDedupe } from '../operation/record.js';
+import { unstoredBytes } from '../operation/snapshot.js';
 import type { OperationRecord, RecordEvent, ResultSnapshot, Scope } from '../operation/record.js';
 import type { ResolvedOptions } from '../options.js';
 import { reconcile, settledAt } from '../reconcile/lookup.js';
@@ -153,6 +154,11 @@ export class Engine {
   private readonly inflight = new Map<string, Running>();
   /** records a call ends with that its write, cut off (see `cutOff`), has not recorded: an aborted caller gets its reason instead */
   private readonly unrecorded = new WeakSet<OperationRecord>();
+  /**
+   * By call (its deadline): the success this call's own attempt got whose write lost the lease to
+   * another owner (see `run`). The call follows that owner, and never sends again.
+   */
+  private readonly held = new WeakMap<CallDeadline, { snapshot: ResultSnapshot | null; live: unknown }>();
   /** by record id: the abandon of a write given up on before the send, pending until it lands (see `bounded`), and until when a call waits for it */
   readonly abandoning = new Map<string, { done: Promise<unknown>; until: number | (() => number) }>();
   /**
@@ -339,10 +345,10 @@ export class Engine {
     for (;;) {
       // the lock's wait counts once: a later pass (after a lease loss) waits its own inFlightWaitMs
       const got = await acquire(this, spec, deadline, passes++ === 0 ? waitFrom : undefined);
-      if (got.kind === 'replay') return this.finish(got.record, undefined, true);
+      if (got.kind === 'replay') return this.followed(got.record, deadline) ?? this.finish(got.record, undefined, true);
       try {
         const done = await this.attempts(got.owned, spec, deadline);
-        return this.finish(done.record, done.live, false);
+        return this.followed(done.record, deadline) ?? this.finish(done.record, done.live, false);
       } catch (error) {
         // Someone else now owns or finished the operation: start over and follow them.
         if (isA(error, LeaseLostError)) {
@@ -354,6 +360,27 @@ export class Engine {
         throw error;
       }
     }
+  }
+
+  /**
+   * The end of a call whose own attempt got a success that its write could not record, the lease lost
+   * to another owner (see `held`), by the terminal `record` it followed; undefined when it ends as
+   * every call does, by the record. A success stands as the new owner recorded it (replayed, as every
+   * later call gets it), but for a `client.run` value that was not stored (over `maxStoredBodyBytes`):
+   * then the value it holds, its own effect's (the same operation under the same key), rather than
+   * a ValueNotStoredError. Any other end (a failure, a cancel, a conflict, recorded by an owner that
+   * did not know of this success): AmbiguousOutcomeError, not that end, which would hide the effect
+   * this call saw happen, nor a success the record contradicts. Its success stays on the record as
+   * evidence (see `OwnedRecord.keep`).
+   */
+  private followed(record: OperationRecord, deadline: CallDeadline): ExecuteResult | undefined {
+    const held = this.held.get(deadline);
+    if (held === undefined) return undefined;
+    if (record.state === 'succeeded') {
+      const whole = record.result === null || unstoredBytes(record.result) === undefined;
+      return whole || held.snapshot === null ? undefined : { record, snapshot: held.snapshot, replayed: false, live: held.live };
+    }
+    throw heldSuccess(scopeOf(record), `recorded it as ${record.error?.code === 'IDEMPOTENCY_CONFLICT' ? 'a key conflict' : record.state}`);
   }
 
   /** Turns a terminal record into the call's result or its typed error. */
@@ -733,6 +760,13 @@ export class Engine {
   }
 
   private async sendOnce(owned: OwnedRecord, spec: OperationSpec, deadline: CallDeadline, n: number): Promise<StepResult> {
+    // This call's own attempt got a success whose write lost the lease (see `held`); it took the record
+    // back from an owner that left it unsettled: the effect is not run again, even for a provider that
+    // dedupes. (A lookup, had it found it, would have settled it first: the success in hand is returned.)
+    if (this.held.has(deadline)) {
+      if (owned.unsentAttempt) await this.closeUnsent(owned, 'the call holds the success of its earlier attempt', deadline.signal);
+      throw await this.stop(owned, heldSuccess(spec.scope, 'left it unsettled'), deadline);
+    }
     // The write that gates this send: already durable when the claim itself opened the attempt.
     if (!owned.unsentAttempt) {
       this.unsent.add(deadline);
@@ -764,7 +798,11 @@ export class Engine {
     const answer = c.class === 'success' || c.class === 'terminal' || c.class === 'conflict';
     const write = answer ? this.settle(owned, finished) : owned.commit(finished);
     const late = deadline.passed !== undefined;
-    const landed = await this.within(owned, deadline, write, true, answer ? finished : undefined);
+    const landed = await this.within(owned, deadline, write, true, answer ? finished : undefined).catch((error: unknown) => {
+      // Another owner took the operation over before this success was recorded: the call follows it (see `run`), the answer in hand.
+      if (c.class === 'success' && isA(error, LeaseLostError)) this.held.set(deadline, { snapshot: outcome.snapshot, live: outcome.live });
+      throw error;
+    });
     // (cut off at the deadline: the record as that write leaves it, or the call's error)
     const record = landed === CUT ? this.cutOff(owned, deadline, finished, late, outcome.fault) : landed;
     if (outcome.fault !== undefined) {
@@ -956,14 +994,18 @@ export class Engine {
         const trusted = this.trustsDedupe(owned.rec);
         // A requested cancel withdrew the authority to send: a resend could make the very effect it stops.
         const cancelled = owned.rec.cancelRequestedAt !== null;
-        if (trusted && !cancelled) {
+        // This call's own attempt got a success it could not record (see `held`): never run again.
+        const held = this.held.has(deadline);
+        if (trusted && !cancelled && !held) {
           const resend: RecordEvent = { type: 'resend_after_ambiguous', detail: `${result.detail}; the provider dedupes by key` };
           await record(resend, owned.commit(resend));
           return undefined;
         }
         const why = cancelled
           ? 'a cancel was requested'
-          : !trusted && this.opts.providerDedupes
+          : held
+            ? "this call's effect resolved (it took effect), but another owner took the operation over before its success was recorded (it is kept as evidence)"
+            : !trusted && this.opts.providerDedupes
             ? 'the key is older than the provider retention'
             : 'the provider does not dedupe';
         const error = new AmbiguousOutcomeError(
@@ -981,6 +1023,15 @@ export class Engine {
       }
     }
   }
+}
+
+/** The error of a call that holds its attempt's success unrecorded (see `Engine.held`), the owner that took over having `did` so. */
+function heldSuccess(scope: Scope, did: string): AmbiguousOutcomeError {
+  return new AmbiguousOutcomeError(
+    `${text(scope)}: this call's effect resolved (it took effect), but another owner took the operation over before its success was recorded and ${did}; ` +
+      'not sent again. The success is kept on the record as evidence: reconcile it with a lookup or by hand.',
+    { scope },
+  );
 }
 
 function exhausted(rec: OperationRecord, c: Classification, maxAttempts: number, cause: unknown): Error & { code: string } {
