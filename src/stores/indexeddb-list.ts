@@ -6,7 +6,6 @@
  * @internal
  * @module
  */
-import { promisifyRequest } from 'idb-keyval';
 import type { ResolvedListQuery } from './common.js';
 
 /**
@@ -99,5 +98,18 @@ export function firstInOrder(
     else if (q.states !== undefined) merge(q.states);
     else everyState(merge);
   };
-  return promisifyRequest(store.transaction).then(() => found);
+  return completed(store.transaction).then(() => found);
+}
+
+/**
+ * Resolves once `tx` commits; rejects when it aborts, with its error, or, when it has none (aborted by
+ * `abort()`: IndexedDB then leaves `tx.error` null), an AbortError that says so. idb-keyval's
+ * `promisifyRequest` rejects with that null, which read as "failed (null)".
+ */
+export function completed(tx: IDBTransaction): Promise<void> {
+  return new Promise((resolve, reject) => {
+    tx.oncomplete = () => resolve();
+    // (a request's error that is not handled aborts the transaction with it: that abort reports it)
+    tx.onabort = () => reject(tx.error ?? new DOMException('the transaction was aborted before it completed, with no error (as abort() leaves it)', 'AbortError'));
+  });
 }

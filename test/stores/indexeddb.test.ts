@@ -448,6 +448,39 @@ describe('indexedDbStore', () => {
     await deleteIdb(dbName);
   });
 
+  // Regression: a list() whose transaction was aborted mid-walk (no error of its own: tx.error is
+  // null) rejected with "listing records failed (null)", its cause null.
+  it('a list() whose transaction is aborted mid-walk: a StoreError saying the transaction was aborted, an AbortError its cause', async () => {
+    const dbName = freshDbName();
+    const store = indexedDbStore({ dbName });
+    await Promise.all(Array.from({ length: 5 }, () => store.claim(sample())));
+    const original = IDBCursor.prototype.continue;
+    let steps = 0;
+    IDBCursor.prototype.continue = function (this: IDBCursor, key?: IDBValidKey) {
+      original.call(this, key);
+      if (++steps === 2) this.request.transaction!.abort(); // two rows into the walk
+    };
+    let error: unknown;
+    try {
+      error = await store.list({ limit: 5 }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    } finally {
+      IDBCursor.prototype.continue = original;
+    }
+    expect(steps).toBe(2);
+    expect(error).toBeInstanceOf(StoreError);
+    const message = (error as StoreError).message;
+    expect(message).not.toContain('(null)');
+    expect(message).toMatch(/: listing records failed \(AbortError: the transaction was aborted\b.*\)$/);
+    expect((error as StoreError).cause).toBeInstanceOf(DOMException);
+    expect((error as StoreError).cause).toMatchObject({ name: 'AbortError' });
+    expect(await store.list({ limit: 5 })).toHaveLength(5); // the store is fine afterwards
+    await store.close();
+    await deleteIdb(dbName);
+  });
+
   /**
    * Counts the rows `body` makes IndexedDB hand over with their values (each row a `getAll`
    * returns, each step of a cursor over values); keys alone are not counted.
