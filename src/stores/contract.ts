@@ -106,7 +106,7 @@ export interface OnceStore {
   /**
    * short name for diagnostics, e.g. `'sqlite:/path/db'`; in browsers it also names the Web Locks
    * of the store's records, so stores that share records share a name, and stores that do not
-   * should not (`'indexeddb:<dbName>/<storeName>'`)
+   * should not (`'indexeddb:<dbName>/<storeName>'`; `'indexeddb:/["<dbName>","<storeName>"]'`, JSON, when either has a `/`)
    */
   readonly name: string;
   /** insert-if-absent */

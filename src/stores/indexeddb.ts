@@ -136,7 +136,11 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
   if (typeof storeName !== 'string' || storeName === '') throw new TypeError('indexedDbStore: option "storeName" must be a non-empty string');
   if (durability !== 'strict' && durability !== 'relaxed') throw new TypeError('indexedDbStore: option "durability" must be \'strict\' or \'relaxed\'');
   if (typeof groupCommit !== 'boolean') throw new TypeError('indexedDbStore: option "groupCommit" must be a boolean');
-  const name = `indexeddb:${dbName}/${storeName}`;
+  // The name also names the store's Web Locks: no two pairs may share it. 'a/b' + 'c' and 'a' + 'b/c'
+  // would (both 'indexeddb:a/b/c'), so a pair with a '/' is named by its JSON form, whose name keeps
+  // that '/' after another (a pair without one has a single '/' in its name: never the same name).
+  // A pair without a '/' keeps the name it always had: tabs of an older version share its locks.
+  const name = dbName.includes('/') || storeName.includes('/') ? `indexeddb:/${JSON.stringify([dbName, storeName])}` : `indexeddb:${dbName}/${storeName}`;
   let closed = false;
   let connection: Promise<IDBDatabase> | undefined;
 
