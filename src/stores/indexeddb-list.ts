@@ -2,6 +2,7 @@
  * How the IndexedDB store's `list` reads: in its order (`updatedAt`, then key) through the
  * `[state, updatedAt]` index, one cursor per state, merged, stopping once `limit` rows are
  * selected; so `list({ limit: 10 })` reads about ten rows, not every row of the states asked for.
+ * And how the store awaits its transactions (`completed`), this one and its writes' and purge's.
  *
  * @internal
  * @module

@@ -40,7 +40,7 @@ import {
   resolveListQuery,
   type RecordColumns,
 } from './common.js';
-import { firstInOrder } from './indexeddb-list.js';
+import { completed, firstInOrder } from './indexeddb-list.js';
 
 /**
  * Options of {@link indexedDbStore}. Give each app on one origin its own
@@ -305,7 +305,7 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
           }
         };
       });
-      return promisifyRequest(store.transaction).then(() => batch.forEach((w, i) => w.resolve(read[i])));
+      return completed(store.transaction).then(() => batch.forEach((w, i) => w.resolve(read[i])));
     }).catch(failAll);
   };
 
@@ -431,7 +431,7 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
                   }
                 });
               };
-              return promisifyRequest(store.transaction).then(() => listed.result);
+              return completed(store.transaction).then(() => listed.result);
             });
             count += deleted;
             full = keys.length === PURGE_PAGE;

@@ -481,6 +481,44 @@ describe('indexedDbStore', () => {
     await deleteIdb(dbName);
   });
 
+  // The same for the transactions of writes and of purge's pages: 'claiming record … failed (null)'.
+  it('a write or a purge page whose transaction is aborted: a StoreError saying the transaction was aborted, not (null)', async () => {
+    const dbName = freshDbName();
+    const store = indexedDbStore({ dbName });
+    await store.claim(applyEvent(sample(), { type: 'cancel' }, 1_001, 'owner'));
+    const put = IDBObjectStore.prototype.put;
+    const del = IDBObjectStore.prototype.delete;
+    const errors: unknown[] = [];
+    try {
+      IDBObjectStore.prototype.put = function (this: IDBObjectStore, value: unknown, key?: IDBValidKey) {
+        const request = put.call(this, value, key);
+        this.transaction.abort();
+        return request;
+      };
+      errors.push(await store.claim(sample()).then(() => undefined, (e: unknown) => e));
+      IDBObjectStore.prototype.put = put;
+      IDBObjectStore.prototype.delete = function (this: IDBObjectStore, key: IDBValidKey | IDBKeyRange) {
+        const request = del.call(this, key);
+        this.transaction.abort();
+        return request;
+      };
+      errors.push(await store.purge(2e12).then(() => undefined, (e: unknown) => e));
+    } finally {
+      IDBObjectStore.prototype.put = put;
+      IDBObjectStore.prototype.delete = del;
+    }
+    const [claimed, purged] = errors as StoreError[];
+    expect(claimed).toBeInstanceOf(StoreError);
+    expect(claimed!.message).toMatch(/: claiming record .* failed \(AbortError: the transaction was aborted\b.*\)$/);
+    expect(claimed!.cause).toMatchObject({ name: 'AbortError' });
+    expect(purged).toBeInstanceOf(StoreError);
+    expect(purged!.message).toMatch(/: purging expired records failed \(AbortError: the transaction was aborted\b.*\) \(purge had removed 0 expired records before this\)$/);
+    expect(purged!.cause).toMatchObject({ name: 'AbortError' });
+    expect(await store.purge(2e12)).toBe(1); // nothing was lost: the page is purged once nothing aborts it
+    await store.close();
+    await deleteIdb(dbName);
+  });
+
   /**
    * Counts the rows `body` makes IndexedDB hand over with their values (each row a `getAll`
    * returns, each step of a cursor over values); keys alone are not counted.
