@@ -45,7 +45,7 @@ const browserDefaults: PlatformDefaults = {
  * Resolves a relative URL against the document (or worker) location, as
  * `fetch` does; the engine fingerprints absolute URLs only.
  */
-function absolute(input: RequestInfo | URL): RequestInfo | URL {
+function absolute(input: string | URL | Request): string | URL | Request {
   if (typeof input !== 'string') return input;
   const doc = (globalThis as { document?: { baseURI?: string } }).document;
   const base = doc?.baseURI ?? (globalThis as { location?: { href?: string } }).location?.href;
@@ -74,7 +74,7 @@ export function createClient(options: OnceClientOptions = {}): OnceClient {
     ...client,
     // async: a URL that cannot be resolved rejects, as from fetch, instead of throwing
     fetch: async (input, init) => client.fetch(absolute(input), init),
-    wrap: () => (async (input: RequestInfo | URL, init?: RequestInit) => wrapped(absolute(input), init)) as typeof globalThis.fetch,
+    wrap: () => (async (input: string | URL | Request, init?: RequestInit) => wrapped(absolute(input), init)) as typeof globalThis.fetch,
   };
 }
 

@@ -106,7 +106,7 @@ export interface CloseOptions {
  */
 export interface OnceClient {
   /** fetch-compatible; POST and PATCH (or any call with `once` or an `Idempotency-Key` header) are once-only */
-  fetch(input: RequestInfo | URL, init?: OnceRequestInit): Promise<Response>;
+  fetch(input: string | URL | Request, init?: OnceRequestInit): Promise<Response>;
   /**
    * a plain `fetch` function with the same guarantee, to hand to other SDKs; turn their own retries off
    * (a Stainless SDK's retry without an `Idempotency-Key`, `x-stainless-retry-count` ≥ 1, is refused unsent)
@@ -196,7 +196,7 @@ export function createClientWith(options: OnceClientOptions, platform: PlatformD
   const client: OnceClient = {
     store: opts.store,
     fetch: (input, init) => admit('fetch', () => onceFetch(engine, input, init)),
-    wrap: () => ((input: RequestInfo | URL, init?: RequestInit) => admit('wrap', () => wrappedFetch(engine, input, init))) as typeof globalThis.fetch,
+    wrap: () => ((input: string | URL | Request, init?: RequestInit) => admit('wrap', () => wrappedFetch(engine, input, init))) as typeof globalThis.fetch,
     run: (spec, effect) => admit('run', () => onceRun(engine, spec, effect)),
     get: (scope) => admit('get', () => opts.store.get(recordId(toScope(scope)))),
     cancel: (scope, o) => admit('cancel', () => cancel(engine, recordId(toScope(scope)), o?.waitMs ?? opts.inFlightWaitMs)),

@@ -153,7 +153,7 @@ function failedBody(error: unknown, signal: AbortSignal | null | undefined): Rea
  */
 export function requestFetch(): typeof globalThis.fetch {
   const dispatcher = sharedAgent();
-  const fallback = async (input: RequestInfo | URL, init?: RequestInit): Promise<Response> => {
+  const fallback = async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
     // undici's fetch follows redirects through the dispatcher: note when a hop was answered, since
     // a failure after that (the next hop refused) reports only the next hop's connect error.
     let answered = false;
@@ -175,7 +175,7 @@ export function requestFetch(): typeof globalThis.fetch {
     return response;
   };
 
-  const send = async (input: RequestInfo | URL, init: RequestInit = {}): Promise<Response> => {
+  const send = async (input: string | URL | Request, init: RequestInit = {}): Promise<Response> => {
     if (input instanceof Request) {
       // undici's own fetch does not know the global Request class: take it apart, as fetch would
       // (an init member given as undefined is absent; a null body keeps the Request's).

@@ -77,7 +77,7 @@ interface PlainRequest {
   rest: Record<string, unknown>;
 }
 
-function plain(input: RequestInfo | URL, init: OnceRequestInit | undefined): PlainRequest {
+function plain(input: string | URL | Request, init: OnceRequestInit | undefined): PlainRequest {
   const rest: Record<string, unknown> = {};
   if (input instanceof Request) {
     for (const name of PASSTHROUGH) if (name in input) rest[name] = (input as unknown as Record<string, unknown>)[name];
@@ -111,7 +111,7 @@ function storedUrl(url: string): string {
 }
 
 /** `client.fetch`: once-only when asked or by method, plain fetch otherwise. */
-export async function onceFetch(engine: Engine, input: RequestInfo | URL, init?: OnceRequestInit): Promise<Response> {
+export async function onceFetch(engine: Engine, input: string | URL | Request, init?: OnceRequestInit): Promise<Response> {
   const opts = engine.opts;
   const req = plain(input, init);
   const callerKey = req.headers.get(opts.keyHeader) ?? undefined;

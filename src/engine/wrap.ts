@@ -12,7 +12,7 @@ import { onceFetch } from './fetch-operation.js';
 import type { OnceRequestInit } from './fetch-operation.js';
 
 /** The fetch `client.wrap()` returns. */
-export async function wrappedFetch(engine: Engine, input: RequestInfo | URL, init?: OnceRequestInit): Promise<Response> {
+export async function wrappedFetch(engine: Engine, input: string | URL | Request, init?: OnceRequestInit): Promise<Response> {
   const request = input instanceof Request ? input : undefined;
   const headers = new Headers(init?.headers ?? request?.headers);
   const count = headers.get('x-stainless-retry-count');

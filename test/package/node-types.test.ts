@@ -1,0 +1,82 @@
+/**
+ * The declarations a Node-only TypeScript project sees. Such a project often has no `dom`
+ * lib (only `@types/node`), which declares `fetch`, `Request`, `Response`, `RequestInit` and
+ * `Headers`, but not `RequestInfo`: a public signature that names a DOM-only type fails its
+ * `tsc --strict` (with `skipLibCheck: false`) or, with `skipLibCheck`, silently turns into `any`.
+ *
+ * Emits the declarations of src/ (as `npm run build` does), installs them as `oncefetch` in a
+ * temporary project that links this repository's `@types` and `vitest`, and type-checks a
+ * consumer of the Node subpaths with `lib: ['es2023']`. Fast enough for every run (~20 s):
+ * the slow tarball check is install.test.ts.
+ */
+import { execFile } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const TSC = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+
+function tsc(args: string[], cwd: string): Promise<{ code: number; out: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [TSC, ...args], { cwd, timeout: 120_000, maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
+      resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : 1, out: `${stdout}${stderr}` });
+    });
+  });
+}
+
+const CONSUMER = `import { createClient, memoryStore, wrapFetch, type OnceClient, type OnceRequestInit } from 'oncefetch';
+import { sqliteStore } from 'oncefetch/sqlite';
+import { postgresStore } from 'oncefetch/postgres';
+import { startProvider } from 'oncefetch/testing/provider';
+
+const client: OnceClient = createClient({ tenant: 't1', store: memoryStore() });
+const init: OnceRequestInit = { method: 'POST', body: '{}', once: { action: 'create-order', ref: 'A-1' } };
+export const byString: Promise<Response> = client.fetch('http://127.0.0.1:1/orders', init);
+export const byUrl: Promise<Response> = client.fetch(new URL('http://127.0.0.1:1/orders'), init);
+export const byRequest: Promise<Response> = client.fetch(new Request('http://127.0.0.1:1/orders', { method: 'POST' }));
+export const wrapped: typeof fetch = client.wrap();
+export const plain: typeof fetch = wrapFetch(fetch, { tenant: 't1' });
+export const stores = [sqliteStore({ path: 'x.db' }), postgresStore({ connectionString: 'postgres://localhost/x' })];
+export const provider = startProvider({ requireKey: true });
+// @ts-expect-error a number is no request: the input is typed, not any
+export const bad = client.fetch(42);
+`;
+
+describe('declarations for a Node project without the DOM lib', { timeout: 120_000 }, () => {
+  const tmp = mkdtempSync(join(tmpdir(), 'oncefetch-node-types-'));
+  afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+  it('type-check under tsc --strict with lib es2023 and @types/node only (skipLibCheck: false)', async () => {
+    const pkg = join(tmp, 'node_modules', 'oncefetch');
+    mkdirSync(pkg, { recursive: true });
+    copyFileSync(join(ROOT, 'package.json'), join(pkg, 'package.json'));
+    const emitted = await tsc(['-p', join(ROOT, 'tsconfig.build.json'), '--emitDeclarationOnly', '--declarationMap', 'false', '--sourceMap', 'false', '--outDir', join(pkg, 'dist')], ROOT);
+    expect(emitted.out).toBe('');
+    for (const dep of ['@types', 'undici-types', 'vitest']) symlinkSync(join(ROOT, 'node_modules', dep), join(tmp, 'node_modules', dep), 'dir');
+    writeFileSync(join(tmp, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
+    writeFileSync(join(tmp, 'consumer.ts'), CONSUMER);
+    writeFileSync(
+      join(tmp, 'tsconfig.json'),
+      JSON.stringify({
+        compilerOptions: {
+          strict: true,
+          exactOptionalPropertyTypes: true,
+          module: 'nodenext',
+          moduleResolution: 'nodenext',
+          target: 'es2022',
+          lib: ['es2023'],
+          types: ['node'],
+          noEmit: true,
+          skipLibCheck: false,
+        },
+        files: ['consumer.ts'],
+      }),
+    );
+    const checked = await tsc(['-p', 'tsconfig.json'], tmp);
+    expect(checked.out).toBe('');
+    expect(checked.code).toBe(0);
+  });
+});
