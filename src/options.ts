@@ -32,7 +32,11 @@ export interface RetryOptions {
   maxDelayMs?: number;
   /** timeout of one attempt, response body included @default 30000 */
   attemptTimeoutMs?: number;
-  /** one deadline across all attempts, waits and lookups of a call @default 120000 */
+  /**
+   * one deadline across all attempts, waits, lookups and the store's writes of a call (a write begun after it
+   * gets at most 1 s more); no retry starts with less than `min(attemptTimeoutMs, deadlineMs / 10)` of it left
+   * @default 120000
+   */
   deadlineMs?: number;
   /** a `Retry-After` beyond this stops the call with `RetriesExhaustedError` @default 60000 */
   maxRetryAfterMs?: number;
@@ -67,7 +71,7 @@ export interface OnceClientOptions {
   retentionMs?: number;
   /** how long the provider remembers a key; no automatic resend past it minus 10 % @default 86400000 (24 h) */
   providerRetentionMs?: number;
-  /** owner lease; renewed while an attempt is on the wire @default 30000 */
+  /** owner lease; renewed every third of it while an attempt is on the wire, during lookups and while an answer in hand is being recorded @default 30000 */
   leaseMs?: number;
   /** longest wait for another owner's live operation before `OperationInFlightError` @default 30000 */
   inFlightWaitMs?: number;
@@ -91,12 +95,12 @@ export interface OnceClientOptions {
   lookups?: Record<string, LookupFn>;
   /** response header names left out of stored results (beyond Set-Cookie, Set-Cookie2, Authorization, Cookie, Proxy-Authorization); request headers are never stored @default [] */
   sensitiveHeaders?: string[];
-  /** largest request body buffered for fingerprinting and resending @default 1048576 */
+  /** largest request body buffered for fingerprinting and resending (a larger one is a `RangeError`) @default 1048576 */
   maxBodyBytes?: number;
   /**
    * largest result stored for replay, in bytes: a longer response body is stored truncated and marked; a
-   * `client.run()` value whose JSON is longer is not stored (its caller gets it; later calls throw
-   * `ValueNotStoredError`), and a failed run's error message is cut to fit @default 1048576
+   * `client.run()` value whose JSON is longer is not stored (its caller gets it; later calls ask their
+   * `lookup` for it, or throw `ValueNotStoredError`), and a failed run's error message is cut to fit @default 1048576
    */
   maxStoredBodyBytes?: number;
   /** methods that are once-only without a `once` option @default ['POST', 'PATCH'] */
