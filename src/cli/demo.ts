@@ -203,19 +203,27 @@ export async function demoCommand(args: string[], io: CliIo): Promise<number> {
   const tmp = s.store === undefined ? mkdtempSync(join(tmpdir(), 'oncefetch-demo-')) : undefined;
   const storePath = s.store ?? join(tmp ?? '.', 'oncefetch.db');
   const crashRef = orderRef(1);
+  // One provider per run, from the same seed (the same fault sequence). Not one provider reset between
+  // the runs: a naive request it had not read yet when its call gave up would be read after the reset
+  // and counted as an effect of the oncefetch run.
+  const start = (): Promise<Provider> => startProvider({ randomFaults: { seed: s.seed, rate: s.rate, kinds: s.faults.map((f) => ({ ...DEMO_FAULTS[f] })) } });
+  let naiveProvider: Provider | undefined;
   let provider: Provider | undefined;
   try {
     // Fail before the naive run, not after it, when the store cannot open (e.g. better-sqlite3 not installed).
     await sqliteStore({ path: storePath }).close();
-    provider = await startProvider({ randomFaults: { seed: s.seed, rate: s.rate, kinds: s.faults.map((f) => ({ ...DEMO_FAULTS[f] })) } });
-    const naiveCrash = await crashWorker(provider, crashRef, ['--client', 'naive', '--url', provider.url, '--index', '1']);
+    naiveProvider = await start();
+    const naiveCrash = await crashWorker(naiveProvider, crashRef, ['--client', 'naive', '--url', naiveProvider.url, '--index', '1']);
     const naiveBar = createProgress(io, 'naive     ', s.orders);
-    const naivePhase = await runNaive(provider.url, s.orders, s.concurrency, naiveBar.tick);
+    const naivePhase = await runNaive(naiveProvider.url, s.orders, s.concurrency, naiveBar.tick);
     naiveBar.done();
-    const naive = tally('naive (p-retry + fetch)', provider, s.orders, naivePhase, { lookups: 0, replays: 0, conflicts: 0, takeovers: 0 });
-    const naiveCrashEffects = provider.effectsFor(crashRef);
+    const naive = tally('naive (p-retry + fetch)', naiveProvider, s.orders, naivePhase, { lookups: 0, replays: 0, conflicts: 0, takeovers: 0 });
+    const naiveCrashEffects = naiveProvider.effectsFor(crashRef);
+    const closing = naiveProvider;
+    naiveProvider = undefined;
+    await closing.close(); // its late requests, and the crashed worker's held one, end here
 
-    provider.reset(); // the same fault sequence again, from the seed
+    provider = await start(); // the same fault sequence again, from the seed
     const onceCrash = await crashWorker(provider, crashRef, ['--client', 'once', '--url', provider.url, '--index', '1', '--db', storePath, '--tenant', tenant, '--lease-ms', '400']);
     const onceBar = createProgress(io, 'oncefetch ', s.orders);
     const oncePhase = await runOnce(provider.url, storePath, tenant, s.orders, s.concurrency, crashRef, onceBar.tick);
@@ -253,6 +261,7 @@ export async function demoCommand(args: string[], io: CliIo): Promise<number> {
     }
     return ok ? EXIT.ok : EXIT.failure;
   } finally {
+    await naiveProvider?.close();
     await provider?.close();
     if (tmp !== undefined) rmSync(tmp, { recursive: true, force: true });
   }
