@@ -60,7 +60,7 @@ export interface OnceStats {
   operationsCreated: number;
   /** transport attempts sent */
   attempts: number;
-  /** calls answered from a stored result without touching the network */
+  /** calls answered from a stored result without touching the network, or by joining a concurrent identical call of this client */
   replays: number;
   /** local or provider-reported conflicts */
   conflicts: number;
