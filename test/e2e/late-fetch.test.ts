@@ -51,13 +51,16 @@ const sent = (ref: string): number => provider.requests.filter((r) => r.ref === 
 
 describe('client.fetch with a custom fetch that ignores its signal', () => {
   it('the next attempt waits for the fetch still out and takes its late 201: one request, one effect', async () => {
-    provider.fault({ kind: 'delay_before_commit', delayMs: 600, match: { ref: 'LF-1' } });
+    // Commits 1.2 s after it came: the first attempt's lookup (at ~450 ms) must ask before it, on a loaded machine too
+    // (committed at 600 ms, a lookup held up past the commit found the order: a 200 from the lookup, not the late 201);
+    // the four attempts left wait 400 ms each for it (1.6 s).
+    provider.fault({ kind: 'delay_before_commit', delayMs: 1_200, match: { ref: 'LF-1' } });
     const events: OnceEvent[] = [];
-    const c = client({ fetch: deaf }, events);
+    const c = client({ fetch: deaf, retry: { attemptTimeoutMs: 400 } }, events);
     const res = await order(c, 'LF-1');
     expect(res.status).toBe(201);
     expect(((await res.json()) as { ref: string }).ref).toBe('LF-1');
-    await new Promise((r) => setTimeout(r, 700)); // anything else still out lands (the first request commits 600 ms after it came)
+    await new Promise((r) => setTimeout(r, 1_300)); // anything else still out lands (a resend would commit 1.2 s after it came)
     expect(provider.effectsFor('LF-1')).toBe(1);
     expect(sent('LF-1')).toBe(1);
     const record = await c.get({ action: 'create-order', ref: 'LF-1' });
