@@ -689,6 +689,14 @@ export class Engine {
     for (;;) {
       const rec = owned.rec;
       if (isTerminal(rec.state)) return { record: rec, live: undefined };
+      // This call holds its earlier attempt's success (see `held`), which its lost write did not keep on
+      // the record (a store error): kept now, before anything else, or the record would read as cleared
+      // for a send (or a cancel) and the next call would run the effect again.
+      if (this.held.has(deadline) && !lateSuccess(rec)) {
+        const detail = "late success outcome (this call's attempt; its write lost the lease to another owner)";
+        await this.early(owned, deadline.signal, { type: 'evidence', kind: 'late_response', detail, status: this.held.get(deadline)?.snapshot?.status ?? null, reopen: true });
+        continue;
+      }
       if (owned.unsentAttempt) {
         // The claim opened attempt 1 (one durable write before the send, not two); a cancel that came
         // first closes it unsent — nothing left the process — and then cancels as before any send.

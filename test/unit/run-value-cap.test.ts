@@ -514,3 +514,56 @@ describe('the owner that ran the effect lost its lease before writing its value'
     expect(resent).toBe(1);
   });
 });
+
+// Review of 2df6a4c: the call that holds its success and takes the record back cleared for a send
+// (its late success not kept on it) stopped with the record left cleared: the next call ran the effect
+// again, though the call's error says the success is kept on the record as evidence.
+describe('the call holding its unrecorded success takes the record back cleared for a send', () => {
+  const AHEAD_MS = 10 * 60_000;
+
+  it('it keeps its success on the record before it stops: a later call reconciles and runs nothing', async () => {
+    const inner = sqliteStore({ path: dbPath });
+    let failEvidence = true;
+    const store = {
+      ...inner,
+      name: inner.name,
+      claim: inner.claim.bind(inner),
+      get: inner.get.bind(inner),
+      list: inner.list.bind(inner),
+      purge: inner.purge.bind(inner),
+      close: inner.close.bind(inner),
+      compareAndSet: async (id: string, expected: number, next: Parameters<typeof inner.compareAndSet>[2]) => {
+        if (failEvidence && next.evidence.some((e) => e.kind === 'late_response')) {
+          failEvidence = false;
+          throw new StoreError('test: the late success could not be kept');
+        }
+        return inner.compareAndSet(id, expected, next);
+      },
+    };
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const a = makeClient({ store, retry: { maxAttempts: 1 } });
+    const b = makeClient({ store, retry: { maxAttempts: 1 }, now: () => Date.now() + AHEAD_MS, settleMs: 20 });
+    const held = counted(BIG, gate);
+    const first = caught(a.run(SPEC, held.effect));
+    while (held.calls() === 0) await new Promise((r) => setTimeout(r, 5));
+    let resent = 0;
+    const busy = async (): Promise<never> => {
+      resent++;
+      throw Object.assign(new Error('try later'), { statusCode: 503 });
+    };
+    expect(await caught(b.run({ ...SPEC, lookup: async () => null }, busy))).toMatchObject({ code: 'RETRIES_EXHAUSTED' });
+    release();
+    const error = await first;
+    expect(isOnceError(error) ? error.code : error).toBe('AMBIGUOUS_OUTCOME');
+    expect(failEvidence).toBe(false);
+    const record = await b.get(SPEC);
+    expect(record?.evidence.some((e) => e.kind === 'late_response' && e.detail.startsWith('late success outcome'))).toBe(true);
+    expect(record?.state).toBe('ambiguous');
+    // a later call, its lookup saying absent: the late success contradicts it; nothing runs again
+    const again = counted({ rows: 'must not run' });
+    const later = await caught(b.run({ ...SPEC, lookup: async () => null }, again.effect));
+    expect(isOnceError(later) ? later.code : later).toBe('AMBIGUOUS_OUTCOME');
+    expect(held.calls() + resent + again.calls()).toBe(2);
+  });
+});
