@@ -808,7 +808,9 @@ export class Engine {
     const late = deadline.passed !== undefined;
     const landed = await this.within(owned, deadline, write, true, answer ? finished : undefined).catch((error: unknown) => {
       // Another owner took the operation over before this success was recorded: the call follows it (see `run`), the answer in hand.
-      if (c.class === 'success' && isA(error, LeaseLostError)) this.held.set(deadline, { snapshot: outcome.snapshot, live: outcome.live });
+      // (only a `client.run` value is ever handed back from it, see `followed`: a fetch's live body, an event stream
+      // say, is not kept reachable, unread, for the rest of the call)
+      if (c.class === 'success' && isA(error, LeaseLostError)) this.held.set(deadline, { snapshot: outcome.snapshot, live: outcome.snapshot?.kind === 'value' ? outcome.live : undefined });
       throw error;
     });
     // (cut off at the deadline: the record as that write leaves it, or the call's error)
