@@ -10,7 +10,7 @@
  * @module
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createClient } from '../src/index.js';
+import { StoreError, createClient } from '../src/index.js';
 import type { LookupFn, OperationRecord } from '../src/index.js';
 import { claimOf, orderIdOf, placeOrder } from './call.js';
 import type { HistoryEntry, ReconciledEntry } from './history.js';
@@ -59,11 +59,27 @@ function storedOrderId(record: OperationRecord | undefined): string | null {
   return orderIdOf(result.kind === 'response' ? Buffer.from(result.body, 'base64').toString('utf8') : result.body);
 }
 
+/**
+ * `read` again (up to 5 tries, 200 ms apart) when the store fails: the final recovery's store has
+ * no injected faults, but a real failure (a busy database) should not crash the runner.
+ */
+async function retried<T>(read: () => Promise<T>): Promise<T> {
+  for (let tries = 1; ; tries++) {
+    try {
+      return await read();
+    } catch (error) {
+      if (!(error instanceof StoreError) || tries >= 5) throw error;
+      await sleep(200);
+    }
+  }
+}
+
 /** Runs recover() to a fixed point, reads the truth, calls the indeterminate refs again. */
 export async function finalRecovery(input: FinalInput): Promise<FinalReport> {
   const t = input.timing;
   // Every worker is gone: wait until their leases ran out and their last sends can no longer land.
   await sleep(Math.max(t.leaseMs, t.settleMs) + 300);
+  // Never the workers' store faults: this is the truth the checker reads.
   const client = createClient({
     store: openStore(input.store),
     owner: 'final',
@@ -78,11 +94,11 @@ export async function finalRecovery(input: FinalInput): Promise<FinalReport> {
   const report: FinalReport = { entries: [], rounds: 0, resolved: 0, absent: 0, leftLive: 0, attemptClasses: {} };
   try {
     for (let round = 0; round < 30; round++) {
-      const live = await client.store.list({ states: ['in_flight', 'ambiguous'], limit: 1_000_000 });
+      const live = await retried(() => client.store.list({ states: ['in_flight', 'ambiguous'], limit: 1_000_000 }));
       report.leftLive = live.length;
       if (live.length === 0) break;
       report.rounds++;
-      const r = await client.recover({ limit: 1_000_000 });
+      const r = await retried(() => client.recover({ limit: 1_000_000 }));
       report.resolved += r.resolved.length;
       report.absent += r.absent.length;
       if (r.stillAmbiguous.length > 0 || r.errors.length > 0) await sleep(200);
@@ -91,7 +107,7 @@ export async function finalRecovery(input: FinalInput): Promise<FinalReport> {
     const read = async (phase: ReconciledEntry['phase']): Promise<void> => {
       for (const ref of refs) {
         const at = Date.now();
-        const record = await client.get({ action: isStrict(ref) ? STRICT_ACTION : DEDUPE_ACTION, ref });
+        const record = await retried(() => client.get({ action: isStrict(ref) ? STRICT_ACTION : DEDUPE_ACTION, ref }));
         report.entries.push({ type: 'reconciled', phase, ref, at, state: record?.state ?? 'absent', claim: claimOf(record), orderId: storedOrderId(record) });
       }
     };
@@ -113,7 +129,7 @@ export async function finalRecovery(input: FinalInput): Promise<FinalReport> {
     };
     await Promise.all(Array.from({ length: 16 }, lane));
     await read('after_calls');
-    for (const record of await client.store.list({ limit: 10_000_000 })) {
+    for (const record of await retried(() => client.store.list({ limit: 10_000_000 }))) {
       for (const a of record.attempts) {
         const name = a.class === null ? 'unfinished' : a.class === 'retryable' && a.status === 409 ? 'retryable 409' : a.class;
         report.attemptClasses[name] = (report.attemptClasses[name] ?? 0) + 1;

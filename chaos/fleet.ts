@@ -62,6 +62,8 @@ export class Fleet {
   readonly errors: string[] = [];
   readonly workerStats: Record<string, number> = {};
   recoveredOnRestart = 0;
+  /** store faults the workers injected, by `<kind>` and by `<kind> <method>` */
+  readonly storeFaults: Record<string, number> = {};
   private readonly slots: Slot[];
   private readonly events: ChaosEvent[];
   private lastProgressAt = Date.now();
@@ -114,6 +116,11 @@ export class Fleet {
     child.stderr?.on('data', (chunk: Buffer) => (slot.stderr = (slot.stderr + chunk.toString()).slice(-4000)));
     createInterface({ input: child.stdout! }).on('line', (line) => {
       if (line === 'p') return this.onCompletion();
+      if (line.startsWith('f ')) {
+        const [kind = '?', method = '?'] = line.slice(2).split(' ');
+        for (const k of [kind, `${kind} ${method}`]) this.storeFaults[k] = (this.storeFaults[k] ?? 0) + 1;
+        return;
+      }
       try {
         const done = JSON.parse(line) as DoneLine;
         for (const [k, v] of Object.entries(done.stats)) this.workerStats[k] = (this.workerStats[k] ?? 0) + v;

@@ -4,6 +4,7 @@
  * @module
  */
 import type { RunPlan } from './plan.js';
+import type { StoreFaults } from './store-faults.js';
 import type { StoreSpec } from './store.js';
 
 /** How a worker's lookups misbehave, per lookup, from the worker's seed. */
@@ -44,9 +45,14 @@ export interface WorkerConfig {
   strictUrl: string;
   timing: ClientTiming;
   lookupFaults: LookupFaults;
+  /** faults of this worker's store calls (rate 0: the store is used as it is) */
+  storeFaults: StoreFaults;
 }
 
-/** What a worker prints on stdout: `p` per finished call, then one `done` line. */
+/**
+ * What a worker prints on stdout: `p` per finished call, `f <kind> <method>` per injected store
+ * fault (`chaos/store-faults.ts`), then one `done` line.
+ */
 export interface DoneLine {
   done: true;
   worker: number;

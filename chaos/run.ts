@@ -14,11 +14,13 @@ import { parseArgs } from 'node:util';
 import { EXIT, UsageError, intFlag, numberFlag, parsing } from '../src/cli/args.js';
 import type { RunPlan } from './plan.js';
 import { runChaos, type ChaosOptions, type ChaosResult } from './runner.js';
+import { STORE_FAULT_KINDS } from './store-faults.js';
 import { STORE_KINDS, type StoreKind } from './store.js';
 
 const USAGE = `usage: npm run chaos -- [--store sqlite|postgres] [--ops 2000] [--seed N] [--workers 4] [--refs ops/2] [--concurrency 8]
                       [--strict-share 0.25] [--fault-rate 0.3] [--kills ops/200] [--pauses ops/200] [--max-pause-ms 1100]
-                      [--lookup-fail 0.1] [--lookup-slow 0.1] [--lookup-stale 0.1] [--keep] [--json]
+                      [--lookup-fail 0.1] [--lookup-slow 0.1] [--lookup-stale 0.1] [--store-faults 0] [--keep] [--json]
+--store-faults R: a fraction R of the workers' store calls fail before reaching the store, lose their acknowledgement after it, or are slow (up to 300 ms)
 --store postgres: DATABASE_URL, else postgres://postgres@127.0.0.1:5432/test; a schema made for the run, dropped after it (unless --keep)`;
 
 function storeFlag(value: string | undefined): StoreKind {
@@ -48,6 +50,7 @@ export function parseChaosArgs(argv: string[]): ChaosOptions & { json: boolean }
         'lookup-slow': { type: 'string' },
         'lookup-stale': { type: 'string' },
         pauses: { type: 'string' },
+        'store-faults': { type: 'string' },
         keep: { type: 'boolean' },
         json: { type: 'boolean' },
       },
@@ -90,6 +93,7 @@ export function parseChaosArgs(argv: string[]): ChaosOptions & { json: boolean }
       // up to 1.5 × settleMs: an answer to a question asked before the commit can arrive after settleMs
       staleMs: Math.floor(timing.settleMs * 1.5),
     },
+    storeFaults: { rate: numberFlag(values['store-faults'], 'store-faults', 0, 0, 1), maxSlowMs: 300 },
     keep: values.keep === true,
     json: values.json === true,
     log: (line) => console.error(line),
@@ -97,17 +101,27 @@ export function parseChaosArgs(argv: string[]): ChaosOptions & { json: boolean }
 }
 
 /** The command that replays a run. */
-export function replayCommand(plan: RunPlan, o: Pick<ChaosOptions, 'store' | 'kills' | 'pauses' | 'pauseMs' | 'faultRate' | 'lookupFaults'>): string {
+export function replayCommand(plan: RunPlan, o: Pick<ChaosOptions, 'store' | 'kills' | 'pauses' | 'pauseMs' | 'faultRate' | 'lookupFaults' | 'storeFaults'>): string {
   const l = o.lookupFaults;
   return (
     `npm run chaos -- ${o.store === 'sqlite' ? '' : `--store ${o.store} `}--ops ${plan.ops} --seed ${plan.seed} --workers ${plan.workers} --refs ${plan.refs} ` +
     `--concurrency ${plan.concurrency} --strict-share ${plan.strictShare} --fault-rate ${o.faultRate} --kills ${o.kills} --pauses ${o.pauses} --max-pause-ms ${o.pauseMs.max} ` +
-    `--lookup-fail ${l.failRate} --lookup-slow ${l.slowRate} --lookup-stale ${l.staleRate}`
+    `--lookup-fail ${l.failRate} --lookup-slow ${l.slowRate} --lookup-stale ${l.staleRate}` +
+    (o.storeFaults.rate > 0 ? ` --store-faults ${o.storeFaults.rate}` : '')
   );
 }
 
 function row(label: string, value: string | number): string {
   return `${label.padEnd(34)} ${value}`;
+}
+
+function storeFaultsText(options: ChaosOptions, r: ChaosResult): string {
+  if (options.storeFaults.rate === 0) return 'none (--store-faults 0)';
+  const f = r.storeFaults;
+  const kinds = STORE_FAULT_KINDS.map((k) => `${k} ${f[k] ?? 0}`).join(', ');
+  const total = STORE_FAULT_KINDS.reduce((a, k) => a + (f[k] ?? 0), 0);
+  const byMethod = Object.entries(f).filter(([k]) => k.includes(' ')).sort().map(([k, v]) => `${k} ${v}`).join(', ');
+  return `${total} at rate ${options.storeFaults.rate}: ${kinds} (${byMethod})`;
 }
 
 /** The totals, as printed. */
@@ -127,6 +141,7 @@ export function formatTotals(options: ChaosOptions, r: ChaosResult): string {
     row('attempts recorded, by class', Object.entries(r.final.attemptClasses).sort().map(([k, v]) => `${k} ${v}`).join(', ')),
     row('lookups served', r.lookups),
     row('faults injected', `${faultTotal}: ${faults}`),
+    row('store faults injected', storeFaultsText(options, r)),
     row('effects', c.effects),
     row('duplicates', c.duplicates),
     row('ok / fail / indeterminate', `${c.ok} / ${c.fail} / ${c.indeterminate}`),

@@ -20,6 +20,7 @@ import { Fleet } from './fleet.js';
 import type { CheckResult, EffectEntry, HistoryEntry } from './history.js';
 import { chaosEvents, faultMix, subSeed, type RunPlan } from './plan.js';
 import type { ClientTiming, LookupFaults } from './protocol.js';
+import type { StoreFaults } from './store-faults.js';
 import { describeStore, dropStore, openStore, runStore, type StoreKind } from './store.js';
 
 /** Options of {@link runChaos}. */
@@ -39,6 +40,8 @@ export interface ChaosOptions {
   /** the longest a provider holds a request before committing it (`delay_before_commit`) */
   holdMs: number;
   lookupFaults: LookupFaults;
+  /** faults of the workers' store calls (never of the final recovery's); rate 0 = none */
+  storeFaults: StoreFaults;
   /** keep the run directory (database, history, effect logs) and the PostgreSQL schema even when the run passes */
   keep: boolean;
   /** progress lines */
@@ -54,6 +57,8 @@ export interface ChaosResult {
   attempts: { dedupe: number; strict: number };
   lookups: number;
   faults: Record<FaultKind, number>;
+  /** store faults the workers injected, by kind (`reject`, `lost_ack`, `slow`) and by `<kind> <method>` */
+  storeFaults: Record<string, number>;
   kills: number;
   pauses: number;
   /** chaos events that found no live worker to hit */
@@ -118,7 +123,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   let history: HistoryEntry[] = [];
   let result: CheckResult;
   const fleet = new Fleet(
-    { plan, store, dedupeUrl: dedupe.url, strictUrl: strict.url, timing, lookupFaults: options.lookupFaults },
+    { plan, store, dedupeUrl: dedupe.url, strictUrl: strict.url, timing, lookupFaults: options.lookupFaults, storeFaults: options.storeFaults },
     runDir,
     chaosEvents(plan, options.kills, options.pauses, options.pauseMs),
     options.log,
@@ -150,6 +155,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     attempts: { dedupe: dedupe.requests.length, strict: strict.requests.length },
     lookups: dedupe.lookups + strict.lookups,
     faults,
+    storeFaults: fleet.storeFaults,
     kills: fleet.kills,
     pauses: fleet.pauses,
     skippedEvents: fleet.skippedEvents,

@@ -23,6 +23,7 @@ import { parseHistory } from './checker.js';
 import type { HistoryEntry } from './history.js';
 import { DEDUPE_ACTION, STRICT_ACTION, isStrict, mulberry32, ownerName, reliesOnDedupe, schedule, subSeed } from './plan.js';
 import type { DoneLine, LookupFaults, WorkerConfig } from './protocol.js';
+import { faultyStore } from './store-faults.js';
 import { openStore } from './store.js';
 
 const config = JSON.parse(process.argv[2] ?? '{}') as WorkerConfig;
@@ -93,7 +94,11 @@ function remaining(): { op: number; ref: string }[] {
 
 async function main(): Promise<void> {
   const todo = remaining();
-  const store = openStore(config.store);
+  const opened = openStore(config.store);
+  // Each fault is on stdout at once (a SIGKILL loses none that happened).
+  const store = config.storeFaults.rate > 0
+    ? faultyStore(opened, config.storeFaults, subSeed(config.plan.seed, 200 + config.id * 1000 + config.incarnation), (kind, method) => process.stdout.write(`f ${kind} ${method}\n`))
+    : opened;
   const clients = {
     dedupe: client(DEDUPE_ACTION, config.dedupeUrl, store),
     strict: client(STRICT_ACTION, config.strictUrl, store),
