@@ -19,8 +19,8 @@ import { STORE_KINDS, type StoreKind } from './store.js';
 
 const USAGE = `usage: npm run chaos -- [--store sqlite|postgres] [--ops 2000] [--seed N] [--workers 4] [--refs ops/2] [--concurrency 8]
                       [--strict-share 0.25] [--fault-rate 0.3] [--kills ops/200] [--pauses ops/200] [--max-pause-ms 1100]
-                      [--lookup-fail 0.1] [--lookup-slow 0.1] [--lookup-stale 0.1] [--store-faults 0] [--keep] [--json]
---store-faults R: a fraction R of the workers' store calls fail before reaching the store, lose their acknowledgement after it, or are slow (up to 300 ms)
+                      [--lookup-fail 0.1] [--lookup-slow 0.1] [--lookup-stale 0.1] [--store-faults 0] [--store-slow-ms 300] [--keep] [--json]
+--store-faults R: a fraction R of the workers' store calls fail before reaching the store, lose their acknowledgement after it, or are slow (up to --store-slow-ms)
 --store postgres: DATABASE_URL, else postgres://postgres@127.0.0.1:5432/test; a schema made for the run, dropped after it (unless --keep)`;
 
 function storeFlag(value: string | undefined): StoreKind {
@@ -51,6 +51,7 @@ export function parseChaosArgs(argv: string[]): ChaosOptions & { json: boolean }
         'lookup-stale': { type: 'string' },
         pauses: { type: 'string' },
         'store-faults': { type: 'string' },
+        'store-slow-ms': { type: 'string' },
         keep: { type: 'boolean' },
         json: { type: 'boolean' },
       },
@@ -93,7 +94,7 @@ export function parseChaosArgs(argv: string[]): ChaosOptions & { json: boolean }
       // up to 1.5 × settleMs: an answer to a question asked before the commit can arrive after settleMs
       staleMs: Math.floor(timing.settleMs * 1.5),
     },
-    storeFaults: { rate: numberFlag(values['store-faults'], 'store-faults', 0, 0, 1), maxSlowMs: 300 },
+    storeFaults: { rate: numberFlag(values['store-faults'], 'store-faults', 0, 0, 1), maxSlowMs: intFlag(values['store-slow-ms'], 'store-slow-ms', 300, 0, 60_000) },
     keep: values.keep === true,
     json: values.json === true,
     log: (line) => console.error(line),
@@ -107,7 +108,7 @@ export function replayCommand(plan: RunPlan, o: Pick<ChaosOptions, 'store' | 'ki
     `npm run chaos -- ${o.store === 'sqlite' ? '' : `--store ${o.store} `}--ops ${plan.ops} --seed ${plan.seed} --workers ${plan.workers} --refs ${plan.refs} ` +
     `--concurrency ${plan.concurrency} --strict-share ${plan.strictShare} --fault-rate ${o.faultRate} --kills ${o.kills} --pauses ${o.pauses} --max-pause-ms ${o.pauseMs.max} ` +
     `--lookup-fail ${l.failRate} --lookup-slow ${l.slowRate} --lookup-stale ${l.staleRate}` +
-    (o.storeFaults.rate > 0 ? ` --store-faults ${o.storeFaults.rate}` : '')
+    (o.storeFaults.rate > 0 ? ` --store-faults ${o.storeFaults.rate} --store-slow-ms ${o.storeFaults.maxSlowMs}` : '')
   );
 }
 
@@ -121,7 +122,7 @@ function storeFaultsText(options: ChaosOptions, r: ChaosResult): string {
   const kinds = STORE_FAULT_KINDS.map((k) => `${k} ${f[k] ?? 0}`).join(', ');
   const total = STORE_FAULT_KINDS.reduce((a, k) => a + (f[k] ?? 0), 0);
   const byMethod = Object.entries(f).filter(([k]) => k.includes(' ')).sort().map(([k, v]) => `${k} ${v}`).join(', ');
-  return `${total} at rate ${options.storeFaults.rate}: ${kinds} (${byMethod})`;
+  return `${total} at rate ${options.storeFaults.rate}: ${kinds} (${byMethod}); slow up to ${options.storeFaults.maxSlowMs} ms`;
 }
 
 /** The totals, as printed. */

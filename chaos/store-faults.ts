@@ -8,6 +8,9 @@
  *   acknowledgement is lost; a write that changed nothing counts as `reject`);
  * - `slow`: up to `maxSlowMs` before the call reaches the store, then its real answer.
  *
+ * Half the rejections and lost acknowledgements come at once, half after up to `maxSlowMs`
+ * (a store slow to fail: a connection timeout, a query_timeout after COMMIT).
+ *
  * Reads (`get`, `list`) are rejected or slow; writes (`claim`, `compareAndSet`, `purge`)
  * any of the three. `close` is passed through. Deterministic from the run's seed, the
  * worker's id and its incarnation (the order of calls still varies with process timing).
@@ -49,15 +52,18 @@ export function faultyStore(inner: OnceStore, faults: StoreFaults, seed: number,
     const roll = random();
     const pick = random();
     const delayMs = Math.floor(random() * faults.maxSlowMs);
+    const atOnce = random() < 0.5;
     if (roll >= faults.rate) return undefined;
     const kinds: readonly StoreFaultKind[] = write ? STORE_FAULT_KINDS : ['reject', 'slow'];
-    return { kind: kinds[Math.floor(pick * kinds.length)] ?? 'slow', delayMs };
+    const kind = kinds[Math.floor(pick * kinds.length)] ?? 'slow';
+    return { kind, delayMs: kind !== 'slow' && atOnce ? 0 : delayMs };
   };
   const call = async <T>(method: StoreMethod, what: string, run: () => Promise<T>, applied?: (result: T) => boolean): Promise<T> => {
     const fault = draw(applied !== undefined);
     if (fault === undefined) return run();
     if (fault.kind === 'reject') {
       onFault('reject', method);
+      if (fault.delayMs > 0) await sleep(fault.delayMs);
       throw new StoreError(`chaos: ${method} ${what} failed (injected; not applied)`);
     }
     if (fault.kind === 'slow') {
@@ -68,6 +74,7 @@ export function faultyStore(inner: OnceStore, faults: StoreFaults, seed: number,
     const result = await run();
     const wrote = applied?.(result) === true;
     onFault(wrote ? 'lost_ack' : 'reject', method);
+    if (fault.delayMs > 0) await sleep(fault.delayMs);
     throw new StoreError(`chaos: ${method} ${what}: acknowledgement lost (injected; ${wrote ? 'the write was applied' : 'nothing changed'})`);
   };
   return {
