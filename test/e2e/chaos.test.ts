@@ -9,7 +9,9 @@
  * hit) but not replayed step by step: process timing varies between runs.
  *
  * A smaller run does the same on PostgreSQL (`--store postgres`): the workers
- * share one table in a schema made for the run, dropped after it.
+ * share one table in a schema made for the run, dropped after it. Another small
+ * one adds store faults (`--store-faults`): the workers' store calls are rejected,
+ * lose their acknowledgement after writing, or are slow.
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -38,6 +40,7 @@ interface Summary {
   check: { violations: unknown[]; duplicates: number; ok: number; fail: number; indeterminate: number; reconciled: { toOne: number; toZero: number }; refs: number };
   errors: string[];
   faults: Record<string, number>;
+  storeFaults: Record<string, number>;
   kills: number;
   pauses: number;
   collisions: number;
@@ -57,12 +60,35 @@ it(`2,000 operations under the full chaos mix (seed ${SEED}): no violation`, { t
   // The chaos happened: every call scheduled, every fault kind, kills, pauses, collisions, ambiguity.
   expect(summary.invokes.workers).toBe(OPS);
   for (const kind of FAULT_KINDS) expect(summary.faults[kind], kind).toBeGreaterThan(0);
+  expect(summary.storeFaults).toEqual({}); // --store-faults defaults to 0: the store is used as it is
   expect(summary.kills).toBeGreaterThan(0);
   expect(summary.pauses).toBeGreaterThan(0);
   expect(summary.collisions).toBeGreaterThan(0);
   expect(summary.check.indeterminate).toBeGreaterThan(0);
   expect(summary.check.reconciled.toOne + summary.check.reconciled.toZero).toBe(summary.check.indeterminate);
   expect(summary.check.ok).toBeGreaterThan(OPS * 0.9);
+});
+
+const SF_OPS = 400;
+const SF_SEED = 20261130;
+
+it(`${SF_OPS} operations with 15 % of the workers' store calls faulty (seed ${SF_SEED}): no violation`, { timeout: 90_000 }, async () => {
+  const run = await runChaos(['--ops', String(SF_OPS), '--seed', String(SF_SEED), '--store-faults', '0.15', '--json']);
+  const lines = run.stdout.trim().split('\n');
+  const summary = JSON.parse(lines.at(-1) ?? '{}') as Summary;
+  console.log(lines.slice(0, -1).join('\n'));
+  expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
+  expect(summary.errors).toEqual([]);
+  expect(summary.check.violations).toEqual([]);
+  expect(summary.check.duplicates).toBe(0);
+  expect(summary.invokes.workers).toBe(SF_OPS);
+  // Every kind of store fault happened (lost acknowledgements: 19-24 in 3 runs, 3-9 of them claims).
+  for (const kind of ['reject', 'lost_ack', 'slow']) expect(summary.storeFaults[kind], kind).toBeGreaterThan(0);
+  expect(summary.storeFaults['lost_ack compareAndSet']).toBeGreaterThan(0);
+  expect(lines).toContainEqual(expect.stringMatching(/^store faults injected +\d+ at rate 0\.15: reject \d+, lost_ack \d+, slow \d+/));
+  expect(summary.check.indeterminate).toBeGreaterThan(0);
+  expect(summary.check.reconciled.toOne + summary.check.reconciled.toZero).toBe(summary.check.indeterminate);
+  expect(summary.check.ok).toBeGreaterThan(SF_OPS * 0.8);
 });
 
 it('rejects an unknown --store with the usage, exit 2, before starting anything', { timeout: 30_000 }, async () => {
