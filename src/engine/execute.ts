@@ -28,7 +28,7 @@ import type { ResolvedOptions } from '../options.js';
 import { reconcile, settledAt } from '../reconcile/lookup.js';
 import type { ReconcileOutcome, SnapshotLookup } from '../reconcile/lookup.js';
 import { CallDeadline } from './deadline.js';
-import { LeaseLostError, OwnedRecord } from './owned.js';
+import { LateOutcomeNotKeptError, LeaseLostError, OwnedRecord } from './owned.js';
 import { LET_GO_WAIT_MS, acquire, awaitAbandon, bounded, trackAbandon, untilOf } from './acquire.js';
 import type { Telemetry } from '../telemetry.js';
 
@@ -877,8 +877,10 @@ export class Engine {
         // (the client closed: its store goes next, and its timers must not hold the process open)
         this.closed.throwIfAborted();
         // A renewal found the lease lost: no more tries, the new owner's view wins. One last write
-        // keeps the answer as evidence on its record (never applied there), then LeaseLostError.
-        if (lost.aborted) return owned.commit(event).catch((error: unknown) => Promise.reject(error instanceof StoreError ? lost.reason : error));
+        // keeps the answer as evidence on its record (never applied there), then LeaseLostError. A
+        // late success the store failed to keep ends the call: started over from a pending record, it
+        // would send again.
+        if (lost.aborted) return owned.commit(event).catch((error: unknown) => Promise.reject(error instanceof StoreError && !(error instanceof LateOutcomeNotKeptError) ? lost.reason : error));
         const nextDelayMs = SETTLE_RETRY_MS[i + 1];
         if (nextDelayMs === undefined) break;
         try {

@@ -27,6 +27,13 @@ export class LeaseLostError extends Error {
   }
 }
 
+/**
+ * A superseded owner's late success or ambiguous end that the store failed to keep on the record:
+ * the request reached the provider, and only this call knows it. The call ends with this error; it
+ * must not start over from the record (a pending record would send again).
+ */
+export class LateOutcomeNotKeptError extends StoreError {}
+
 const MAX_REAPPLY = 8;
 
 /** A record this process currently owns. */
@@ -241,12 +248,13 @@ export class OwnedRecord {
    * shows the request reached the provider (a success, or an ambiguous end) reopens a pending
    * record: an "absent" or a retryable answer that cleared it for a resend came too early.
    */
-  private keep(current: OperationRecord, event: RecordEvent): Promise<void> {
+  private async keep(current: OperationRecord, event: RecordEvent): Promise<void> {
     const late = event.type === 'attempt_finished' || event.type === 'never_sent';
     const cls = event.type === 'attempt_finished' ? event.class : 'not_sent';
     const detail = late ? `late ${cls} outcome (${event.reason}) from a superseded owner` : `superseded write (${event.type})`;
     const reopen = cls === 'success' || cls === 'ambiguous';
-    return keepAsEvidence(this.store, current, this.owner, detail, this.now, late ? 'late_response' : 'stale_write', event.type === 'attempt_finished' ? event.status : null, reopen);
+    const kept = await keepAsEvidence(this.store, current, this.owner, detail, this.now, late ? 'late_response' : 'stale_write', event.type === 'attempt_finished' ? event.status : null, reopen);
+    if (!kept && reopen) throw new LateOutcomeNotKeptError(`${this.store.name}: record ${current.id}: a late ${cls} outcome of owner ${this.owner} could not be kept on the record (now ${current.state})`);
   }
 }
 
@@ -275,7 +283,8 @@ function sameRecord(a: OperationRecord, b: OperationRecord): boolean {
  * Best effort: records a superseded owner's write (`stale_write`) or late
  * attempt outcome (`late_response`, with its status) as evidence on the
  * current record, never changing its result. With `reopen`, a `pending`
- * record goes back to `ambiguous` (see the `evidence` event).
+ * record goes back to `ambiguous` (see the `evidence` event). Whether it is
+ * known to be kept (false when the store failed or the record kept moving).
  */
 export async function keepAsEvidence(
   store: OnceStore,
@@ -286,12 +295,15 @@ export async function keepAsEvidence(
   kind: 'stale_write' | 'late_response' = 'stale_write',
   status: number | null = null,
   reopen = false,
-): Promise<void> {
+): Promise<boolean> {
   let rec: OperationRecord | undefined = current;
   for (let i = 0; i < 3 && rec !== undefined; i++) {
     const next = applyEvent(rec, { type: 'evidence', kind, detail, status, reopen }, now(), owner);
-    const res: CompareAndSetResult = await store.compareAndSet(rec.id, rec.generation, next).catch(() => ({ ok: true as const }));
-    if (res.ok) return;
+    // (a failed write may have been applied, its ack lost: not known to be kept)
+    const res: CompareAndSetResult | undefined = await store.compareAndSet(rec.id, rec.generation, next).catch(() => undefined);
+    if (res === undefined) return false;
+    if (res.ok) return true;
     rec = res.current;
   }
+  return false;
 }

@@ -8,9 +8,11 @@
  */
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { RetriesExhaustedError } from '../../src/index.js';
+import { RetriesExhaustedError, StoreError } from '../../src/index.js';
+import { sqliteStore } from '../../src/stores/sqlite.js';
 import type { OnceClient, OnceEvent } from '../../src/index.js';
 import { startProvider, type Provider } from '../../src/testing/provider.js';
+import { scripted } from '../helpers/scripted-store.js';
 import { lookupByRef, orderInit, sqliteClient, tempDir } from '../helpers/setup.js';
 
 let provider: Provider;
@@ -78,6 +80,39 @@ describe('a late response from a superseded owner', () => {
     // And a later call replays it.
     const again = await call(b.client);
     expect(again.headers.get('oncefetch-replayed')).toBe('true');
+    expect(provider.effects).toBe(1);
+    expect(provider.requests).toHaveLength(2);
+  });
+
+  // Once: the answer's write is tried again at once (settle) and keeps it. Four times (every try): the tries go on
+  // after a renewal found the lease lost, when the last one's failure used to read as a lost lease.
+  it.each([1, 4])('whose write as evidence the store fails %i time(s): the call that holds it does not send again', async (failures) => {
+    const ref = `LATE-2-${failures}`;
+    const scope = { action: 'create-order', ref };
+    const call = (c: OnceClient) => c.fetch(`${provider.url}/orders`, { ...orderInit(ref), once: scope });
+    provider.fault({ kind: 'delay_before_commit', delayMs: 800, match: { ref } });
+    provider.fault({ kind: 'status_before_commit', status: 503, match: { ref } });
+
+    // A's store fails the write that keeps its late 201 (not applied: a blip, found by the chaos run's --store-faults).
+    const aStore = scripted(sqliteStore({ path: join(tmp.dir, 'once.db') }));
+    aStore.plan.armed = true;
+    aStore.plan.steps['late_response'] = Array<'fail'>(failures).fill('fail');
+    const a = client({ owner: 'a', leaseMs: 300, store: aStore.store });
+    const b = client({ owner: 'b', now: () => Date.now() + 60_000, settleMs: 0, retry: { maxAttempts: 1 } });
+    const first = call(a.client);
+    await until(() => provider.requests.length === 1, "A's request to reach the provider");
+    expect(await call(b.client).catch((e: unknown) => e)).toBeInstanceOf(RetriesExhaustedError);
+    expect(await b.client.get(scope)).toMatchObject({ state: 'pending', lease: null });
+
+    // A's held request commits (one effect); its late 201 cannot be kept. A knows the request took
+    // effect: it must not follow the pending record into a send.
+    const endedA = await first.catch((e: unknown) => e);
+    expect(new Set(aStore.plan.held)).toEqual(new Set(['late_response']));
+    // Kept on a try: A follows the reopened record, a lookup finds the order. Never kept: A's call
+    // ends with the StoreError, and the record stays as B left it.
+    if (failures === 1) expect((endedA as Response).status).toBe(200);
+    else expect(endedA).toBeInstanceOf(StoreError);
+    await new Promise((r) => setTimeout(r, 300));
     expect(provider.effects).toBe(1);
     expect(provider.requests).toHaveLength(2);
   });
