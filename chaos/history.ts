@@ -14,9 +14,10 @@
  *   after `settleMs`. Claim: the ref had no effect at `checkedAt`.
  * - `indeterminate`: everything else — `AmbiguousOutcomeError`; a deadline, exhausted retries
  *   or `OperationInFlightError` while an attempt may have been delivered (an ambiguous or
- *   unfinished attempt, a record `in_flight`/`ambiguous`, a 409); a `StoreError`; a record that
- *   could not be read; a process SIGKILLed during the call (`code: 'KILLED'`). No claim: the
- *   final recovery must settle the ref (a `reconciled` entry), and that truth is checked.
+ *   unfinished attempt, a record `in_flight`/`ambiguous`, a 409); a `StoreError` (`--store-faults`)
+ *   after which the record does not prove "no effect" as above; a record that could not be
+ *   read; a process SIGKILLed during the call (`code: 'KILLED'`). No claim: the final recovery
+ *   must settle the ref (a `reconciled` entry), and that truth is checked.
  *
  * @module
  */
