@@ -9,7 +9,7 @@ import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatRecord } from '../../src/cli/show.js';
 import { OperationFailedError, StoreError, ValueNotStoredError, createClient, isOnceError } from '../../src/index.js';
-import type { OnceClient, OnceClientOptions } from '../../src/index.js';
+import type { OnceClient, OnceClientOptions, OnceStore } from '../../src/index.js';
 import { recordId } from '../../src/operation/record.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
 import { tempDir } from '../helpers/setup.js';
@@ -477,24 +477,7 @@ describe('the owner that ran the effect lost its lease before writing its value'
 
   // (the record cleared for a send before this call's late success could be kept on it: that write failed)
   it('the new owner left the record cleared for a send, the late success not kept on it: this call takes it back and sends nothing', async () => {
-    const inner = sqliteStore({ path: dbPath });
-    let failEvidence = true;
-    const store = {
-      ...inner,
-      name: inner.name,
-      claim: inner.claim.bind(inner),
-      get: inner.get.bind(inner),
-      list: inner.list.bind(inner),
-      purge: inner.purge.bind(inner),
-      close: inner.close.bind(inner),
-      compareAndSet: async (id: string, expected: number, next: Parameters<typeof inner.compareAndSet>[2]) => {
-        if (failEvidence && next.evidence.some((e) => e.kind === 'late_response')) {
-          failEvidence = false;
-          throw new StoreError('test: the late success could not be kept');
-        }
-        return inner.compareAndSet(id, expected, next);
-      },
-    };
+    const { store, evidenceFailed } = failingFirstEvidence();
     const { b, release, first, calls } = race({ store, retry: { maxAttempts: 1 } });
     await started(calls);
     let resent = 0;
@@ -509,7 +492,7 @@ describe('the owner that ran the effect lost its lease before writing its value'
     const error = await first;
     expect(isOnceError(error) ? error.code : error).toBe('AMBIGUOUS_OUTCOME');
     expect((error as Error).message).toMatch(/this call's effect resolved/);
-    expect(failEvidence).toBe(false);
+    expect(evidenceFailed()).toBe(true);
     expect(calls()).toBe(1);
     expect(resent).toBe(1);
   });
@@ -522,24 +505,7 @@ describe('the call holding its unrecorded success takes the record back cleared 
   const AHEAD_MS = 10 * 60_000;
 
   it('it keeps its success on the record before it stops: a later call reconciles and runs nothing', async () => {
-    const inner = sqliteStore({ path: dbPath });
-    let failEvidence = true;
-    const store = {
-      ...inner,
-      name: inner.name,
-      claim: inner.claim.bind(inner),
-      get: inner.get.bind(inner),
-      list: inner.list.bind(inner),
-      purge: inner.purge.bind(inner),
-      close: inner.close.bind(inner),
-      compareAndSet: async (id: string, expected: number, next: Parameters<typeof inner.compareAndSet>[2]) => {
-        if (failEvidence && next.evidence.some((e) => e.kind === 'late_response')) {
-          failEvidence = false;
-          throw new StoreError('test: the late success could not be kept');
-        }
-        return inner.compareAndSet(id, expected, next);
-      },
-    };
+    const { store, evidenceFailed } = failingFirstEvidence();
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
     const a = makeClient({ store, retry: { maxAttempts: 1 } });
@@ -556,7 +522,7 @@ describe('the call holding its unrecorded success takes the record back cleared 
     release();
     const error = await first;
     expect(isOnceError(error) ? error.code : error).toBe('AMBIGUOUS_OUTCOME');
-    expect(failEvidence).toBe(false);
+    expect(evidenceFailed()).toBe(true);
     const record = await b.get(SPEC);
     expect(record?.evidence.some((e) => e.kind === 'late_response' && e.detail.startsWith('late success outcome'))).toBe(true);
     expect(record?.state).toBe('ambiguous');
@@ -567,3 +533,26 @@ describe('the call holding its unrecorded success takes the record back cleared 
     expect(held.calls() + resent + again.calls()).toBe(2);
   });
 });
+
+/** The SQLite store of `dbPath`, whose first write of `late_response` evidence fails (a StoreError, nothing written). */
+function failingFirstEvidence(): { store: OnceStore; evidenceFailed: () => boolean } {
+  const inner = sqliteStore({ path: dbPath });
+  let failed = false;
+  const store: OnceStore = {
+    ...inner,
+    name: inner.name,
+    claim: inner.claim.bind(inner),
+    get: inner.get.bind(inner),
+    list: inner.list.bind(inner),
+    purge: inner.purge.bind(inner),
+    close: inner.close.bind(inner),
+    compareAndSet: async (id, expected, next) => {
+      if (!failed && next.evidence.some((e) => e.kind === 'late_response')) {
+        failed = true;
+        throw new StoreError('test: the late success could not be kept');
+      }
+      return inner.compareAndSet(id, expected, next);
+    },
+  };
+  return { store, evidenceFailed: () => failed };
+}
