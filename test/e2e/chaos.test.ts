@@ -36,6 +36,19 @@ function runChaos(args: string[], env: NodeJS.ProcessEnv = process.env): Promise
   });
 }
 
+/** A `--json` chaos run that passed: exit 0, no worker error, no violation, no duplicate (its progress printed). */
+async function passingRun(args: string[], env?: NodeJS.ProcessEnv): Promise<{ summary: Summary; lines: string[]; stderr: string }> {
+  const run = await runChaos([...args, '--json'], env);
+  const lines = run.stdout.trim().split('\n');
+  const summary = JSON.parse(lines.at(-1) ?? '{}') as Summary;
+  console.log(lines.slice(0, -1).join('\n'));
+  expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
+  expect(summary.errors).toEqual([]);
+  expect(summary.check.violations).toEqual([]);
+  expect(summary.check.duplicates).toBe(0);
+  return { summary, lines, stderr: run.stderr };
+}
+
 interface Summary {
   check: { violations: unknown[]; duplicates: number; ok: number; fail: number; indeterminate: number; reconciled: { toOne: number; toZero: number }; refs: number };
   errors: string[];
@@ -48,14 +61,7 @@ interface Summary {
 }
 
 it(`2,000 operations under the full chaos mix (seed ${SEED}): no violation`, { timeout: 240_000 }, async () => {
-  const run = await runChaos(['--ops', String(OPS), '--seed', String(SEED), '--json']);
-  const lines = run.stdout.trim().split('\n');
-  const summary = JSON.parse(lines.at(-1) ?? '{}') as Summary;
-  console.log(lines.slice(0, -1).join('\n'));
-  expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
-  expect(summary.errors).toEqual([]);
-  expect(summary.check.violations).toEqual([]);
-  expect(summary.check.duplicates).toBe(0);
+  const { summary } = await passingRun(['--ops', String(OPS), '--seed', String(SEED)]);
 
   // The chaos happened: every call scheduled, every fault kind, kills, pauses, collisions, ambiguity.
   expect(summary.invokes.workers).toBe(OPS);
@@ -73,14 +79,7 @@ const SF_OPS = 400;
 const SF_SEED = 20261130;
 
 it(`${SF_OPS} operations with 15 % of the workers' store calls faulty (seed ${SF_SEED}): no violation`, { timeout: 90_000 }, async () => {
-  const run = await runChaos(['--ops', String(SF_OPS), '--seed', String(SF_SEED), '--store-faults', '0.15', '--json']);
-  const lines = run.stdout.trim().split('\n');
-  const summary = JSON.parse(lines.at(-1) ?? '{}') as Summary;
-  console.log(lines.slice(0, -1).join('\n'));
-  expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
-  expect(summary.errors).toEqual([]);
-  expect(summary.check.violations).toEqual([]);
-  expect(summary.check.duplicates).toBe(0);
+  const { summary, lines } = await passingRun(['--ops', String(SF_OPS), '--seed', String(SF_SEED), '--store-faults', '0.15']);
   expect(summary.invokes.workers).toBe(SF_OPS);
   // Every kind of store fault happened (lost acknowledgements: 19-24 in 3 runs, 3-9 of them claims).
   for (const kind of ['reject', 'lost_ack', 'slow']) expect(summary.storeFaults[kind], kind).toBeGreaterThan(0);
@@ -104,15 +103,8 @@ describeWithPostgres('the chaos run on PostgreSQL', (url) => {
   const PG_SEED = 20261130;
 
   it(`${PG_OPS} operations under the full chaos mix on one PostgreSQL table (seed ${PG_SEED}): no violation, schema dropped`, { timeout: 120_000 }, async () => {
-    const run = await runChaos(['--store', 'postgres', '--ops', String(PG_OPS), '--seed', String(PG_SEED), '--json'], { ...process.env, DATABASE_URL: url });
-    const lines = run.stdout.trim().split('\n');
-    const summary = JSON.parse(lines.at(-1) ?? '{}') as Summary;
-    console.log(lines.slice(0, -1).join('\n'));
-    expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
+    const { summary, lines, stderr } = await passingRun(['--store', 'postgres', '--ops', String(PG_OPS), '--seed', String(PG_SEED)], { ...process.env, DATABASE_URL: url });
     expect(lines).toContainEqual(expect.stringMatching(/^processes .* one PostgreSQL table$/));
-    expect(summary.errors).toEqual([]);
-    expect(summary.check.violations).toEqual([]);
-    expect(summary.check.duplicates).toBe(0);
     expect(summary.invokes.workers).toBe(PG_OPS);
     expect(summary.kills).toBeGreaterThan(0);
     expect(summary.pauses).toBeGreaterThan(0);
@@ -120,8 +112,8 @@ describeWithPostgres('the chaos run on PostgreSQL', (url) => {
     expect(summary.check.reconciled.toOne + summary.check.reconciled.toZero).toBe(summary.check.indeterminate);
 
     // The run's schema is gone.
-    const schema = /schema (oncefetch_chaos_[0-9a-f]+)/.exec(run.stderr)?.[1];
-    expect(schema, run.stderr).toBeDefined();
+    const schema = /schema (oncefetch_chaos_[0-9a-f]+)/.exec(stderr)?.[1];
+    expect(schema, stderr).toBeDefined();
     const pool = adminPool(url, 1);
     try {
       const { rowCount } = await pool.query('SELECT 1 FROM information_schema.schemata WHERE schema_name = $1', [schema]);
