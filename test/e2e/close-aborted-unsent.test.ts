@@ -14,13 +14,13 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createClient } from '../../src/index.js';
-import type { OnceClient, OnceClientOptions } from '../../src/index.js';
+import type { OnceClient } from '../../src/index.js';
 import { LET_GO_WAIT_MS } from '../../src/engine/acquire.js';
 import type { Provider } from '../../src/testing/provider.js';
-import { describeEachStore } from '../helpers/close-stores.js';
+import { closeCase, describeEachStore } from '../helpers/close-stores.js';
 import { keylessProviderEachTest } from '../helpers/keyless-provider.js';
 import { orderInit, until, wait } from '../helpers/setup.js';
-import { slowAck, storedAt } from '../helpers/slow-ack.js';
+import { slowAck } from '../helpers/slow-ack.js';
 
 const ACTION = 'create-order';
 const SLACK_MS = 300;
@@ -39,23 +39,18 @@ describeEachStore('caller abort while the claim is unacknowledged, then close({ 
     return slow;
   }
 
-  function clientOf(options: OnceClientOptions = {}): OnceClient {
-    // (the test's own store when given: a store opened and not used would be left open)
-    const client = createClient({ telemetry: false, leaseMs: LEASE_MS, ...options, store: options.store ?? at().open() });
-    cleanups.push(() => client.close());
-    return client;
-  }
+  const { clientOf, stored, sentOnceByNextClient, ranOnceByNextClient } = closeCase(at, cleanups, () => provider, { action: ACTION, leaseMs: LEASE_MS });
 
-  const stored = (ref: string) => storedAt(at().open, { action: ACTION, ref }, { leaseMs: LEASE_MS });
-
-  /** The record a stopped call left: pending, no lease, its attempt never sent; the next client (no lookup, no provider dedupe) sends it once, with the key minted before. */
-  async function sentOnceByNextClient(ref: string): Promise<void> {
-    const rec = await stored(ref);
-    expect(rec).toMatchObject({ state: 'pending', lease: null, attempts: ['not_sent'] });
-    const res = await clientOf().fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref } });
-    expect(res.status).toBe(201);
-    expect(provider.requests.filter((r) => r.ref === ref).map((r) => r.key)).toEqual([rec.key]);
-    expect(provider.effectsFor(ref)).toBe(1);
+  /** `a`'s fetch of `ref`, which its caller aborts once `ready` resolves (its claim held up): it ends with AbortError. */
+  async function abortedOnce(a: OnceClient, ref: string, ready: () => Promise<unknown>): Promise<void> {
+    const abort = new AbortController();
+    const call = a.fetch(`${provider.url}/orders`, { ...orderInit(ref), signal: abort.signal, once: { action: ACTION, ref } }).then(
+      (res) => String(res.status),
+      (error: unknown) => (error as Error).name,
+    );
+    await ready();
+    abort.abort();
+    expect(await call).toBe('AbortError');
   }
 
   describe('caller abort while the claim is unacknowledged, then close({ waitMs: 50 })', () => {
@@ -63,14 +58,7 @@ describeEachStore('caller abort while the claim is unacknowledged, then close({ 
       const ref = 'CAU-fetch';
       const { store, plan } = slowClaimAck();
       const a = clientOf({ store });
-      const abort = new AbortController();
-      const call = a.fetch(`${provider.url}/orders`, { ...orderInit(ref), signal: abort.signal, once: { action: ACTION, ref } }).then(
-        (res) => String(res.status),
-        (error: unknown) => (error as Error).name,
-      );
-      await until(() => plan.pending);
-      abort.abort();
-      expect(await call).toBe('AbortError');
+      await abortedOnce(a, ref, () => until(() => plan.pending));
       const t0 = performance.now();
       await a.close({ waitMs: 50 });
       expect(performance.now() - t0).toBeLessThan(50 + LET_GO_WAIT_MS + SLACK_MS);
@@ -99,10 +87,7 @@ describeEachStore('caller abort while the claim is unacknowledged, then close({ 
       await a.close({ waitMs: 50 });
       expect(runs).toEqual([]);
 
-      const rec = await stored(ref);
-      expect(rec).toMatchObject({ state: 'pending', lease: null, attempts: ['not_sent'] });
-      expect(await clientOf().run({ action: ACTION, ref }, effect)).toEqual({ id: 'o-1' });
-      expect(runs).toEqual([rec.key]);
+      await ranOnceByNextClient(ref, effect, runs);
     });
   });
 
@@ -154,14 +139,7 @@ describeEachStore('caller abort while the claim is unacknowledged, then close({ 
       const { store, plan } = slowClaimAck();
       plan.ackDelayMs = LEASE_MS + 200;
       const a = clientOf({ store });
-      const abort = new AbortController();
-      const call = a.fetch(`${provider.url}/orders`, { ...orderInit(ref), signal: abort.signal, once: { action: ACTION, ref } }).then(
-        (res) => String(res.status),
-        (error: unknown) => (error as Error).name,
-      );
-      await until(() => plan.pending);
-      abort.abort();
-      expect(await call).toBe('AbortError');
+      await abortedOnce(a, ref, () => until(() => plan.pending));
       const t0 = performance.now();
       await a.close(options);
       expect(performance.now() - t0).toBeLessThan(50 + LET_GO_WAIT_MS + SLACK_MS);
@@ -181,14 +159,7 @@ describeEachStore('caller abort while the claim is unacknowledged, then close({ 
       const { store, plan } = slowClaimAck();
       plan.ackDelayMs = 700;
       const a = clientOf({ store, owner: 'client-a' });
-      const abort = new AbortController();
-      const call = a.fetch(`${provider.url}/orders`, { ...orderInit(ref), signal: abort.signal, once: { action: ACTION, ref } }).then(
-        (res) => String(res.status),
-        (error: unknown) => (error as Error).name,
-      );
-      await until(() => plan.pending);
-      abort.abort();
-      expect(await call).toBe('AbortError');
+      await abortedOnce(a, ref, () => until(() => plan.pending));
       const closing = a.close();
       await wait(LEASE_MS + 50);
       // b takes the record over (a's lease has ended) and holds it while its lookup waits
@@ -243,14 +214,7 @@ describeEachStore('caller abort while the claim is unacknowledged, then close({ 
       const a = clientOf();
       await a.get({ action: ACTION, ref: 'warm-up' });
       const { released } = await hold(LEASE_MS + 300);
-      const abort = new AbortController();
-      const call = a.fetch(`${provider.url}/orders`, { ...orderInit(ref), signal: abort.signal, once: { action: ACTION, ref } }).then(
-        (res) => String(res.status),
-        (error: unknown) => (error as Error).name,
-      );
-      await wait(30);
-      abort.abort();
-      expect(await call).toBe('AbortError');
+      await abortedOnce(a, ref, () => wait(30));
       const t0 = performance.now();
       await a.close({ waitMs: 50 });
       expect(performance.now() - t0).toBeLessThan(50 + LET_GO_WAIT_MS + SLACK_MS);

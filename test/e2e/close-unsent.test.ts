@@ -14,15 +14,15 @@
  * possibly delivered (no lookup: AmbiguousOutcomeError; a lookup: asked first).
  */
 import { describe, expect, it } from 'vitest';
-import { StoreError, createClient } from '../../src/index.js';
-import type { OnceClient, OnceClientOptions } from '../../src/index.js';
+import { StoreError } from '../../src/index.js';
+import type { OnceClient } from '../../src/index.js';
 import { LET_GO_WAIT_MS } from '../../src/engine/acquire.js';
 import type { Provider } from '../../src/testing/provider.js';
-import { describeEachStore } from '../helpers/close-stores.js';
+import { closeCase, describeEachStore } from '../helpers/close-stores.js';
 import { keylessProviderEachTest } from '../helpers/keyless-provider.js';
 import { lossy } from '../helpers/lossy-store.js';
 import { lookupByRef, orderInit, until, wait } from '../helpers/setup.js';
-import { ended, slowAck as slowAckOver, storedAt } from '../helpers/slow-ack.js';
+import { ended, slowAck as slowAckOver } from '../helpers/slow-ack.js';
 
 const ACTION = 'create-order';
 /** how late past its mark a step may end on this shared 2-core machine */
@@ -42,23 +42,7 @@ describeEachStore('close({ waitMs }) stops a call between recording its attempt 
   /** The test's store, its writes that open an attempt acknowledged late (see slow-ack.ts). */
   const slowAck = () => slowAckOver(at().open());
 
-  function clientOf(options: OnceClientOptions = {}): OnceClient {
-    // (the test's own store when given: a store opened and not used would be left open)
-    const client = createClient({ telemetry: false, leaseMs: LEASE_MS, ...options, store: options.store ?? at().open() });
-    cleanups.push(() => client.close());
-    return client;
-  }
-
-  const stored = (ref: string) => storedAt(at().open, { action: ACTION, ref }, { leaseMs: LEASE_MS });
-
-  /** The record a stopped call left: pending, no lease, its attempt never sent; the next client (no lookup, no provider dedupe) sends it once, with the key minted before. */
-  async function sentOnceByNextClient(ref: string): Promise<void> {
-    const rec = await stored(ref);
-    expect(rec).toMatchObject({ state: 'pending', lease: null, attempts: ['not_sent'] });
-    expect((await order(clientOf(), ref)).status).toBe(201);
-    expect(provider.requests.filter((r) => r.ref === ref).map((r) => r.key)).toEqual([rec.key]);
-    expect(provider.effectsFor(ref)).toBe(1);
-  }
+  const { clientOf, stored, sentOnceByNextClient, ranOnceByNextClient } = closeCase(at, cleanups, () => provider, { action: ACTION, leaseMs: LEASE_MS });
 
   describe('close({ waitMs }) while the write that opens attempt 1 (the claim) is pending', () => {
     it('fetch: nothing sent; the record is pending with the attempt closed not_sent; the next client (no lookup) sends it once with the same key', async () => {
@@ -97,11 +81,7 @@ describeEachStore('close({ waitMs }) stops a call between recording its attempt 
       expect((await call).outcome).toBe('StoreError');
       expect(runs).toEqual([]);
 
-      const rec = await stored(ref);
-      expect(rec).toMatchObject({ state: 'pending', lease: null, attempts: ['not_sent'] });
-      const b = clientOf();
-      expect(await b.run({ action: ACTION, ref }, effect)).toEqual({ id: 'o-1' });
-      expect(runs).toEqual([rec.key]);
+      await ranOnceByNextClient(ref, effect, runs);
     });
   });
 

@@ -8,14 +8,17 @@
 import 'fake-indexeddb/auto';
 import { join } from 'node:path';
 import type pg from 'pg';
-import { afterAll, beforeAll, beforeEach, describe } from 'vitest';
-import type { OnceStore } from '../../src/index.js';
+import { afterAll, beforeAll, beforeEach, describe, expect } from 'vitest';
+import { createClient } from '../../src/index.js';
+import type { OnceClient, OnceClientOptions, OnceStore } from '../../src/index.js';
+import type { Provider } from '../../src/testing/provider.js';
 import { indexedDbStore } from '../../src/stores/indexeddb.js';
 import { postgresStore } from '../../src/stores/postgres.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
 import { deleteIdb, freshDbName } from '../browser/idb-raw.js';
 import { adminPool, describeWithPostgres, dropSchema, freshSchemaName } from './postgres.js';
-import { tempDir, wait } from './setup.js';
+import { orderInit, tempDir, wait } from './setup.js';
+import { storedAt } from './slow-ack.js';
 
 /** One test's store: `open` opens another handle on the same data (a new client's, a new process's). */
 export interface StoreAt {
@@ -74,6 +77,46 @@ export function describeEachStore(title: string, cleanups: (() => unknown)[], bo
     const open = (): OnceStore => postgresStore({ connectionString: url, schema });
     declare(() => ({ at: { kind: 'postgres', open, holdWrites: (ms: number) => holdPostgres(open, admin, schema, ms) }, cleanup: () => undefined }))();
   });
+}
+
+/**
+ * What the close tests share on the store `at()` gives: their clients (closed after the test), the record
+ * of a ref as stored, and the checks that the next client sends (or runs) a stopped call once.
+ */
+export function closeCase(at: () => StoreAt, cleanups: (() => unknown)[], provider: () => Provider, { action, leaseMs }: { action: string; leaseMs: number }) {
+  function clientOf(options: OnceClientOptions = {}): OnceClient {
+    // (the test's own store when given: a store opened and not used would be left open)
+    const client = createClient({ telemetry: false, leaseMs, ...options, store: options.store ?? at().open() });
+    cleanups.push(() => client.close());
+    return client;
+  }
+
+  const stored = (ref: string) => storedAt(at().open, { action, ref }, { leaseMs });
+
+  /** The record a stopped call left: pending, no lease, its attempt never sent; returns it. */
+  async function leftPending(ref: string) {
+    const rec = await stored(ref);
+    expect(rec).toMatchObject({ state: 'pending', lease: null, attempts: ['not_sent'] });
+    return rec;
+  }
+
+  /** The record a stopped call left (see `leftPending`); the next client (no lookup, no provider dedupe) sends it once, with the key minted before. */
+  async function sentOnceByNextClient(ref: string): Promise<void> {
+    const rec = await leftPending(ref);
+    const res = await clientOf().fetch(`${provider().url}/orders`, { ...orderInit(ref), once: { action, ref } });
+    expect(res.status).toBe(201);
+    expect(provider().requests.filter((r) => r.ref === ref).map((r) => r.key)).toEqual([rec.key]);
+    expect(provider().effectsFor(ref)).toBe(1);
+  }
+
+  /** The record a stopped `client.run()` left (see `leftPending`); the next client runs `effect` (which logs its keys in `runs` and returns `{ id: 'o-1' }`) once, with the key minted before. */
+  async function ranOnceByNextClient(ref: string, effect: (ctx: { key: string }) => Promise<unknown>, runs: string[]): Promise<void> {
+    const rec = await leftPending(ref);
+    expect(await clientOf().run({ action, ref }, effect)).toEqual({ id: 'o-1' });
+    expect(runs).toEqual([rec.key]);
+  }
+
+  return { clientOf, stored, sentOnceByNextClient, ranOnceByNextClient };
 }
 
 /** Creates the store's tables (or database) as its first use does. */
