@@ -22,26 +22,38 @@ const SCOPE = { action: 'create-order', ref: 'R3-L1' };
 const post = { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"ref":"R3-L1"}' };
 const URL_ORDERS = 'http://127.0.0.1:9/orders';
 
+/**
+ * Two clients, one of `storeA` whose request for SCOPE never ends and one of `storeB`, under one fake
+ * LockManager: `b`'s call of the same scope does not wait on `a`'s lock (201 in well under its
+ * `inFlightWaitMs` of 1 s), and the two took locks of two names.
+ */
+async function expectNoWaitAcross(storeA: OnceStore, storeB: OnceStore): Promise<void> {
+  const names: string[] = [];
+  const exclusive = webLocks(fakeLocks(names));
+  const client = (store: OnceStore, fetch: typeof globalThis.fetch, inFlightWaitMs?: number) =>
+    createClientWith(
+      { store, fetch, random: () => 0, ...(inFlightWaitMs === undefined ? {} : { inFlightWaitMs }), retry: { attemptTimeoutMs: 60_000, budget: false } },
+      { store: () => store, fetch: () => never as typeof fetch, exclusive },
+    );
+  const a = client(storeA, () => never<Response>());
+  const b = client(storeB, async () => new Response('{}', { status: 201 }), 1_000);
+  try {
+    void a.fetch(URL_ORDERS, { ...post, once: SCOPE }).catch(() => undefined);
+    while ((await a.get(SCOPE))?.state !== 'in_flight') await tick(5);
+    const started = Date.now();
+    const res = await b.fetch(URL_ORDERS, { ...post, once: SCOPE });
+    const waited = Date.now() - started;
+    expect(res.status).toBe(201);
+    expect({ waited: waited < 500, names: new Set(names).size }).toEqual({ waited: true, names: 2 });
+  } finally {
+    await a.close({ waitMs: 0 });
+    await b.close({ waitMs: 0 });
+  }
+}
+
 describe('Web Lock names of memory stores', () => {
   it('two clients of two memory stores do not wait on each other for one scope', async () => {
-    const names: string[] = [];
-    const exclusive = webLocks(fakeLocks(names));
-    const storeA = memoryStore();
-    const storeB = memoryStore();
-    const a = createClientWith({ store: storeA, fetch: () => never<Response>(), random: () => 0, retry: { attemptTimeoutMs: 60_000, budget: false } }, { store: () => storeA, fetch: () => never as typeof fetch, exclusive });
-    const b = createClientWith({ store: storeB, inFlightWaitMs: 1_000, fetch: async () => new Response('{}', { status: 201 }), random: () => 0, retry: { budget: false } }, { store: () => storeB, fetch: () => never as typeof fetch, exclusive });
-    try {
-      void a.fetch(URL_ORDERS, { ...post, once: SCOPE }).catch(() => undefined);
-      while ((await a.get(SCOPE))?.state !== 'in_flight') await tick(5);
-      const started = Date.now();
-      const res = await b.fetch(URL_ORDERS, { ...post, once: SCOPE });
-      const waited = Date.now() - started;
-      expect(res.status).toBe(201);
-      expect({ waited: waited < 500, names: new Set(names).size }).toEqual({ waited: true, names: 2 });
-    } finally {
-      await a.close({ waitMs: 0 });
-      await b.close({ waitMs: 0 });
-    }
+    await expectNoWaitAcross(memoryStore(), memoryStore());
   });
 });
 
@@ -80,29 +92,10 @@ describe('Web Lock names of IndexedDB stores', () => {
   });
 
   it("two clients of the stores 'a/b' + 'c' and 'a' + 'b/c' do not wait on each other for one scope", async () => {
-    const names: string[] = [];
-    const exclusive = webLocks(fakeLocks(names));
     const prefix = freshDbName();
-    const storeA = indexedDbStore({ dbName: `${prefix}/b`, storeName: 'c' });
-    const storeB = indexedDbStore({ dbName: prefix, storeName: 'b/c' });
-    const client = (store: OnceStore, fetch: typeof globalThis.fetch, inFlightWaitMs?: number) =>
-      createClientWith(
-        { store, fetch, random: () => 0, ...(inFlightWaitMs === undefined ? {} : { inFlightWaitMs }), retry: { attemptTimeoutMs: 60_000, budget: false } },
-        { store: () => store, fetch: () => never as typeof fetch, exclusive },
-      );
-    const a = client(storeA, () => never<Response>());
-    const b = client(storeB, async () => new Response('{}', { status: 201 }), 1_000);
     try {
-      void a.fetch(URL_ORDERS, { ...post, once: SCOPE }).catch(() => undefined);
-      while ((await a.get(SCOPE))?.state !== 'in_flight') await tick(5);
-      const started = Date.now();
-      const res = await b.fetch(URL_ORDERS, { ...post, once: SCOPE });
-      const waited = Date.now() - started;
-      expect(res.status).toBe(201);
-      expect({ waited: waited < 500, names: new Set(names).size }).toEqual({ waited: true, names: 2 });
+      await expectNoWaitAcross(indexedDbStore({ dbName: `${prefix}/b`, storeName: 'c' }), indexedDbStore({ dbName: prefix, storeName: 'b/c' }));
     } finally {
-      await a.close({ waitMs: 0 });
-      await b.close({ waitMs: 0 });
       await deleteIdb(`${prefix}/b`);
       await deleteIdb(prefix);
     }
