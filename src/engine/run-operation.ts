@@ -149,6 +149,13 @@ function toJson(value: unknown): string {
   }
 }
 
+/** A `spec.lookup` answer: `{ value }` (found) or null (absent); anything else is no answer, a TypeError. */
+function lookupAnswer(answer: unknown): { value: unknown } | null {
+  if (answer === null) return null;
+  if (typeof answer !== 'object' || !Object.hasOwn(answer, 'value')) throw new TypeError('spec.lookup must resolve to { value } (found) or null (absent)');
+  return answer as { value: unknown };
+}
+
 /**
  * The JSON a lookup found for a value snapshot it made, by that snapshot object: a concurrent call
  * that joined the call whose lookup found it shares its record (and this object), never a store's copy.
@@ -177,11 +184,9 @@ async function askForValue(
   const unhook = engine.whenClosed((reason) => stop.abort(reason));
   try {
     signal?.throwIfAborted();
-    const answer: unknown = await untilAborted(lookup(stop.signal), stop.signal);
-    if (answer === null) return { none: true };
-    // Anything else is not an answer: a failure, as reconciliation takes it.
-    if (typeof answer !== 'object' || !Object.hasOwn(answer, 'value')) throw new TypeError('spec.lookup must resolve to { value } (found) or null (absent)');
-    return { value: (answer as { value: unknown }).value };
+    // (anything but { value } or null is not an answer: a failure, as reconciliation takes it)
+    const answer = lookupAnswer(await untilAborted(lookup(stop.signal), stop.signal));
+    return answer === null ? { none: true } : { value: answer.value };
   } catch (error) {
     if (signal?.aborted) throw signal.reason;
     return { error };
@@ -209,11 +214,10 @@ export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx:
     userLookup === undefined
       ? undefined
       : async (ctx) => {
-          const answer: unknown = await userLookup(ctx);
+          // (anything but { value } or null is not an answer: reconciled as "unknown", never as found or absent)
+          const answer = lookupAnswer(await userLookup(ctx));
           if (answer === null) return null;
-          // Anything else is not an answer: reconciled as "unknown", never as found or absent.
-          if (typeof answer !== 'object' || !Object.hasOwn(answer, 'value')) throw new TypeError('spec.lookup must resolve to { value } (found) or null (absent)');
-          const json = toJson((answer as { value: unknown }).value);
+          const json = toJson(answer.value);
           found = { json, snapshot: valueSnapshot(json, 200, 'lookup', cap) };
           if (found.snapshot.bodyTruncated) foundJson.set(found.snapshot, json);
           return found.snapshot;
@@ -261,7 +265,8 @@ export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx:
   if (live !== undefined && 'value' in live) return live.value;
   const snapshot = result.snapshot;
   // (a value not stored: not a failed run's cut message that the caller's classify called a success)
-  if (unstoredBytes(snapshot) !== undefined) {
+  const bytes = unstoredBytes(snapshot);
+  if (bytes !== undefined) {
     // This call's own lookup found the value the record could not hold (or the lookup of the call it
     // joined): its JSON form, as a replay gives.
     if (!result.replayed && found !== undefined && found.snapshot.body === snapshot.body) return JSON.parse(found.json) as T;
@@ -271,10 +276,9 @@ export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx:
     const { record } = result;
     const asked = userLookup === undefined ? undefined : await askForValue(engine, spec.signal, deadlineAt, async (signal) => userLookup({ scope, key: record.key, record, signal }));
     if (asked !== undefined && 'value' in asked) return JSON.parse(toJson(asked.value)) as T;
-    const bytes = unstoredBytes(snapshot);
     const said = asked === undefined ? ' Read the value from the provider (e.g. with a lookup for this action)' : ` Its lookup, asked for it, ${'error' in asked ? 'failed' : 'found none'}: read the value from the provider`;
     throw new ValueNotStoredError(
-      `operation ${scope.tenant}/${scope.action}/${scope.ref} succeeded earlier, but its value (${bytes ?? '?'} bytes of JSON) was larger than ` +
+      `operation ${scope.tenant}/${scope.action}/${scope.ref} succeeded earlier, but its value (${bytes} bytes of JSON) was larger than ` +
         `maxStoredBodyBytes and was not stored; the effect was not run again.${said}, and raise maxStoredBodyBytes so that later values this large are stored.`,
       { scope, bytes, cause: asked !== undefined && 'error' in asked ? asked.error : undefined },
     );
