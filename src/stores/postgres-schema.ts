@@ -199,7 +199,8 @@ const CAUSES: ReadonlyArray<readonly [string, string]> = [
   ['25006', 'database is read-only (a standby?)'],
   ['53300', 'too many connections: lower the pool size or raise max_connections'],
   ['57014', 'statement timed out or was cancelled'],
-  ['57P01', 'the server is shutting down'],
+  // admin_shutdown: a server shutting down, or pg_terminate_backend() on this session alone
+  ['57P01', 'the connection was terminated by the server (an administrator or a shutdown)'],
   ['40P01', 'deadlock detected'],
   ['40001', 'serialisation failure'],
   ['08', 'connection failure'],

@@ -288,6 +288,38 @@ describeWithPostgres('postgresStore', (url) => {
       await admin.query(`DROP TABLE "${schema}"."${table}_moved"`);
     });
 
+    // 57P01 (admin_shutdown) is also what a server that keeps running sends to the one session
+    // ended by pg_terminate_backend(): the message must not claim the server is shutting down.
+    it('a connection ended by pg_terminate_backend (57P01) mid-statement: a StoreError saying the server terminated the connection', { timeout: 20_000 }, async () => {
+      const { store, table } = open();
+      const r = sample();
+      await store.claim(r);
+      // Hold the table so the store's next read waits inside the server, then end only that session.
+      const holder = await admin.connect();
+      try {
+        await holder.query('BEGIN');
+        await holder.query(`LOCK TABLE "${schema}"."${table}" IN ACCESS EXCLUSIVE MODE`);
+        const failed = storeError(store.get(r.id));
+        const waiting = async (): Promise<number> => {
+          const { rows } = await admin.query(
+            `SELECT pid FROM pg_stat_activity WHERE application_name = 'oncefetch' AND wait_event_type = 'Lock' AND query LIKE $1`,
+            [`%"${schema}"."${table}"%`],
+          );
+          return rows.length === 0 ? 0 : (rows[0] as { pid: number }).pid;
+        };
+        await expect.poll(waiting, { timeout: 10_000, interval: 20 }).toBeGreaterThan(0);
+        await admin.query('SELECT pg_terminate_backend($1)', [await waiting()]);
+        const error = await failed;
+        expect(codeOf(error)).toBe('57P01');
+        expect(error.message).toMatch(/the connection was terminated by the server \(an administrator or a shutdown\) while reading record .*\[57P01\]/);
+        expect(error.message).not.toContain('shutting down');
+      } finally {
+        await holder.query('ROLLBACK').catch(() => undefined);
+        holder.release();
+        await store.close();
+      }
+    });
+
     it('purges in batches of purgeBatchSize; two purging stores split the work and count each row once', async () => {
       const table = freshTable();
       const a = postgresStore({ connectionString: url, schema, table, purgeBatchSize: 7 });
