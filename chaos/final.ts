@@ -28,6 +28,8 @@ export interface FinalInput {
   history: readonly HistoryEntry[];
   /** the first operation number free for the final calls */
   firstOp: number;
+  /** the run was interrupted: stop at the next step, leaving the store closed (see `runChaos`) */
+  signal?: AbortSignal | undefined;
 }
 
 /** What it did. */
@@ -78,7 +80,8 @@ async function retried<T>(read: () => Promise<T>): Promise<T> {
 export async function finalRecovery(input: FinalInput): Promise<FinalReport> {
   const t = input.timing;
   // Every worker is gone: wait until their leases ran out and their last sends can no longer land.
-  await sleep(Math.max(t.leaseMs, t.settleMs) + 300);
+  await sleep(Math.max(t.leaseMs, t.settleMs) + 300, undefined, { signal: input.signal });
+  input.signal?.throwIfAborted();
   // Never the workers' store faults: this is the truth the checker reads.
   const client = createClient({
     store: openStore(input.store),
@@ -94,6 +97,7 @@ export async function finalRecovery(input: FinalInput): Promise<FinalReport> {
   const report: FinalReport = { entries: [], rounds: 0, resolved: 0, absent: 0, leftLive: 0, attemptClasses: {} };
   try {
     for (let round = 0; round < 30; round++) {
+      input.signal?.throwIfAborted();
       const live = await retried(() => client.store.list({ states: ['in_flight', 'ambiguous'], limit: 1_000_000 }));
       report.leftLive = live.length;
       if (live.length === 0) break;
@@ -106,6 +110,7 @@ export async function finalRecovery(input: FinalInput): Promise<FinalReport> {
     const refs = [...new Set(input.history.filter((e) => e.type === 'indeterminate').map((e) => e.ref))].sort();
     const read = async (phase: ReconciledEntry['phase']): Promise<void> => {
       for (const ref of refs) {
+        input.signal?.throwIfAborted();
         const at = Date.now();
         const record = await retried(() => client.get({ action: isStrict(ref) ? STRICT_ACTION : DEDUPE_ACTION, ref }));
         report.entries.push({ type: 'reconciled', phase, ref, at, state: record?.state ?? 'absent', claim: claimOf(record), orderId: storedOrderId(record) });
@@ -117,6 +122,7 @@ export async function finalRecovery(input: FinalInput): Promise<FinalReport> {
     const lane = async (): Promise<void> => {
       for (let ref = queue.shift(); ref !== undefined; ref = queue.shift()) {
         for (let round = 0; round < 10; round++) {
+          input.signal?.throwIfAborted();
           const caller = { op: op++, worker: 'final', incarnation: 0, ref };
           report.entries.push({ type: 'invoke', ...caller, at: Date.now() });
           const outcome = isStrict(ref)

@@ -5,6 +5,7 @@
  * @module
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
 import { appendFileSync, existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -105,6 +106,13 @@ export class Fleet {
       slot.child?.kill('SIGKILL');
     }
     this.settle();
+  }
+
+  /** Kills every worker still alive, as `stop` does, and resolves once each of them has exited. */
+  async halt(): Promise<void> {
+    const alive = this.slots.flatMap((s) => (s.child?.pid !== undefined && s.child.exitCode === null && s.child.signalCode === null ? [s.child] : []));
+    this.stop();
+    await Promise.all(alive.map((child) => (child.exitCode === null && child.signalCode === null ? once(child, 'exit') : undefined)));
   }
 
   private spawn(slot: Slot): void {

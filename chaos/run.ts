@@ -6,10 +6,14 @@
  * SIGKILLs, restarts and pauses past the lease; every call is recorded and
  * checked against the providers' effect logs. Prints the totals; exits 1 on
  * any violation (printing the command that replays the seed), 2 on a bad
- * command line.
+ * command line. SIGINT or SIGTERM stops the run: the workers are killed, the
+ * PostgreSQL schema dropped and the run directory removed (unless `--keep`),
+ * and it exits 128 + the signal's number (130, 143); a second signal exits at
+ * once.
  *
  * @module
  */
+import { constants } from 'node:os';
 import { parseArgs } from 'node:util';
 import { EXIT, UsageError, intFlag, numberFlag, parsing } from '../src/cli/args.js';
 import type { RunPlan } from './plan.js';
@@ -159,6 +163,29 @@ export function formatTotals(options: ChaosOptions, r: ChaosResult): string {
   return lines.join('\n');
 }
 
+/** The reason a run stopped by a signal rejects with. */
+class Interrupted extends Error {
+  /** 128 + the signal's number, as a shell reports a process the signal ended */
+  readonly exitCode: number;
+  constructor(readonly signal: 'SIGINT' | 'SIGTERM') {
+    super(`interrupted by ${signal}`);
+    this.exitCode = 128 + constants.signals[signal];
+  }
+}
+
+/** Aborts the run on the first SIGINT or SIGTERM; a second one exits at once, cleaning nothing. */
+function stopOnSignals(): AbortSignal {
+  const stop = new AbortController();
+  for (const name of ['SIGINT', 'SIGTERM'] as const) {
+    process.on(name, () => {
+      const reason = new Interrupted(name);
+      if (stop.signal.aborted) process.exit(reason.exitCode);
+      stop.abort(reason);
+    });
+  }
+  return stop.signal;
+}
+
 async function main(): Promise<number> {
   let options: ReturnType<typeof parseChaosArgs>;
   try {
@@ -175,7 +202,16 @@ async function main(): Promise<number> {
         'a sender paused before its send may create a second effect at the provider that ignores keys, which no client can prevent',
     );
   }
-  const result = await runChaos(options);
+  let result: ChaosResult;
+  try {
+    result = await runChaos({ ...options, signal: stopOnSignals() });
+  } catch (error) {
+    if (!(error instanceof Interrupted)) throw error;
+    const cleaned = options.keep ? 'run kept (--keep)' : `${options.store === 'postgres' ? 'schema dropped, ' : ''}run directory removed`;
+    options.log(`[chaos] ${error.message}: workers killed, ${cleaned}`);
+    // (exit now: a step that did not stop in time must not keep the process alive)
+    process.exit(error.exitCode);
+  }
   console.log(formatTotals(options, result));
   const failed = result.check.violations.length > 0 || result.errors.length > 0;
   if (failed) {

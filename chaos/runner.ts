@@ -21,7 +21,7 @@ import type { CheckResult, EffectEntry, HistoryEntry } from './history.js';
 import { chaosEvents, faultMix, subSeed, type RunPlan } from './plan.js';
 import type { ClientTiming, LookupFaults } from './protocol.js';
 import type { StoreFaults } from './store-faults.js';
-import { describeStore, dropStore, openStore, runStore, type StoreKind } from './store.js';
+import { describeStore, dropStore, openStore, runStore, type StoreKind, type StoreSpec } from './store.js';
 
 /** Options of {@link runChaos}. */
 export interface ChaosOptions {
@@ -46,6 +46,8 @@ export interface ChaosOptions {
   keep: boolean;
   /** progress lines */
   log: (line: string) => void;
+  /** stops the run (SIGINT, SIGTERM): `runChaos` rejects with its reason once the run is cleaned up */
+  signal?: AbortSignal;
 }
 
 /** What {@link runChaos} measured. */
@@ -98,12 +100,53 @@ function effectsOf(provider: Provider): EffectEntry[] {
   return provider.orders.map((o) => ({ id: o.id, ref: o.ref, createdAt: o.createdAt }));
 }
 
-/** Starts the providers and workers, unleashes the chaos, recovers, checks. */
+/** How long an interrupted or crashed run waits for its step in progress to stop before it drops the schema. */
+const STEP_STOP_MS = 5_000;
+
+/**
+ * Starts the providers and workers, unleashes the chaos, recovers, checks. When the run is
+ * interrupted (`options.signal`) or throws, it kills the workers, waits for the step in progress
+ * to stop, then drops the PostgreSQL schema and removes the run directory (unless `keep`), and
+ * rejects with the abort's reason or the error.
+ */
 export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
-  const { plan, timing } = options;
-  const startedAt = Date.now();
   const runDir = mkdtempSync(join(tmpdir(), 'oncefetch-chaos-'));
   const store = runStore(options.store, runDir);
+  const live: { fleet?: Fleet } = {};
+  const run = runSteps(options, runDir, store, live);
+  const { signal } = options;
+  let onAbort = (): void => undefined;
+  const interrupted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(signal?.reason);
+    if (signal?.aborted === true) onAbort();
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([run, interrupted]);
+  } catch (error) {
+    await live.fleet?.halt();
+    // The step in progress sees the abort (or has failed): let it close its store, so that nothing
+    // opens the schema again after the drop.
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([run.catch(() => undefined), new Promise((done) => (timer = setTimeout(done, STEP_STOP_MS)))]);
+    clearTimeout(timer);
+    if (options.keep) {
+      options.log(`[chaos] kept (--keep): run directory ${runDir}${store.kind === 'postgres' ? `, records in ${describeStore(store)}` : ''}`);
+    } else {
+      rmSync(runDir, { recursive: true, force: true });
+      // (a failure to drop is reported, not thrown: the run's own error is the one to see)
+      await dropStore(store).catch((e: unknown) => options.log(`[chaos] could not drop ${describeStore(store)}: ${e instanceof Error ? e.message : String(e)}`));
+    }
+    throw error;
+  } finally {
+    // (a signal once the run is over changes nothing, and must not reject `interrupted` unhandled)
+    signal?.removeEventListener('abort', onAbort);
+  }
+}
+
+async function runSteps(options: ChaosOptions, runDir: string, store: StoreSpec, live: { fleet?: Fleet }): Promise<ChaosResult> {
+  const { plan, timing, signal } = options;
+  const startedAt = Date.now();
   if (store.kind === 'postgres') {
     // Fail fast when the server is unreachable, and create the schema before the workers race to.
     const opened = openStore(store);
@@ -114,11 +157,19 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     }
     options.log(`[chaos] store: ${describeStore(store)}`);
   }
+  signal?.throwIfAborted();
   const lag = monitorEventLoopDelay({ resolution: 10 });
   lag.enable();
   const faultTiming = { attemptTimeoutMs: timing.attemptTimeoutMs, holdMs: options.holdMs };
   const dedupe = await startProvider({ processingMs: 2, randomFaults: { seed: subSeed(plan.seed, 10), rate: options.faultRate, kinds: faultMix(subSeed(plan.seed, 11), faultTiming) } });
   const strict = await startProvider({ processingMs: 2, ignoreKeys: true, randomFaults: { seed: subSeed(plan.seed, 12), rate: options.faultRate, kinds: faultMix(subSeed(plan.seed, 13), faultTiming) } });
+  if (signal?.aborted === true) {
+    // interrupted while the providers started: start no worker
+    lag.disable();
+    await dedupe.close();
+    await strict.close();
+    signal.throwIfAborted();
+  }
   let final: FinalReport = { entries: [], rounds: 0, resolved: 0, absent: 0, leftLive: 0, attemptClasses: {} };
   let history: HistoryEntry[] = [];
   let result: CheckResult;
@@ -128,14 +179,16 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     chaosEvents(plan, options.kills, options.pauses, options.pauseMs),
     options.log,
   );
+  live.fleet = fleet;
   try {
     await fleet.finished;
+    signal?.throwIfAborted();
     history = fleet.history();
     options.log(`[chaos] workers done after ${((Date.now() - startedAt) / 1000).toFixed(1)} s; final recovery…`);
-    final = await finalRecovery({ store, dedupeUrl: dedupe.url, strictUrl: strict.url, timing, history, firstOp: plan.ops });
+    final = await finalRecovery({ store, dedupeUrl: dedupe.url, strictUrl: strict.url, timing, history, firstOp: plan.ops, signal });
     history = [...history, ...final.entries];
     // Let any request still held by a provider land before the effect logs are read.
-    await sleep(options.holdMs + 200);
+    await sleep(options.holdMs + 200, undefined, { signal });
     const effects = [...effectsOf(dedupe), ...effectsOf(strict)];
     const requests = [...dedupe.requests, ...strict.requests].map((r) => ({ ref: r.ref, key: r.key }));
     result = check({ history, effects, requests });

@@ -44,7 +44,8 @@ export function describeStore(spec: StoreSpec): string {
 export async function dropStore(spec: StoreSpec): Promise<void> {
   if (spec.kind === 'sqlite') return;
   const pg = (await import('pg')).default;
-  const client = new pg.Client({ connectionString: spec.connectionString });
+  // (bounded: an interrupted run drops its schema on the way out, and must get out)
+  const client = new pg.Client({ connectionString: spec.connectionString, connectionTimeoutMillis: 5_000 });
   await client.connect();
   try {
     await client.query(`DROP SCHEMA IF EXISTS "${spec.schema}" CASCADE`);
