@@ -68,7 +68,12 @@ export interface OnceStats {
   ambiguous: number;
   /** lookups run (reconciliations) */
   lookups: number;
-  /** retries scheduled */
+  /**
+   * retries scheduled (one per `retry_scheduled` event), counted when the wait before the next step
+   * begins, so one counted here may send nothing: after an ambiguous outcome that step reconciles
+   * first, and a lookup's "found" settles the operation without a resend (an abort or the client's
+   * close may also end the wait). `attempts` counts what was sent.
+   */
   retries: number;
   /** leases taken over from another owner */
   takeovers: number;
