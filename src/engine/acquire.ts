@@ -50,7 +50,20 @@ export async function acquire(engine: Engine, spec: OperationSpec, deadline: Cal
     // The durable write that gates every send: if it fails, nothing is sent. (From here until the send,
     // a client's close that stops the call has it close the attempt as never sent: see `Engine.unsent`.)
     if (attemptId !== undefined) engine.unsent.add(deadline);
-    const { created, record } = await bounded(engine, id, deadline.signal, () => store.claim(candidate), (late) => (late?.created === true ? ours(late.record) : undefined), attemptId);
+    let failed: unknown;
+    const { created, record } = await bounded(engine, id, deadline.signal, () => store.claim(candidate), (late) => (late?.created === true ? ours(late.record) : undefined), attemptId).catch(
+      async (error: unknown) => {
+        engine.handedOff(deadline);
+        // A store blip (not an abort): a record already terminal, or of another payload or key, answers the call
+        // as the claim would have, nothing sent: one plain read tells (for at most a second), after `bounded`'s
+        // read-back. A claim applied all the same reads as ours, live: its error stands, as when there is no
+        // record or the read fails too.
+        const found = error instanceof StoreError && !deadline.signal.aborted ? await untilAborted(untilAborted(store.get(id), deadline.signal), AbortSignal.timeout(LET_GO_WAIT_MS)).catch(() => undefined) : undefined;
+        if (found === undefined) throw error;
+        failed = error;
+        return { created: false, record: found };
+      },
+    );
     if (created) {
       engine.stats.operationsCreated++;
       engine.emit({ type: 'operation_created', scope: spec.scope, at: now() });
@@ -64,6 +77,7 @@ export async function acquire(engine: Engine, spec: OperationSpec, deadline: Cal
       throw engine.conflict(spec.scope, 'the same scope was used before with a different Idempotency-Key');
     }
     if (isTerminal(record.state)) return { kind: 'replay', record };
+    if (failed !== undefined) throw failed;
     const lease = record.lease;
     if (lease !== null && lease.owner !== owner && lease.expiresAt > now()) {
       engine.emit({ type: 'waiting', scope: spec.scope, at: now(), owner: lease.owner });

@@ -24,7 +24,9 @@ import {
   wrapFetch,
 } from '../../src/index.js';
 import type { OnceClient, OnceClientOptions, OnceStore, OperationRecord } from '../../src/index.js';
+import { fingerprintRequest } from '../../src/operation/fingerprint.js';
 import { applyEvent, newRecord, recordId } from '../../src/operation/record.js';
+import { REPLAYED_HEADER } from '../../src/operation/snapshot.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
 import { startProvider } from '../../src/testing/provider.js';
 import type { Fault, Provider } from '../../src/testing/provider.js';
@@ -238,12 +240,14 @@ describe('a read-only database', () => {
     const writer = sqliteStore({ path });
     const client = clientOn(writer);
     expect((await order(client, 'RO-done')).status).toBe(201);
-    // an operation a crashed process left on the wire (in_flight, lease long expired)
+    // an operation a crashed process left on the wire (in_flight, lease long expired), of the request made below
+    const init = orderInit('RO-stuck');
+    const body = new TextEncoder().encode(init.body as string);
     const claimed = newRecord({
       scope: { tenant: 'default', action: ACTION, ref: 'RO-stuck' },
       key: 'stuck-key',
       keySource: 'minted',
-      fingerprint: 'f'.repeat(64),
+      fingerprint: await fingerprintRequest({ method: 'POST', url: `${provider.url}/orders`, body, contentType: 'application/json' }),
       request: null,
       owner: 'crashed',
       now: Date.now() - 60_000,
@@ -254,7 +258,7 @@ describe('a read-only database', () => {
     await client.close();
   }
 
-  it('a new operation fails with a StoreError naming read-only before anything is sent; a finished or stuck one is not resent either', async () => {
+  it('a new operation fails with a StoreError naming read-only before anything is sent; a stuck one is not resent either; a finished one replays', async () => {
     const path = join(tmp.dir, 'ro.db');
     await seed(path);
     const sentBefore = provider.requests.length;
@@ -262,7 +266,11 @@ describe('a read-only database', () => {
     cleanups.push(() => handle.close());
     const client = clientOn(sqliteStore({ path, database: handle }));
 
-    for (const ref of ['RO-new', 'RO-done', 'RO-stuck']) {
+    // its claim fails too, but a read of the record (which a read-only database serves) answers it
+    const done = await order(client, 'RO-done');
+    expect(done.status).toBe(201);
+    expect(done.headers.get(REPLAYED_HEADER)).toBe('true');
+    for (const ref of ['RO-new', 'RO-stuck']) {
       const outcome = await attempt(order(client, ref));
       expect(outcome.ok, ref).toBe(false);
       const error = (outcome as { error: unknown }).error;

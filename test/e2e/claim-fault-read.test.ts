@@ -1,0 +1,155 @@
+/**
+ * The claim fails (a store blip: a dropped connection, a rejected statement; not applied) on a ref
+ * whose record the store already holds. A terminal record answers every later call without touching
+ * the network (DESIGN §2/§3): one plain read of the record serves the replay, or the conflict, that
+ * the claim would have found. Anything else (no record, one still live, the read failing too) ends
+ * with the claim's own StoreError, as before. Nothing is sent after a failed claim, ever.
+ *
+ * `lossy()` fails the chosen claim before it reaches the store; effects are counted at a loopback
+ * provider that ignores keys (a second POST would be a second order) or by a counting `run()` effect.
+ * Before the fix, every call here that reads a terminal record ended with the StoreError.
+ */
+import { describe, expect, it } from 'vitest';
+import { IdempotencyConflictError, RetriesExhaustedError, StoreError, createClient, memoryStore } from '../../src/index.js';
+import type { OnceClient, OnceClientOptions, OnceEvent, OnceStore } from '../../src/index.js';
+import { recordId } from '../../src/operation/record.js';
+import { REPLAYED_HEADER } from '../../src/operation/snapshot.js';
+import type { Provider } from '../../src/testing/provider.js';
+import { describeEachStore } from '../helpers/close-stores.js';
+import { keylessProviderEachTest } from '../helpers/keyless-provider.js';
+import { lossy } from '../helpers/lossy-store.js';
+import { orderInit } from '../helpers/setup.js';
+
+const ACTION = 'create-order';
+
+let provider: Provider;
+const cleanups = keylessProviderEachTest((p) => (provider = p));
+
+const caught = (call: Promise<unknown>): Promise<unknown> => call.then(() => undefined, (error: unknown) => error);
+const sent = (ref: string): number => provider.requests.filter((r) => r.ref === ref).length;
+
+function cases(kind: string, open: () => OnceStore): void {
+  /** A store whose next claim is failed on demand (`plan.fail`), and a client on it recording its events. */
+  function setup(options: OnceClientOptions = {}) {
+    const inner = open();
+    cleanups.push(() => inner.close());
+    const { store, plan } = lossy(inner);
+    const events: OnceEvent[] = [];
+    const client = (): OnceClient => {
+      const c = createClient({ store, settleMs: 20, leaseMs: 400, onEvent: (e) => void events.push(e), ...options, retry: { baseDelayMs: 1, maxDelayMs: 5, budget: false, ...options.retry } });
+      cleanups.push(() => c.close());
+      return c;
+    };
+    /** The next claim fails once, not applied; what it threw is checked by message (`lossy` names it). */
+    const failClaim = (): void => {
+      plan.fail = 'claim+attempt';
+      plan.failTimes = 1;
+    };
+    return { inner, plan, events, client, failClaim };
+  }
+  const order = (client: OnceClient, ref: string, init: RequestInit = orderInit(ref)): Promise<Response> =>
+    client.fetch(`${provider.url}/orders`, { ...init, once: { action: ACTION, ref } });
+  const claimFailed = (ref: string): string => `lossy: claim+attempt on ${recordId({ tenant: 'default', action: ACTION, ref })} failed (not applied)`;
+
+  it('a succeeded record: the call replays the stored response; nothing sent, one effect', async () => {
+    const s = setup();
+    const ref = `CR-ok-${kind}`;
+    const first = await order(s.client(), ref);
+    const body = await first.text();
+    expect(first.status).toBe(201);
+    const client = s.client();
+    s.failClaim();
+    s.events.length = 0;
+    const readsBefore = s.plan.reads;
+
+    const res = await order(client, ref);
+    expect(s.plan.lost).toEqual(['failed claim+attempt']);
+    expect(res.status).toBe(201);
+    expect(res.headers.get(REPLAYED_HEADER)).toBe('true');
+    expect(await res.text()).toBe(body);
+    expect(sent(ref)).toBe(1);
+    expect(provider.effectsFor(ref)).toBe(1);
+    expect(s.plan.reads).toBeGreaterThan(readsBefore); // the record was read, not claimed
+    // as the claim's replay: one `replay` event, counted, no attempt
+    expect(s.events.map((e) => e.type)).toEqual(['replay']);
+    expect(client.stats().replays).toBe(1);
+  });
+
+  it('client.run: a succeeded record replays its value; the effect ran once', async () => {
+    const s = setup();
+    const ref = `CR-run-${kind}`;
+    let effects = 0;
+    const effect = async (): Promise<{ n: number }> => ({ n: ++effects });
+    expect(await s.client().run({ action: 'charge', ref }, effect)).toEqual({ n: 1 });
+    s.plan.fail = 'claim+attempt';
+    expect(await s.client().run({ action: 'charge', ref }, effect)).toEqual({ n: 1 });
+    expect(s.plan.lost).toEqual(['failed claim+attempt']);
+    expect(effects).toBe(1);
+  });
+
+  it('a record stored with another payload: IdempotencyConflictError, as the claim would have said; nothing sent', async () => {
+    const s = setup();
+    const ref = `CR-conflict-${kind}`;
+    expect((await order(s.client(), ref)).status).toBe(201);
+    s.failClaim();
+    const error = await caught(order(s.client(), ref, orderInit(ref, { qty: 2 })));
+    expect(s.plan.lost).toEqual(['failed claim+attempt']);
+    expect(error).toBeInstanceOf(IdempotencyConflictError);
+    expect(sent(ref)).toBe(1);
+    expect(s.events.filter((e) => e.type === 'conflict')).toHaveLength(1);
+  });
+
+  it('a record stored under another Idempotency-Key: IdempotencyConflictError; nothing sent', async () => {
+    const s = setup();
+    const ref = `CR-key-${kind}`;
+    const init = (key: string): RequestInit => ({ ...orderInit(ref), headers: { 'content-type': 'application/json', 'idempotency-key': key } });
+    expect((await order(s.client(), ref, init('key-1'))).status).toBe(201);
+    s.failClaim();
+    expect(await caught(order(s.client(), ref, init('key-2')))).toBeInstanceOf(IdempotencyConflictError);
+    expect(s.plan.lost).toEqual(['failed claim+attempt']);
+    expect(sent(ref)).toBe(1);
+  });
+
+  it('no record: the claim\'s own StoreError; nothing sent', async () => {
+    const s = setup();
+    const ref = `CR-absent-${kind}`;
+    s.failClaim();
+    const error = await caught(order(s.client(), ref));
+    expect(error).toBeInstanceOf(StoreError);
+    expect((error as Error).message).toBe(claimFailed(ref));
+    expect(sent(ref)).toBe(0);
+    expect(await s.inner.get(recordId({ tenant: 'default', action: ACTION, ref }))).toBeUndefined();
+  });
+
+  it('a record not terminal (pending after a 503): the claim\'s own StoreError; nothing more sent', async () => {
+    const s = setup({ retry: { maxAttempts: 1 } });
+    const ref = `CR-pending-${kind}`;
+    provider.fault({ kind: 'status_before_commit', status: 503, match: { ref } });
+    expect(await caught(order(s.client(), ref))).toBeInstanceOf(RetriesExhaustedError);
+    expect((await s.inner.get(recordId({ tenant: 'default', action: ACTION, ref })))?.state).toBe('pending');
+    expect(sent(ref)).toBe(1);
+    s.failClaim();
+    const error = await caught(order(s.client(), ref));
+    expect(error).toBeInstanceOf(StoreError);
+    expect((error as Error).message).toBe(claimFailed(ref));
+    expect(sent(ref)).toBe(1);
+    expect(provider.effectsFor(ref)).toBe(0);
+  });
+
+  it('a succeeded record, but the read fails too: the claim\'s own StoreError; nothing sent', async () => {
+    const s = setup();
+    const ref = `CR-unread-${kind}`;
+    expect((await order(s.client(), ref)).status).toBe(201);
+    s.failClaim();
+    s.plan.failReads = 1_000_000;
+    const error = await caught(order(s.client(), ref));
+    expect(error).toBeInstanceOf(StoreError);
+    expect((error as Error).message).toBe(claimFailed(ref));
+    expect(sent(ref)).toBe(1);
+  });
+}
+
+describe('memory: a failed claim on a stored record', () => cases('memory', () => memoryStore()));
+
+// SQLite, IndexedDB, PostgreSQL (one schema per block: refs differ between its tests)
+describeEachStore('a failed claim on a stored record', cleanups, (at) => cases('db', () => at().open()));
