@@ -57,8 +57,11 @@ export async function acquire(engine: Engine, spec: OperationSpec, deadline: Cal
         // A store blip (not an abort): a record already terminal, or of another payload or key, answers the call
         // as the claim would have, nothing sent: one plain read tells (for at most a second), after `bounded`'s
         // read-back. A claim applied all the same reads as ours, live: its error stands, as when there is no
-        // record or the read fails too.
-        const found = error instanceof StoreError && !deadline.signal.aborted ? await untilAborted(untilAborted(store.get(id), deadline.signal), AbortSignal.timeout(LET_GO_WAIT_MS)).catch(() => undefined) : undefined;
+        // record or the read fails too (a custom store's `get` that throws at once included: the read is made in `then`).
+        const found =
+          error instanceof StoreError && !deadline.signal.aborted
+            ? await untilAborted(untilAborted(Promise.resolve().then(() => store.get(id)), deadline.signal), AbortSignal.timeout(LET_GO_WAIT_MS)).catch(() => undefined)
+            : undefined;
         if (found === undefined) throw error;
         failed = error;
         return { created: false, record: found };

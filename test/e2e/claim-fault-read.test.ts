@@ -153,3 +153,33 @@ describe('memory: a failed claim on a stored record', () => cases('memory', () =
 
 // SQLite, IndexedDB, PostgreSQL (one schema per block: refs differ between its tests)
 describeEachStore('a failed claim on a stored record', cleanups, (at) => cases('db', () => at().open()));
+
+describe('a failed claim, and a custom store whose read throws synchronously', () => {
+  it('the claim\'s own StoreError stands, not the read\'s throw; nothing sent', async () => {
+    // a custom adapter over a synchronous driver: its `get` is a plain method, and a locked database
+    // throws from it at once (SQLITE_BUSY) instead of returning a rejected promise
+    const inner = memoryStore();
+    cleanups.push(() => inner.close());
+    const { store: failing, plan } = lossy(inner);
+    let busy = false;
+    const store: OnceStore = {
+      ...failing,
+      get: (id) => {
+        if (busy) throw new Error('SQLITE_BUSY: database is locked');
+        return failing.get(id);
+      },
+    };
+    const client = createClient({ store, leaseMs: 400, retry: { baseDelayMs: 1, maxDelayMs: 5, budget: false } });
+    cleanups.push(() => client.close());
+    const ref = 'CR-sync-read';
+    expect((await client.fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref } })).status).toBe(201);
+    plan.fail = 'claim+attempt';
+    busy = true;
+    const error = await caught(client.fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref } }));
+    busy = false;
+    expect(plan.lost).toEqual(['failed claim+attempt']);
+    expect(error).toBeInstanceOf(StoreError);
+    expect((error as Error).message).toBe(`lossy: claim+attempt on ${recordId({ tenant: 'default', action: ACTION, ref })} failed (not applied)`);
+    expect(sent(ref)).toBe(1);
+  });
+});
