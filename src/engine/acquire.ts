@@ -58,9 +58,13 @@ export async function acquire(engine: Engine, spec: OperationSpec, deadline: Cal
         // as the claim would have, nothing sent: one plain read tells (for at most a second), after `bounded`'s
         // read-back. A claim applied all the same reads as ours, live: its error stands, as when there is no
         // record or the read fails too (a custom store's `get` that throws at once included: the read is made in `then`).
+        // (`nap`, not AbortSignal.timeout: Safari < 16, Chrome < 103; its timer goes with the read, and the client's close ends it)
+        const cap = new AbortController();
         const found =
           error instanceof StoreError && !deadline.signal.aborted
-            ? await untilAborted(untilAborted(Promise.resolve().then(() => store.get(id)), deadline.signal), AbortSignal.timeout(LET_GO_WAIT_MS)).catch(() => undefined)
+            ? await untilAborted(Promise.race([Promise.resolve().then(() => store.get(id)), engine.nap(LET_GO_WAIT_MS, cap.signal).then(() => undefined)]), deadline.signal)
+                .catch(() => undefined)
+                .finally(() => cap.abort())
             : undefined;
         if (found === undefined) throw error;
         failed = error;

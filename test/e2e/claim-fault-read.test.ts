@@ -183,3 +183,54 @@ describe('a failed claim, and a custom store whose read throws synchronously', (
     expect(sent(ref)).toBe(1);
   });
 });
+
+describe('a failed claim, and reads that hang', () => {
+  it('the read is given up after LET_GO_WAIT_MS: the claim\'s own StoreError; the client\'s close is not held', async () => {
+    const inner = memoryStore();
+    cleanups.push(() => inner.close());
+    const { store, plan } = lossy(inner);
+    const client = createClient({ store, leaseMs: 400, retry: { baseDelayMs: 1, maxDelayMs: 5, budget: false } });
+    cleanups.push(() => client.close());
+    const ref = 'CR-hang';
+    const call = (): Promise<Response> => client.fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref } });
+    expect((await call()).status).toBe(201);
+    plan.fail = 'claim+attempt';
+    plan.hangReads = true;
+    const started = performance.now();
+    const error = await caught(call());
+    // bounded()'s read-back until the lease's end (400 ms), then this read's LET_GO_WAIT_MS (1 s)
+    expect(performance.now() - started).toBeLessThan(3_000);
+    expect(error).toBeInstanceOf(StoreError);
+    expect((error as Error).message).toBe(`lossy: claim+attempt on ${recordId({ tenant: 'default', action: ACTION, ref })} failed (not applied)`);
+    const closing = performance.now();
+    await client.close();
+    expect(performance.now() - closing).toBeLessThan(1_500);
+    expect(sent(ref)).toBe(1);
+  });
+});
+
+describe('a failed claim, on a runtime without AbortSignal.timeout (Safari 15.4-15.6, Chrome < 103, Firefox < 100)', () => {
+  it('a succeeded record still replays; nothing sent', async () => {
+    // the rest of the engine needs only throwIfAborted() and crypto.randomUUID() (Safari 15.4, Chrome 100, Firefox 97)
+    const inner = memoryStore();
+    cleanups.push(() => inner.close());
+    const { store, plan } = lossy(inner);
+    const client = createClient({ store, leaseMs: 400, retry: { baseDelayMs: 1, maxDelayMs: 5, budget: false } });
+    cleanups.push(() => client.close());
+    const ref = 'CR-no-timeout';
+    const call = (): Promise<Response> => client.fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref } });
+    expect((await call()).status).toBe(201);
+    plan.fail = 'claim+attempt';
+    const timeout = Object.getOwnPropertyDescriptor(AbortSignal, 'timeout');
+    Reflect.deleteProperty(AbortSignal, 'timeout');
+    let res: unknown;
+    try {
+      res = await call().then((r) => r.status, (error: unknown) => error);
+    } finally {
+      if (timeout !== undefined) Object.defineProperty(AbortSignal, 'timeout', timeout);
+    }
+    expect(plan.lost).toEqual(['failed claim+attempt']);
+    expect(res).toBe(201);
+    expect(sent(ref)).toBe(1);
+  });
+});
