@@ -10,7 +10,7 @@
  * Before the fix, every call here that reads a terminal record ended with the StoreError.
  */
 import { describe, expect, it } from 'vitest';
-import { IdempotencyConflictError, RetriesExhaustedError, StoreError, createClient, memoryStore } from '../../src/index.js';
+import { IdempotencyConflictError, OperationCancelledError, RetriesExhaustedError, StoreError, createClient, memoryStore } from '../../src/index.js';
 import type { OnceClient, OnceClientOptions, OnceEvent, OnceStore } from '../../src/index.js';
 import { recordId } from '../../src/operation/record.js';
 import { REPLAYED_HEADER } from '../../src/operation/snapshot.js';
@@ -85,6 +85,35 @@ function cases(kind: string, open: () => OnceStore): void {
     expect(await s.client().run({ action: 'charge', ref }, effect)).toEqual({ n: 1 });
     expect(s.plan.lost).toEqual(['failed claim+attempt']);
     expect(effects).toBe(1);
+  });
+
+  it('a failed record (a terminal 422): the call replays the 422; nothing more sent', async () => {
+    const s = setup();
+    const ref = `CR-failed-${kind}`;
+    provider.fault({ kind: 'status_before_commit', status: 422, match: { ref } });
+    expect((await order(s.client(), ref)).status).toBe(422);
+    expect((await s.inner.get(recordId({ tenant: 'default', action: ACTION, ref })))?.state).toBe('failed');
+    s.failClaim();
+    const res = await order(s.client(), ref);
+    expect(s.plan.lost).toEqual(['failed claim+attempt']);
+    expect(res.status).toBe(422);
+    expect(res.headers.get(REPLAYED_HEADER)).toBe('true');
+    expect(sent(ref)).toBe(1);
+    expect(provider.effectsFor(ref)).toBe(0);
+  });
+
+  it('a cancelled record: OperationCancelledError, as the claim would have said; nothing more sent', async () => {
+    const s = setup({ retry: { maxAttempts: 1 } });
+    const ref = `CR-cancelled-${kind}`;
+    provider.fault({ kind: 'status_before_commit', status: 503, match: { ref } });
+    expect(await caught(order(s.client(), ref))).toBeInstanceOf(RetriesExhaustedError);
+    expect(await s.client().cancel({ action: ACTION, ref })).toEqual({ outcome: 'cancelled', state: 'cancelled' });
+    s.failClaim();
+    const error = await caught(order(s.client(), ref));
+    expect(s.plan.lost).toEqual(['failed claim+attempt']);
+    expect(error).toBeInstanceOf(OperationCancelledError);
+    expect(sent(ref)).toBe(1);
+    expect(provider.effectsFor(ref)).toBe(0);
   });
 
   it('a record stored with another payload: IdempotencyConflictError, as the claim would have said; nothing sent', async () => {
