@@ -125,6 +125,9 @@ function summaryOf(code: DiagnosisCode, r: OperationRecord, f: Facts): string {
         ? `The owner ${r.lease?.owner ?? '?'} stopped renewing its lease while attempt ${n} was on the wire (crash?): it may have reached the provider.`
         : `Attempt ${n} never recorded an outcome: its owner ${last?.owner ?? '?'} stopped and the lease was taken over; it may have reached the provider.`;
     case 'unknown':
+      if (f.lateSuccess && (r.state === 'failed' || r.state === 'cancelled')) {
+        return `The record ended ${r.state}, but owner ${f.late?.owner ?? '?'} got ${f.late?.status ?? 'a success'} late, after a takeover: the request took effect; a person must look at it.`;
+      }
       return `No rule fits this ${r.state} record${f.lateSuccess ? ', and a superseded owner got a success late' : ''}; a person must look at it.`;
   }
 }

@@ -130,6 +130,10 @@ function contradictionsOf(record: OperationRecord, lookups: HandoffLookup[], pro
   if (late !== undefined && isSuccess(late) && absent !== undefined && record.state !== 'succeeded') {
     found.push(`a lookup said absent at ${iso(absent.at)}, but a superseded owner got ${late.status ?? 'a success'} late: the request took effect`);
   }
+  // The record ended failed or cancelled (by an owner that did not know of that success): the provider has the effect all the same.
+  if (late !== undefined && isSuccess(late) && (record.state === 'failed' || record.state === 'cancelled')) {
+    found.push(`the record ended ${record.state}, but a superseded owner got ${late.status ?? 'a success'} late: the request took effect`);
+  }
   const attempts = record.attempts;
   // An attempt after the lookup that could itself have acted explains what follows it.
   const actedBetween = (from: number, to: AttemptRecord): boolean =>
