@@ -22,7 +22,7 @@ import {
 import type { OnceEvent, OnceStats } from '../events.js';
 import { emptyStats } from '../events.js';
 import { applyEvent, isTerminal, lateSuccess, recordId, resendNeedsDedupe } from '../operation/record.js';
-import { unstoredBytes } from '../operation/snapshot.js';
+import type { LiveBody } from '../operation/snapshot.js';
 import type { OperationRecord, RecordEvent, ResultSnapshot, Scope } from '../operation/record.js';
 import type { ResolvedOptions } from '../options.js';
 import { reconcile, settledAt } from '../reconcile/lookup.js';
@@ -345,7 +345,8 @@ export class Engine {
     for (;;) {
       // the lock's wait counts once: a later pass (after a lease loss) waits its own inFlightWaitMs
       const got = await acquire(this, spec, deadline, passes++ === 0 ? waitFrom : undefined);
-      if (got.kind === 'replay') return this.followed(got.record, deadline) ?? this.finish(got.record, undefined, true);
+      // (not a replay for the call that holds its own success: it sent, and got it)
+      if (got.kind === 'replay') return this.followed(got.record, deadline) ?? this.finish(got.record, undefined, !this.held.has(deadline));
       try {
         const done = await this.attempts(got.owned, spec, deadline);
         return this.followed(done.record, deadline) ?? this.finish(done.record, done.live, false);
@@ -365,20 +366,20 @@ export class Engine {
   /**
    * The end of a call whose own attempt got a success that its write could not record, the lease lost
    * to another owner (see `held`), by the terminal `record` it followed; undefined when it ends as
-   * every call does, by the record. A success stands as the new owner recorded it (replayed, as every
-   * later call gets it), but for a `client.run` value that was not stored (over `maxStoredBodyBytes`):
-   * then the value it holds, its own effect's (the same operation under the same key), rather than
-   * a ValueNotStoredError. Any other end (a failure, a cancel, a conflict, recorded by an owner that
-   * did not know of this success): AmbiguousOutcomeError, not that end, which would hide the effect
-   * this call saw happen, nor a success the record contradicts. Its success stays on the record as
-   * evidence (see `OwnedRecord.keep`).
+   * every call does, by the record. A success stands as the new owner recorded it (not marked as a
+   * replay: this call sent), but for a result whose body the record cut (`maxStoredBodyBytes`): then
+   * the one it holds whole, its own effect's (the same operation under the same key), rather than a
+   * ValueNotStoredError or a truncated body. Any other end (a failure, a cancel, a conflict, recorded
+   * by an owner that did not know of this success): AmbiguousOutcomeError, not that end, which would
+   * hide the effect this call saw happen, nor a success the record contradicts. Its success stays on
+   * the record as evidence (see `OwnedRecord.keep`).
    */
   private followed(record: OperationRecord, deadline: CallDeadline): ExecuteResult | undefined {
     const held = this.held.get(deadline);
     if (held === undefined) return undefined;
     if (record.state === 'succeeded') {
-      const whole = record.result === null || unstoredBytes(record.result) === undefined;
-      return whole || held.snapshot === null ? undefined : { record, snapshot: held.snapshot, replayed: false, live: held.live };
+      const own = held.snapshot;
+      return record.result?.bodyTruncated === true && own !== null && (!own.bodyTruncated || held.live !== undefined) ? { record, snapshot: own, replayed: false, live: held.live } : undefined;
     }
     throw heldSuccess(scopeOf(record), `recorded it as ${record.error?.code === 'IDEMPOTENCY_CONFLICT' ? 'a key conflict' : record.state}`);
   }
@@ -808,9 +809,12 @@ export class Engine {
     const late = deadline.passed !== undefined;
     const landed = await this.within(owned, deadline, write, true, answer ? finished : undefined).catch((error: unknown) => {
       // Another owner took the operation over before this success was recorded: the call follows it (see `run`), the answer in hand.
-      // (only a `client.run` value is ever handed back from it, see `followed`: a fetch's live body, an event stream
-      // say, is not kept reachable, unread, for the rest of the call)
-      if (c.class === 'success' && isA(error, LeaseLostError)) this.held.set(deadline, { snapshot: outcome.snapshot, live: outcome.snapshot?.kind === 'value' ? outcome.live : undefined });
+      // (a fetch's live body is kept only where the snapshot cut it, see `followed`; an event stream never is:
+      // not kept reachable, unread, for the rest of the call)
+      if (c.class === 'success' && isA(error, LeaseLostError)) {
+        const s = outcome.snapshot;
+        this.held.set(deadline, { snapshot: s, live: s?.kind === 'value' || (s?.bodyTruncated === true && (outcome.live as LiveBody | undefined)?.stream === undefined) ? outcome.live : undefined });
+      }
       throw error;
     });
     // (cut off at the deadline: the record as that write leaves it, or the call's error)
@@ -997,7 +1001,9 @@ export class Engine {
           // (stop), or a late response was written after the question was asked (ask again: this commit
           // brought the record up to date, so the next answer is compared with it).
           if (!lateSuccess(owned.rec)) return undefined;
-          throw await this.stop(owned, new AmbiguousOutcomeError(`the lookup of ${text(scope)} said absent, but a superseded owner got a success for it late; not resent. Reconcile it by hand.`, { scope }), deadline);
+          // (this call's own success, see `held`: it is the superseded owner)
+          const who = this.held.has(deadline) ? 'this call, its lease taken over,' : 'a superseded owner';
+          throw await this.stop(owned, new AmbiguousOutcomeError(`the lookup of ${text(scope)} said absent, but ${who} got a success for it late; not resent. Reconcile it by hand.`, { scope }), deadline);
         }
         return undefined;
       }

@@ -8,7 +8,7 @@
  */
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { RetriesExhaustedError, StoreError } from '../../src/index.js';
+import { REPLAYED_HEADER, RetriesExhaustedError, StoreError, TRUNCATED_HEADER } from '../../src/index.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
 import type { OnceClient, OnceEvent } from '../../src/index.js';
 import { startProvider, type Provider } from '../../src/testing/provider.js';
@@ -113,6 +113,91 @@ describe('a late response from a superseded owner', () => {
     if (failures === 1) expect((endedA as Response).status).toBe(200);
     else expect(endedA).toBeInstanceOf(StoreError);
     await new Promise((r) => setTimeout(r, 300));
+    expect(provider.effects).toBe(1);
+    expect(provider.requests).toHaveLength(2);
+  });
+});
+
+// The call that sent, got its 201 and lost its lease before recording it (the engine's `held`): B
+// (its clock a minute ahead) took the operation over while A's request was held before the commit.
+describe('the call that sent and got its 201 after another owner took over', () => {
+  const post = (c: OnceClient, ref: string) => c.fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: 'create-order', ref } });
+  const found = (body: string) => async (): Promise<Response> => new Response(body, { status: 200, headers: { 'content-type': 'application/json' } });
+
+  // Was: the record ended failed (B's same-key resend refused with a 400, no lookup asked), A's 201
+  // kept on it as evidence, and explain said "No rule fits this failed record", with high confidence
+  // and no contradiction, though the provider holds the order.
+  it('B recorded a failure: explain flags the failed record beside the late 201 as a contradiction, the effect happened', async () => {
+    const ref = 'HELD-failed';
+    const scope = { action: 'create-order', ref };
+    provider.fault({ kind: 'delay_before_commit', delayMs: 800, match: { ref } });
+    provider.fault({ kind: 'status_before_commit', status: 400, match: { ref } });
+    const a = client({ owner: 'a', leaseMs: 300, lookups: {} });
+    const b = client({ owner: 'b', now: () => Date.now() + 60_000, lookups: {}, providerDedupes: true, retry: { maxAttempts: 1 } });
+    const first = post(a.client, ref).catch((e: unknown) => e);
+    await until(() => provider.requests.length === 1, "A's request to reach the provider");
+    expect((await post(b.client, ref)).status).toBe(400);
+    expect(await first).toMatchObject({ code: 'AMBIGUOUS_OUTCOME' });
+    expect(provider.effects).toBe(1);
+    const record = await a.client.get(scope);
+    expect(record?.state).toBe('failed');
+    expect(record?.evidence).toContainEqual(expect.objectContaining({ kind: 'late_response', owner: 'a', status: 201 }));
+    const x = await b.client.explain(scope);
+    expect(x?.handoff.effects).toBe(1);
+    expect(x?.diagnosis.evidence).toContain('contradiction: the record ended failed, but a superseded owner got 201 late: the request took effect');
+    expect(x?.diagnosis.summary).toBe('The record ended failed, but owner a got 201 late, after a takeover: the request took effect; a person must look at it.');
+    expect(x?.confidence).toBe('low');
+    expect(x?.escalate).toBe(true);
+  });
+
+  // Was: A's call returned B's record marked as a replay (oncefetch-replayed: true), though it is the call that sent.
+  it('B recorded the success (its lookup found it): A returns it, not marked as a replay', async () => {
+    const ref = 'HELD-found';
+    provider.fault({ kind: 'delay_before_commit', delayMs: 800, match: { ref } });
+    const a = client({ owner: 'a', leaseMs: 300 });
+    const b = client({ owner: 'b', now: () => Date.now() + 60_000, lookups: { 'create-order': found('{"found":true}') } });
+    const first = post(a.client, ref);
+    await until(() => provider.requests.length === 1, "A's request to reach the provider");
+    expect((await post(b.client, ref)).status).toBe(200);
+    const res = await first;
+    expect({ status: res.status, replayed: res.headers.get(REPLAYED_HEADER), body: await res.text() }).toEqual({ status: 200, replayed: null, body: '{"found":true}' });
+    expect(provider.effects).toBe(1);
+    expect(provider.requests).toHaveLength(1);
+    // a later call is a replay
+    expect((await post(b.client, ref)).headers.get(REPLAYED_HEADER)).toBe('true');
+  });
+
+  // Was: A's call returned B's truncated body (a replay, marked truncated) though it held its own 201 whole.
+  it('B recorded the success, its body cut by maxStoredBodyBytes: A returns its own 201, whole', async () => {
+    const ref = 'HELD-cut';
+    provider.fault({ kind: 'delay_before_commit', delayMs: 800, match: { ref } });
+    const a = client({ owner: 'a', leaseMs: 300, maxStoredBodyBytes: 8 });
+    const b = client({ owner: 'b', now: () => Date.now() + 60_000, maxStoredBodyBytes: 8, lookups: { 'create-order': found(`{"found":"${'x'.repeat(64)}"}`) } });
+    const first = post(a.client, ref);
+    await until(() => provider.requests.length === 1, "A's request to reach the provider");
+    expect((await post(b.client, ref)).status).toBe(200);
+    const res = await first;
+    expect({ status: res.status, replayed: res.headers.get(REPLAYED_HEADER), truncated: res.headers.get(TRUNCATED_HEADER) }).toEqual({ status: 201, replayed: null, truncated: null });
+    expect(((await res.json()) as { ref: string }).ref).toBe(ref);
+    expect(provider.effects).toBe(1);
+    expect(provider.requests).toHaveLength(1);
+  });
+
+  // Was: "the lookup ... said absent, but a superseded owner got a success for it late", the superseded owner being this call.
+  it("A takes the record back and its lookup says absent: its error names its own success, not a superseded owner's", async () => {
+    const ref = 'HELD-absent';
+    provider.fault({ kind: 'delay_before_commit', delayMs: 800, match: { ref } });
+    provider.fault({ kind: 'status_before_commit', status: 503, match: { ref } });
+    const absent = { 'create-order': async (): Promise<null> => null };
+    const a = client({ owner: 'a', leaseMs: 300, settleMs: 0, lookups: absent });
+    const b = client({ owner: 'b', now: () => Date.now() + 60_000, settleMs: 0, lookups: absent, retry: { maxAttempts: 1 } });
+    const first = post(a.client, ref).catch((e: unknown) => e);
+    await until(() => provider.requests.length === 1, "A's request to reach the provider");
+    expect(await post(b.client, ref).catch((e: unknown) => e)).toBeInstanceOf(RetriesExhaustedError);
+    const error = (await first) as Error & { code: string };
+    expect(error.code).toBe('AMBIGUOUS_OUTCOME');
+    expect(error.message).not.toMatch(/a superseded owner/);
+    expect(error.message).toMatch(/said absent, but this call, its lease taken over, got a success for it late; not resent/);
     expect(provider.effects).toBe(1);
     expect(provider.requests).toHaveLength(2);
   });

@@ -104,8 +104,9 @@ describe('an owner paused past its lease', () => {
     paused.child.kill('SIGCONT');
     expect((await paused.exited).code, paused.stderr()).toBe(0);
 
-    // The late 201 was not applied; the paused owner's call answers with the takeover's result.
-    expect(paused.results()).toEqual([expect.objectContaining({ status: 200, orderId: order.id, replayed: true })]);
+    // The late 201 was not applied; the paused owner's call answers with the takeover's result, not
+    // marked as a replay (oncefetch-replayed says "this call sent nothing"; this one sent, and got its 201).
+    expect(paused.results()).toEqual([expect.objectContaining({ status: 200, orderId: order.id, replayed: false })]);
     expect(events(paused).map((e) => e.event)).toContain('late_evidence');
     const final = readRecordOnDisk(dbPath(), ref)!;
     expectOnlyEvidenceAdded(settled, final, 'paused');
@@ -138,7 +139,8 @@ describe('an owner paused past its lease', () => {
     // Resumed, the paused owner sends late — same key, so the provider replays instead of acting again.
     paused.child.kill('SIGCONT');
     expect((await paused.exited).code, paused.stderr()).toBe(0);
-    expect(paused.results()).toEqual([expect.objectContaining({ status: 201, orderId: order.id, replayed: true })]);
+    // (the taker's recorded 201, not marked as oncefetch's replay: this call sent)
+    expect(paused.results()).toEqual([expect.objectContaining({ status: 201, orderId: order.id, replayed: false })]);
     expect(provider.requests).toHaveLength(2);
     expect(provider.requests.map((r) => r.key)).toEqual([held.key, held.key]);
     expect(provider.effects).toBe(1);
