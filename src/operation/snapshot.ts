@@ -18,8 +18,9 @@ import type { ResultSnapshot } from './record.js';
  */
 export const REPLAYED_HEADER = 'oncefetch-replayed';
 /**
- * Header set (to `'true'`) on a replayed response whose stored body was capped
- * at `maxStoredBodyBytes`: do not parse the body as complete.
+ * Header set (to `'true'`) on a response whose body is the stored one, capped at
+ * `maxStoredBodyBytes` (a replay, or a result found by this call's own lookup):
+ * do not parse the body as complete.
  *
  * @example
  * ```ts
@@ -155,10 +156,10 @@ export function buildResponse(snapshot: ResultSnapshot, live: LiveBody | undefin
   }
   headers.delete('content-encoding');
   headers.delete('transfer-encoding');
-  if (replayed) {
-    headers.set(REPLAYED_HEADER, 'true');
-    if (snapshot.bodyTruncated) headers.set(TRUNCATED_HEADER, 'true');
-  }
+  if (replayed) headers.set(REPLAYED_HEADER, 'true');
+  // The stored body, cut, says so to every call it answers: a replay, or the call whose own lookup found
+  // it (the lookup's whole body is not kept) or that followed another owner's record.
+  if (snapshot.bodyTruncated && (replayed || live === undefined)) headers.set(TRUNCATED_HEADER, 'true');
   const init: ResponseInit = { status: snapshot.status, statusText: snapshot.statusText, headers };
   // A live stream has one reader: the live caller; joined callers get the (truncated) snapshot.
   const body = live?.stream !== undefined && !replayed ? live.stream : bytes;

@@ -1,0 +1,63 @@
+/**
+ * A caller never gets a cut body without being told: every response whose body is a stored
+ * snapshot capped at `maxStoredBodyBytes` carries `oncefetch-body-truncated: true`, replay or not,
+ * and a snapshot never takes a transport's `Content-Length` over the bytes it actually gave.
+ * Memory store, injected fetch; effects counted as calls of that fetch.
+ */
+import { describe, expect, it } from 'vitest';
+import { REPLAYED_HEADER, TRUNCATED_HEADER, createClient, memoryStore } from '../../src/index.js';
+import type { LookupFn, OnceClientOptions } from '../../src/index.js';
+
+const URL_ORDERS = 'https://api.example.test/orders';
+const SCOPE = { action: 'create-order', ref: 'A-17' };
+const init = (lookup?: LookupFn): RequestInit & { once: object } => ({
+  method: 'POST',
+  headers: { 'content-type': 'application/json' },
+  body: '{"sku":"A-17"}',
+  once: { ...SCOPE, lookup },
+});
+
+/** A transport answering from `steps` in turn; `sent()` counts its calls. */
+function transport(steps: (() => Response | Promise<Response>)[]) {
+  let sent = 0;
+  const fetch = (async () => {
+    const step = steps[sent++];
+    if (step === undefined) throw new Error(`unexpected fetch #${sent}`);
+    return step();
+  }) as typeof globalThis.fetch;
+  return { fetch, sent: () => sent };
+}
+
+const client = (fetch: typeof globalThis.fetch, options: OnceClientOptions = {}) =>
+  createClient({ store: memoryStore(), fetch, random: () => 0, ...options, retry: { budget: false, ...options.retry } });
+
+const marks = (res: Response) => ({ replayed: res.headers.get(REPLAYED_HEADER), truncated: res.headers.get(TRUNCATED_HEADER) });
+
+describe("a call's own lookup found a body longer than maxStoredBodyBytes", () => {
+  const whole = JSON.stringify({ id: 'o-1', note: 'x'.repeat(100) });
+  const lookup: LookupFn = async () => new Response(whole, { status: 200, headers: { 'content-type': 'application/json' } });
+  const ambiguous = {
+    '502 then lookup': () => new Response('bad gateway', { status: 502 }),
+    'timeout then lookup': () => new Promise<Response>(() => undefined),
+    'reset then lookup': () => Promise.reject(new TypeError('fetch failed', { cause: Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }) })),
+  };
+
+  it.each(Object.entries(ambiguous))('%s: the call gets the stored (cut) body marked truncated, not marked replayed', async (_name, first) => {
+    const t = transport([first]);
+    const c = client(t.fetch, { maxStoredBodyBytes: 10, retry: { attemptTimeoutMs: 50 } });
+    const res = await c.fetch(URL_ORDERS, init(lookup));
+    const text = await res.text();
+    expect({ status: res.status, ...marks(res), content: text === whole ? 'whole' : text }).toEqual({ status: 200, replayed: null, truncated: 'true', content: whole.slice(0, 10) });
+    expect(res.headers.get('content-length')).toBeNull();
+    const again = await c.fetch(URL_ORDERS, init(lookup));
+    expect(marks(again)).toEqual({ replayed: 'true', truncated: 'true' });
+    expect(t.sent()).toBe(1);
+  });
+
+  it('a found body within the cap is whole and not marked', async () => {
+    const t = transport([ambiguous['502 then lookup']]);
+    const c = client(t.fetch, { maxStoredBodyBytes: 1000 });
+    const res = await c.fetch(URL_ORDERS, init(lookup));
+    expect({ ...marks(res), text: await res.text() }).toEqual({ replayed: null, truncated: null, text: whole });
+  });
+});
