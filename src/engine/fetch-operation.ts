@@ -375,13 +375,17 @@ async function answered(
 ): Promise<AttemptOutcome> {
   // A 2xx stream (server-sent events, or JSON lines as Ollama streams them) is handed over as it
   // arrives, never read whole first: its 2xx says the effect happened (success, headers stored, body
-  // not: a replay is marked truncated, unless Content-Length: 0 said there was no body to store),
-  // and a drop mid-stream reaches the caller's reader, never a resend. The caller's abort still ends it.
+  // not: a replay is marked truncated), and a drop mid-stream reaches the caller's reader, never a
+  // resend. The caller's abort still ends it. One declared empty (Content-Length: 0) is read whole
+  // instead, so its snapshot holds the bytes that came, not the header: a custom fetch may say 0 and
+  // give bytes. A passed-through stream's record is terminal (its lease released) before the stream is
+  // read: storing what its end showed (empty, or short enough) would cost one more durable write per
+  // stream, after the call returned, rewriting a terminal result (no state allows it today). Marked
+  // in doubt is the safe side: a stream with no Content-Length stays marked, even when it was empty.
   // (`body` last: reading it makes a buffered response build a stream, ~10 µs a call)
-  if (override === undefined && isSuccessStatus(response.status) && STREAMED.test(response.headers.get('content-type') ?? '') && response.body !== null) {
+  if (override === undefined && isSuccessStatus(response.status) && STREAMED.test(response.headers.get('content-type') ?? '') && response.headers.get('content-length')?.trim() !== '0' && response.body !== null) {
     const stream = passThrough(response.body, req.signal);
-    const bodyTruncated = response.headers.get('content-length')?.trim() !== '0';
-    const snapshot = { ...responseSnapshot(response, new Uint8Array(0), 'attempt', opts.sensitiveHeaders, opts.maxStoredBodyBytes), bodyTruncated };
+    const snapshot = { ...responseSnapshot(response, new Uint8Array(0), 'attempt', opts.sensitiveHeaders, opts.maxStoredBodyBytes), bodyTruncated: true };
     const live: LiveBody = { bytes: new Uint8Array(0), stream, headers: response.headers, url: response.url, redirected: response.redirected };
     return { classification: { class: 'success', reason: `status ${response.status}, streamed` }, snapshot, live };
   }

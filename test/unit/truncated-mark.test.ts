@@ -33,6 +33,14 @@ const client = (fetch: typeof globalThis.fetch, options: OnceClientOptions = {})
 
 const marks = (res: Response) => ({ replayed: res.headers.get(REPLAYED_HEADER), truncated: res.headers.get(TRUNCATED_HEADER) });
 
+const stream = (...chunks: string[]): ReadableStream<Uint8Array> =>
+  new ReadableStream({
+    start(controller) {
+      for (const c of chunks) controller.enqueue(new TextEncoder().encode(c));
+      controller.close();
+    },
+  });
+
 describe("a call's own lookup found a body longer than maxStoredBodyBytes", () => {
   const whole = JSON.stringify({ id: 'o-1', note: 'x'.repeat(100) });
   const lookup: LookupFn = async () => new Response(whole, { status: 200, headers: { 'content-type': 'application/json' } });
@@ -59,5 +67,42 @@ describe("a call's own lookup found a body longer than maxStoredBodyBytes", () =
     const c = client(t.fetch, { maxStoredBodyBytes: 1000 });
     const res = await c.fetch(URL_ORDERS, init(lookup));
     expect({ ...marks(res), text: await res.text() }).toEqual({ replayed: null, truncated: null, text: whole });
+  });
+});
+
+describe('a 2xx event stream from a custom fetch whose Content-Length says 0 but whose body has bytes', () => {
+  const lying = () => new Response(stream('data: 1\n\n', 'data: 2\n\n'), { status: 200, headers: { 'content-type': 'text/event-stream', 'content-length': '0' } });
+
+  it('the bytes read count, not the header: the live answer and the replay are whole', async () => {
+    const t = transport([lying]);
+    const c = client(t.fetch);
+    const res = await c.fetch(URL_ORDERS, init());
+    expect(await res.text()).toBe('data: 1\n\ndata: 2\n\n');
+    const again = await c.fetch(URL_ORDERS, init());
+    expect({ ...marks(again), length: again.headers.get('content-length'), text: await again.text() }).toEqual({ replayed: 'true', truncated: null, length: null, text: 'data: 1\n\ndata: 2\n\n' });
+    expect(t.sent()).toBe(1);
+  });
+
+  it('over maxStoredBodyBytes, the replay is cut and marked truncated', async () => {
+    const t = transport([lying]);
+    const c = client(t.fetch, { maxStoredBodyBytes: 4 });
+    await (await c.fetch(URL_ORDERS, init())).text();
+    const again = await c.fetch(URL_ORDERS, init());
+    expect({ ...marks(again), text: await again.text() }).toEqual({ replayed: 'true', truncated: 'true', text: 'data' });
+  });
+});
+
+// The record of a passed-through stream is written before the stream is read (the caller reads it
+// live), so one that turns out empty, with no Content-Length to say so first, cannot be told from a
+// stream with bytes: in doubt, its replay is marked truncated (see `answered` in fetch-operation.ts).
+describe('a 2xx event stream with no Content-Length that turns out empty', () => {
+  it('is passed through live, and its replay is marked truncated (in doubt)', async () => {
+    const t = transport([() => new Response(stream(), { status: 200, headers: { 'content-type': 'text/event-stream' } })]);
+    const c = client(t.fetch);
+    const res = await c.fetch(URL_ORDERS, init());
+    expect(await res.text()).toBe('');
+    const again = await c.fetch(URL_ORDERS, init());
+    expect({ ...marks(again), text: await again.text() }).toEqual({ replayed: 'true', truncated: 'true', text: '' });
+    expect(t.sent()).toBe(1);
   });
 });
