@@ -40,28 +40,34 @@ function workersOf(schema: string): Worker[] {
   return found;
 }
 
+/** A chaos runner on PostgreSQL as a child process, its stderr collected, and an admin connection to look at the schema. */
+function startRun(url: string, ops: number) {
+  const admin = adminPool(url, 1);
+  const schemaExists = async (name: string): Promise<boolean> =>
+    ((await admin.query('SELECT 1 FROM information_schema.schemata WHERE schema_name = $1', [name])).rowCount ?? 0) > 0;
+  const child = spawn(process.execPath, ['--import', 'tsx', 'chaos/run.ts', '--store', 'postgres', '--ops', String(ops), '--workers', String(WORKERS), '--seed', '7'], {
+    cwd: ROOT,
+    env: { ...process.env, DATABASE_URL: url },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stdout.resume();
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((done) => child.once('exit', (code, sig) => done({ code, signal: sig })));
+  // The runner logs the schema once it has made it, then starts the workers.
+  const schemaName = (): string | undefined => /schema (oncefetch_chaos_[0-9a-f]+)/.exec(stderr)?.[1];
+  return { admin, schemaExists, child, exited, schemaName, stderr: () => stderr };
+}
+
 describeWithPostgres('a chaos run on PostgreSQL stopped by a signal', (url) => {
   it.skipIf(!existsSync('/proc')).each([
     ['SIGINT', 130],
     ['SIGTERM', 143],
   ] as const)('%s: workers killed, schema dropped, run directory removed, exit %i', { timeout: 30_000 }, async (signal, exitCode) => {
-    const admin = adminPool(url, 1);
-    const schemaExists = async (name: string): Promise<boolean> =>
-      ((await admin.query('SELECT 1 FROM information_schema.schemata WHERE schema_name = $1', [name])).rowCount ?? 0) > 0;
-    const child = spawn(process.execPath, ['--import', 'tsx', 'chaos/run.ts', '--store', 'postgres', '--ops', '400', '--workers', String(WORKERS), '--seed', '7'], {
-      cwd: ROOT,
-      env: { ...process.env, DATABASE_URL: url },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stderr = '';
-    child.stdout.resume();
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((done) => child.once('exit', (code, sig) => done({ code, signal: sig })));
+    const { admin, schemaExists, child, exited, schemaName, stderr } = startRun(url, 400);
     let schema: string | undefined;
     let runDir: string | undefined;
     try {
-      // The runner logs the schema once it has made it, then starts the workers.
-      const schemaName = (): string | undefined => /schema (oncefetch_chaos_[0-9a-f]+)/.exec(stderr)?.[1];
       await expect.poll(schemaName, { timeout: 15_000, interval: 50 }).toBeDefined();
       schema = schemaName()!;
       expect(await schemaExists(schema)).toBe(true);
@@ -71,13 +77,13 @@ describeWithPostgres('a chaos run on PostgreSQL stopped by a signal', (url) => {
 
       child.kill(signal);
       const exit = await Promise.race([exited, new Promise((done) => setTimeout(() => done('still running 10 s after the signal'), 10_000))]);
-      expect({ exit, workers: workersOf(schema).map((w) => w.pid), schema: await schemaExists(schema), runDir: existsSync(runDir) }, stderr).toEqual({
+      expect({ exit, workers: workersOf(schema).map((w) => w.pid), schema: await schemaExists(schema), runDir: existsSync(runDir) }, stderr()).toEqual({
         exit: { code: exitCode, signal: null },
         workers: [],
         schema: false,
         runDir: false,
       });
-      expect(stderr).toContain(`[chaos] interrupted by ${signal}`);
+      expect(stderr()).toContain(`[chaos] interrupted by ${signal}`);
     } finally {
       child.kill('SIGKILL');
       if (schema !== undefined) {
@@ -90,29 +96,17 @@ describeWithPostgres('a chaos run on PostgreSQL stopped by a signal', (url) => {
   });
 
   it.skipIf(!existsSync('/proc'))('a runner that fails (its table dropped before the final recovery): the schema is dropped too, and the exit code stays 1', { timeout: 30_000 }, async () => {
-    const admin = adminPool(url, 1);
-    const schemaExists = async (name: string): Promise<boolean> =>
-      ((await admin.query('SELECT 1 FROM information_schema.schemata WHERE schema_name = $1', [name])).rowCount ?? 0) > 0;
-    const child = spawn(process.execPath, ['--import', 'tsx', 'chaos/run.ts', '--store', 'postgres', '--ops', '40', '--workers', String(WORKERS), '--seed', '7'], {
-      cwd: ROOT,
-      env: { ...process.env, DATABASE_URL: url },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stderr = '';
-    child.stdout.resume();
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((done) => child.once('exit', (code, sig) => done({ code, signal: sig })));
+    const { admin, schemaExists, child, exited, schemaName, stderr } = startRun(url, 40);
     let schema: string | undefined;
     try {
-      const schemaName = (): string | undefined => /schema (oncefetch_chaos_[0-9a-f]+)/.exec(stderr)?.[1];
       await expect.poll(schemaName, { timeout: 15_000, interval: 50 }).toBeDefined();
       schema = schemaName()!;
       // The final recovery waits past the lease and settle window (2.3 s) before it reads the store.
-      await expect.poll(() => stderr.includes('[chaos] workers done'), { timeout: 15_000, interval: 20 }).toBe(true);
+      await expect.poll(() => stderr().includes('[chaos] workers done'), { timeout: 15_000, interval: 20 }).toBe(true);
       await admin.query(`DROP TABLE "${schema}".oncefetch_records`);
       const exit = await Promise.race([exited, new Promise((done) => setTimeout(() => done('still running 15 s after the table was dropped'), 15_000))]);
-      expect({ exit, schema: await schemaExists(schema), workers: workersOf(schema).length }, stderr).toEqual({ exit: { code: 1, signal: null }, schema: false, workers: 0 });
-      expect(stderr).toMatch(/StoreError: .*table does not exist/);
+      expect({ exit, schema: await schemaExists(schema), workers: workersOf(schema).length }, stderr()).toEqual({ exit: { code: 1, signal: null }, schema: false, workers: 0 });
+      expect(stderr()).toMatch(/StoreError: .*table does not exist/);
     } finally {
       child.kill('SIGKILL');
       if (schema !== undefined) await dropSchema(admin, schema);
