@@ -183,54 +183,55 @@ describe('memory: a failed claim on a stored record', () => cases('memory', () =
 // SQLite, IndexedDB, PostgreSQL (one schema per block: refs differ between its tests)
 describeEachStore('a failed claim on a stored record', cleanups, (at) => cases('db', () => at().open()));
 
+/**
+ * A client on a lossy memory store (`wrap` may stand a custom store in front of it) whose first call of
+ * `ref` has landed (201), and its next claim set to fail once.
+ */
+async function failingNextClaim(ref: string, wrap: (store: OnceStore) => OnceStore = (store) => store) {
+  const inner = memoryStore();
+  cleanups.push(() => inner.close());
+  const { store, plan } = lossy(inner);
+  const client = createClient({ store: wrap(store), leaseMs: 400, retry: { baseDelayMs: 1, maxDelayMs: 5, budget: false } });
+  cleanups.push(() => client.close());
+  const call = (): Promise<Response> => client.fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref } });
+  expect((await call()).status).toBe(201);
+  plan.fail = 'claim+attempt';
+  return { client, plan, call, claimFailed: `lossy: claim+attempt on ${recordId({ tenant: 'default', action: ACTION, ref })} failed (not applied)` };
+}
+
 describe('a failed claim, and a custom store whose read throws synchronously', () => {
   it('the claim\'s own StoreError stands, not the read\'s throw; nothing sent', async () => {
     // a custom adapter over a synchronous driver: its `get` is a plain method, and a locked database
     // throws from it at once (SQLITE_BUSY) instead of returning a rejected promise
-    const inner = memoryStore();
-    cleanups.push(() => inner.close());
-    const { store: failing, plan } = lossy(inner);
     let busy = false;
-    const store: OnceStore = {
+    const { plan, call, claimFailed } = await failingNextClaim('CR-sync-read', (failing) => ({
       ...failing,
       get: (id) => {
         if (busy) throw new Error('SQLITE_BUSY: database is locked');
         return failing.get(id);
       },
-    };
-    const client = createClient({ store, leaseMs: 400, retry: { baseDelayMs: 1, maxDelayMs: 5, budget: false } });
-    cleanups.push(() => client.close());
-    const ref = 'CR-sync-read';
-    expect((await client.fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref } })).status).toBe(201);
-    plan.fail = 'claim+attempt';
+    }));
     busy = true;
-    const error = await caught(client.fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref } }));
+    const error = await caught(call());
     busy = false;
     expect(plan.lost).toEqual(['failed claim+attempt']);
     expect(error).toBeInstanceOf(StoreError);
-    expect((error as Error).message).toBe(`lossy: claim+attempt on ${recordId({ tenant: 'default', action: ACTION, ref })} failed (not applied)`);
-    expect(sent(ref)).toBe(1);
+    expect((error as Error).message).toBe(claimFailed);
+    expect(sent('CR-sync-read')).toBe(1);
   });
 });
 
 describe('a failed claim, and reads that hang', () => {
   it('the read is given up after LET_GO_WAIT_MS: the claim\'s own StoreError; the client\'s close is not held', async () => {
-    const inner = memoryStore();
-    cleanups.push(() => inner.close());
-    const { store, plan } = lossy(inner);
-    const client = createClient({ store, leaseMs: 400, retry: { baseDelayMs: 1, maxDelayMs: 5, budget: false } });
-    cleanups.push(() => client.close());
     const ref = 'CR-hang';
-    const call = (): Promise<Response> => client.fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref } });
-    expect((await call()).status).toBe(201);
-    plan.fail = 'claim+attempt';
+    const { client, plan, call, claimFailed } = await failingNextClaim(ref);
     plan.hangReads = true;
     const started = performance.now();
     const error = await caught(call());
     // bounded()'s read-back until the lease's end (400 ms), then this read's LET_GO_WAIT_MS (1 s)
     expect(performance.now() - started).toBeLessThan(3_000);
     expect(error).toBeInstanceOf(StoreError);
-    expect((error as Error).message).toBe(`lossy: claim+attempt on ${recordId({ tenant: 'default', action: ACTION, ref })} failed (not applied)`);
+    expect((error as Error).message).toBe(claimFailed);
     const closing = performance.now();
     await client.close();
     expect(performance.now() - closing).toBeLessThan(1_500);
@@ -241,15 +242,8 @@ describe('a failed claim, and reads that hang', () => {
 describe('a failed claim, on a runtime without AbortSignal.timeout (Safari 15.4-15.6, Chrome < 103, Firefox < 100)', () => {
   it('a succeeded record still replays; nothing sent', async () => {
     // the rest of the engine needs only throwIfAborted() and crypto.randomUUID() (Safari 15.4, Chrome 100, Firefox 97)
-    const inner = memoryStore();
-    cleanups.push(() => inner.close());
-    const { store, plan } = lossy(inner);
-    const client = createClient({ store, leaseMs: 400, retry: { baseDelayMs: 1, maxDelayMs: 5, budget: false } });
-    cleanups.push(() => client.close());
     const ref = 'CR-no-timeout';
-    const call = (): Promise<Response> => client.fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref } });
-    expect((await call()).status).toBe(201);
-    plan.fail = 'claim+attempt';
+    const { plan, call } = await failingNextClaim(ref);
     const timeout = Object.getOwnPropertyDescriptor(AbortSignal, 'timeout');
     Reflect.deleteProperty(AbortSignal, 'timeout');
     let res: unknown;
