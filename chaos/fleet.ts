@@ -19,6 +19,8 @@ const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const WORKER = fileURLToPath(new URL('./worker.ts', import.meta.url));
 /** No call finished for this long: the run is stalled. */
 const STALL_MS = 120_000;
+/** How long an aimed event waits for its worker's signal (`a`) before it hits all the same. */
+const AIM_WAIT_MS = 3_000;
 
 interface Slot {
   id: number;
@@ -29,6 +31,10 @@ interface Slot {
   crashes: number;
   /** delay before the restart, while being killed */
   restartDelayMs: number;
+  /** the worker listens for SIGUSR2 (it said `r`): it may be armed */
+  ready: boolean;
+  /** an aimed event armed on this worker (SIGUSR2), waiting for its signal */
+  aim?: { hit: () => void; timer: NodeJS.Timeout } | undefined;
 }
 
 /** Appends an `indeterminate` outcome for every call a dead incarnation left without one. */
@@ -58,6 +64,8 @@ export class Fleet {
   completed = 0;
   kills = 0;
   pauses = 0;
+  /** aimed events that hit as their worker signalled a response in hand / that hit after AIM_WAIT_MS without it */
+  aimed = { onSignal: 0, missed: 0 };
   /** planned events that found no running worker */
   skippedEvents = 0;
   readonly errors: string[] = [];
@@ -80,7 +88,7 @@ export class Fleet {
     private readonly log: (line: string) => void,
   ) {
     this.events = [...events];
-    this.slots = Array.from({ length: config.plan.workers }, (_, id) => ({ id, incarnation: 0, child: undefined, state: 'running', stderr: '', crashes: 0, restartDelayMs: 0 }));
+    this.slots = Array.from({ length: config.plan.workers }, (_, id) => ({ id, incarnation: 0, child: undefined, state: 'running', stderr: '', crashes: 0, restartDelayMs: 0, ready: false }));
     this.finished = new Promise<void>((resolve) => (this.settle = resolve));
     this.watchdog = setInterval(() => this.checkStall(), 2_000);
     for (const slot of this.slots) this.spawn(slot);
@@ -100,6 +108,7 @@ export class Fleet {
   stop(): void {
     clearInterval(this.watchdog);
     for (const slot of this.slots) {
+      this.disarm(slot);
       if (slot.state === 'done') continue;
       slot.state = 'done';
       slot.child?.kill('SIGCONT');
@@ -121,9 +130,21 @@ export class Fleet {
     slot.child = child;
     slot.state = 'running';
     slot.stderr = '';
+    slot.ready = false;
     child.stderr?.on('data', (chunk: Buffer) => (slot.stderr = (slot.stderr + chunk.toString()).slice(-4000)));
     createInterface({ input: child.stdout! }).on('line', (line) => {
       if (line === 'p') return this.onCompletion();
+      if (line === 'r') {
+        if (slot.child === child) slot.ready = true;
+        return;
+      }
+      if (line === 'a') {
+        const aim = slot.aim;
+        if (aim === undefined || slot.child !== child) return;
+        this.aimed.onSignal++;
+        this.disarm(slot);
+        return aim.hit();
+      }
       if (line.startsWith('f ')) {
         const [kind = '?', method = '?'] = line.slice(2).split(' ');
         for (const k of [kind, `${kind} ${method}`]) this.storeFaults[k] = (this.storeFaults[k] ?? 0) + 1;
@@ -151,6 +172,7 @@ export class Fleet {
   }
 
   private onClose(slot: Slot, code: number | null, signal: NodeJS.Signals | null): void {
+    this.disarm(slot);
     if (slot.state === 'done') return;
     if (slot.state === 'killing') {
       closeOpenCalls(this.historyPath(slot.id), slot.incarnation, 'KILLED');
@@ -177,15 +199,46 @@ export class Fleet {
   private pick(preferred: number): Slot | undefined {
     for (let i = 0; i < this.slots.length; i++) {
       const slot = this.slots[(preferred + i) % this.slots.length]!;
-      if (slot.state === 'running' && slot.child !== undefined) return slot;
+      if (slot.state === 'running' && slot.child !== undefined && slot.aim === undefined) return slot;
     }
     return undefined;
   }
 
+  private disarm(slot: Slot): void {
+    if (slot.aim !== undefined) clearTimeout(slot.aim.timer);
+    slot.aim = undefined;
+  }
+
+  /**
+   * Hits a worker as planned. An aimed event first arms the worker (SIGUSR2): its next send to the
+   * provider that ignores keys signals (`a`) when the response is in hand, and holds it a while, so
+   * the hit lands after the effect and before the engine records it. No signal within AIM_WAIT_MS:
+   * it hits all the same, as it does a worker still starting (not `ready`).
+   */
   private fire(event: ChaosEvent): void {
     const slot = this.pick(event.worker);
     if (slot === undefined) return void this.skippedEvents++;
     const child = slot.child;
+    if (!event.aimed) return this.hit(slot, child, event);
+    if (!slot.ready) {
+      // (still starting: a SIGUSR2 now would end it)
+      this.aimed.missed++;
+      return this.hit(slot, child, event);
+    }
+    const hit = (): void => {
+      if (slot.state === 'running' && slot.child === child) this.hit(slot, child, event);
+      else this.skippedEvents++;
+    };
+    const timer = setTimeout(() => {
+      this.aimed.missed++;
+      this.disarm(slot);
+      hit();
+    }, AIM_WAIT_MS);
+    slot.aim = { hit, timer };
+    child?.kill('SIGUSR2');
+  }
+
+  private hit(slot: Slot, child: ChildProcess | undefined, event: ChaosEvent): void {
     if (event.kind === 'kill') {
       this.kills++;
       slot.state = 'killing';

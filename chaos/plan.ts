@@ -160,14 +160,22 @@ export interface ChaosEvent {
   pauseMs: number;
   /** delay before the restart, for kills */
   restartDelayMs: number;
+  /**
+   * Hit the worker as a response of the provider that ignores keys reaches it, before its engine has
+   * recorded that response: its record is left `in_flight` with the effect made (see the fleet).
+   */
+  aimed: boolean;
 }
 
 /**
  * Kills and pauses at seeded points of the run's progress (between 3 % and
- * 90 % of the operations), pauses lasting from `pauseMs.min` to `pauseMs.max`.
+ * 90 % of the operations), pauses lasting from `pauseMs.min` to `pauseMs.max`;
+ * a seeded half of them aimed at a send (`aimed`), drawn apart so that the
+ * other draws, and so the events of a seed, are as before.
  */
 export function chaosEvents(plan: RunPlan, kills: number, pauses: number, pauseMs: { min: number; max: number }): ChaosEvent[] {
   const random = mulberry32(subSeed(plan.seed, 2));
+  const aim = mulberry32(subSeed(plan.seed, 3));
   const events: ChaosEvent[] = [];
   const kinds: ('kill' | 'pause')[] = [...Array<'kill'>(kills).fill('kill'), ...Array<'pause'>(pauses).fill('pause')];
   for (const kind of kinds) {
@@ -177,6 +185,7 @@ export function chaosEvents(plan: RunPlan, kills: number, pauses: number, pauseM
       worker: Math.floor(random() * plan.workers),
       pauseMs: Math.floor(pauseMs.min + random() * (pauseMs.max - pauseMs.min)),
       restartDelayMs: Math.floor(random() * 300),
+      aimed: aim() < 0.5,
     });
   }
   return events.sort((a, b) => a.afterCompletions - b.afterCompletions);

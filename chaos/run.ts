@@ -153,7 +153,7 @@ export function formatTotals(options: ChaosOptions, r: ChaosResult): string {
     row('ambiguous (indeterminate) reconciled', `${c.reconciled.toOne + c.reconciled.toZero} of ${c.indeterminate} (to 1 effect: ${c.reconciled.toOne}, to 0: ${c.reconciled.toZero})`),
     row('pending (resend) with the effect landed', `${c.resendWithEffect} refs read pending after recover() whose order already existed`),
     row('final recover()', `${r.final.rounds} rounds, ${r.final.resolved} found, ${r.final.absent} absent, ${r.final.leftLive} left live`),
-    row('kills (+ restarts) / pauses', `${r.kills} / ${r.pauses} of ${options.pauseMs.min}–${options.pauseMs.max} ms (lease ${options.timing.leaseMs} ms)${r.skippedEvents > 0 ? ` (${r.skippedEvents} events found no live worker)` : ''}`),
+    row('kills (+ restarts) / pauses', `${r.kills} / ${r.pauses} of ${options.pauseMs.min}–${options.pauseMs.max} ms (lease ${options.timing.leaseMs} ms); aimed at a send ${r.aimed.onSignal} (+${r.aimed.missed} unsignalled)${r.skippedEvents > 0 ? ` (${r.skippedEvents} events found no live worker)` : ''}`),
     row('recover() on restart settled', r.recoveredOnRestart),
     row('workers: takeovers / replays / ambiguous', `${s('takeovers')} / ${s('replays')} / ${s('ambiguous')} (finished lives only)`),
     row('runner event-loop delay (max)', `${r.runnerLagMs} ms`),

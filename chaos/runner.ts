@@ -63,6 +63,8 @@ export interface ChaosResult {
   storeFaults: Record<string, number>;
   kills: number;
   pauses: number;
+  /** aimed kills and pauses (see `ChaosEvent.aimed`): hit on their worker's signal, or without it after the wait */
+  aimed: { onSignal: number; missed: number };
   /** chaos events that found no live worker to hit */
   skippedEvents: number;
   workerStats: Record<string, number>;
@@ -211,6 +213,7 @@ async function runSteps(options: ChaosOptions, runDir: string, store: StoreSpec,
     storeFaults: fleet.storeFaults,
     kills: fleet.kills,
     pauses: fleet.pauses,
+    aimed: fleet.aimed,
     skippedEvents: fleet.skippedEvents,
     workerStats: fleet.workerStats,
     recoveredOnRestart: fleet.recoveredOnRestart,

@@ -17,6 +17,7 @@
 import { closeSync, existsSync, openSync, readFileSync, writeSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createClient } from '../src/index.js';
+import { defaultFetch } from '../src/node-defaults.js';
 import type { LookupFn, OnceClient, OnceStore } from '../src/index.js';
 import { placeOrder } from './call.js';
 import { parseHistory } from './checker.js';
@@ -58,11 +59,38 @@ function chaosLookup(baseUrl: string, faults: LookupFaults): LookupFn {
   };
 }
 
+/**
+ * Armed by the fleet (SIGUSR2) for an aimed kill or pause: the next response of the provider that
+ * ignores keys is signalled (`a` on stdout) and held `AIM_HOLD_MS` before the engine gets it, so the
+ * hit lands after the effect and before the engine records the attempt's end.
+ */
+let armed = false;
+process.on('SIGUSR2', () => (armed = true));
+// (SIGUSR2 ends a process that has no listener: the fleet arms only a worker that said it has one)
+process.stdout.write('r\n');
+const AIM_HOLD_MS = 150;
+
+/** The default transport, through which an armed worker signals and holds a response (see `armed`). */
+function aimable(base: typeof fetch): typeof fetch {
+  return async (input, init) => {
+    const res = await base(input, init);
+    const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
+    if (armed && url.startsWith(config.strictUrl)) {
+      armed = false;
+      process.stdout.write('a\n');
+      await sleep(AIM_HOLD_MS);
+    }
+    return res;
+  };
+}
+const transport = aimable(defaultFetch());
+
 function client(action: string, url: string, store: OnceStore): OnceClient {
   const t = config.timing;
   const owner = ownerName(config.id, action === DEDUPE_ACTION ? 'd' : 's');
   return createClient({
     store,
+    fetch: transport,
     owner,
     leaseMs: t.leaseMs,
     settleMs: t.settleMs,
@@ -83,17 +111,30 @@ function client(action: string, url: string, store: OnceStore): OnceClient {
   });
 }
 
+const past = existsSync(config.historyPath) ? parseHistory(readFileSync(config.historyPath, 'utf8')) : [];
+
 /** The operations of this worker that no earlier incarnation started. */
 function remaining(): { op: number; ref: string }[] {
-  const started = new Set<number>();
-  if (existsSync(config.historyPath)) {
-    for (const e of parseHistory(readFileSync(config.historyPath, 'utf8'))) if (e.type === 'invoke') started.add(e.op);
-  }
+  const started = new Set(past.flatMap((e) => (e.type === 'invoke' ? [e.op] : [])));
   return schedule(config.plan).filter((s) => s.worker === config.id && !started.has(s.op));
 }
 
+/**
+ * Whether this life calls again, first and before any `recover()`, the calls its SIGKILLed last life
+ * had under way, as a job queue redelivers unacknowledged jobs: a seeded half of the restarts. Their
+ * records are mostly `in_flight` under the dead life's lease, so these calls take them over (the
+ * path where the engine must reconcile an attempt it did not see end), where `recover()` would
+ * have settled them first.
+ */
+const redelivers = config.incarnation > 0 && mulberry32(subSeed(config.plan.seed, 300 + config.id * 1000 + config.incarnation))() < 0.5;
+
+/** The calls of the last life that its SIGKILL cut (`KILLED`), in the order they were started. */
+function cutByKill(): { op: number; ref: string }[] {
+  return past.flatMap((e) => (e.type === 'indeterminate' && e.code === 'KILLED' && e.incarnation === config.incarnation - 1 ? [{ op: e.op, ref: e.ref }] : []));
+}
+
 async function main(): Promise<void> {
-  const todo = remaining();
+  const todo = redelivers ? [...cutByKill(), ...remaining()] : remaining();
   const opened = openStore(config.store);
   // Each fault is on stdout at once (a SIGKILL loses none that happened).
   const store = config.storeFaults.rate > 0
@@ -104,7 +145,7 @@ async function main(): Promise<void> {
     strict: client(STRICT_ACTION, config.strictUrl, store),
   };
   let recovered = 0;
-  if (config.incarnation > 0) {
+  if (config.incarnation > 0 && !redelivers) {
     // What a restarted process does first: settle what its previous life (or anyone) left stale.
     for (const c of [clients.dedupe, clients.strict]) {
       const report = await c.recover({ limit: 1000 }).catch(() => undefined);
