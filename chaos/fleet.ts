@@ -31,7 +31,7 @@ interface Slot {
   crashes: number;
   /** delay before the restart, while being killed */
   restartDelayMs: number;
-  /** the worker listens for SIGUSR2 (it said `r`): it may be armed */
+  /** the worker listens for SIGUSR2 (it said `r`, and not yet `x`, its schedule done): it may be armed */
   ready: boolean;
   /** an aimed event armed on this worker (SIGUSR2), waiting for its signal */
   aim?: { hit: () => void; timer: NodeJS.Timeout } | undefined;
@@ -108,7 +108,7 @@ export class Fleet {
   stop(): void {
     clearInterval(this.watchdog);
     for (const slot of this.slots) {
-      this.disarm(slot);
+      this.disarm(slot, true);
       if (slot.state === 'done') continue;
       slot.state = 'done';
       slot.child?.kill('SIGCONT');
@@ -134,8 +134,8 @@ export class Fleet {
     child.stderr?.on('data', (chunk: Buffer) => (slot.stderr = (slot.stderr + chunk.toString()).slice(-4000)));
     createInterface({ input: child.stdout! }).on('line', (line) => {
       if (line === 'p') return this.onCompletion();
-      if (line === 'r') {
-        if (slot.child === child) slot.ready = true;
+      if (line === 'r' || line === 'x') {
+        if (slot.child === child) slot.ready = line === 'r';
         return;
       }
       if (line === 'a') {
@@ -172,7 +172,7 @@ export class Fleet {
   }
 
   private onClose(slot: Slot, code: number | null, signal: NodeJS.Signals | null): void {
-    this.disarm(slot);
+    this.disarm(slot, true);
     if (slot.state === 'done') return;
     if (slot.state === 'killing') {
       closeOpenCalls(this.historyPath(slot.id), slot.incarnation, 'KILLED');
@@ -204,9 +204,12 @@ export class Fleet {
     return undefined;
   }
 
-  private disarm(slot: Slot): void {
-    if (slot.aim !== undefined) clearTimeout(slot.aim.timer);
+  /** Drops the aimed event armed on `slot`; `lost`: it will never hit (the worker ended first), counted as skipped. */
+  private disarm(slot: Slot, lost = false): void {
+    if (slot.aim === undefined) return;
+    clearTimeout(slot.aim.timer);
     slot.aim = undefined;
+    if (lost) this.skippedEvents++;
   }
 
   /**

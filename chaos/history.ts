@@ -43,6 +43,8 @@ interface CallBase {
 /** A call started. */
 export interface InvokeEntry extends CallBase {
   type: 'invoke';
+  /** a restarted worker's call of an operation its SIGKILLed last life had under way (see the worker) */
+  redelivered?: true;
 }
 
 /** A call returned a 2xx response. */

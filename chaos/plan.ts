@@ -170,8 +170,8 @@ export interface ChaosEvent {
 /**
  * Kills and pauses at seeded points of the run's progress (between 3 % and
  * 90 % of the operations), pauses lasting from `pauseMs.min` to `pauseMs.max`;
- * a seeded half of them aimed at a send (`aimed`), drawn apart so that the
- * other draws, and so the events of a seed, are as before.
+ * some aimed at a send (`aimed`: three kills in four, half the pauses), drawn
+ * apart so that the other draws, and so the events of a seed, are as before.
  */
 export function chaosEvents(plan: RunPlan, kills: number, pauses: number, pauseMs: { min: number; max: number }): ChaosEvent[] {
   const random = mulberry32(subSeed(plan.seed, 2));
@@ -185,7 +185,7 @@ export function chaosEvents(plan: RunPlan, kills: number, pauses: number, pauseM
       worker: Math.floor(random() * plan.workers),
       pauseMs: Math.floor(pauseMs.min + random() * (pauseMs.max - pauseMs.min)),
       restartDelayMs: Math.floor(random() * 300),
-      aimed: aim() < 0.5,
+      aimed: aim() < (kind === 'kill' ? 0.75 : 0.5),
     });
   }
   return events.sort((a, b) => a.afterCompletions - b.afterCompletions);

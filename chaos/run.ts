@@ -140,7 +140,7 @@ export function formatTotals(options: ChaosOptions, r: ChaosResult): string {
     row('operations (scheduled calls)', options.plan.ops),
     row('refs called', `${c.refs} (pool ${options.plan.refs}; ${Math.round(options.plan.strictShare * 100)} % to the provider that ignores keys)`),
     row('processes', `${options.plan.workers} workers × ${options.plan.concurrency} calls at a time, ${options.store === 'sqlite' ? 'one SQLite file' : 'one PostgreSQL table'}`),
-    row('invokes', `${r.invokes.workers + r.invokes.final} (workers ${r.invokes.workers}, final recovery ${r.invokes.final})`),
+    row('invokes', `${r.invokes.workers + r.invokes.redelivered + r.invokes.final} (workers ${r.invokes.workers}, redelivered after a kill ${r.invokes.redelivered}, final recovery ${r.invokes.final})`),
     row('collisions', `${r.collisions} calls started while another process was calling the same ref`),
     row('attempts (POSTs at the providers)', `${r.attempts.dedupe + r.attempts.strict} (dedupes ${r.attempts.dedupe}, ignores keys ${r.attempts.strict})`),
     row('attempts recorded, by class', Object.entries(r.final.attemptClasses).sort().map(([k, v]) => `${k} ${v}`).join(', ')),

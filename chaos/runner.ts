@@ -55,7 +55,8 @@ export interface ChaosResult {
   check: CheckResult;
   /** the harness's own failures (a worker crash, a stall): a run with any is not a pass */
   errors: string[];
-  invokes: { workers: number; final: number };
+  /** workers: the scheduled calls started; redelivered: calls again of those a SIGKILL cut (see the worker) */
+  invokes: { workers: number; redelivered: number; final: number };
   attempts: { dedupe: number; strict: number };
   lookups: number;
   faults: Record<FaultKind, number>;
@@ -206,7 +207,11 @@ async function runSteps(options: ChaosOptions, runDir: string, store: StoreSpec,
   const out: ChaosResult = {
     check: result,
     errors: fleet.errors,
-    invokes: { workers: history.filter((e) => e.type === 'invoke' && e.worker !== 'final').length, final: final.entries.filter((e) => e.type === 'invoke').length },
+    invokes: {
+      workers: history.filter((e) => e.type === 'invoke' && e.worker !== 'final' && e.redelivered !== true).length,
+      redelivered: history.filter((e) => e.type === 'invoke' && e.redelivered === true).length,
+      final: final.entries.filter((e) => e.type === 'invoke').length,
+    },
     attempts: { dedupe: dedupe.requests.length, strict: strict.requests.length },
     lookups: dedupe.lookups + strict.lookups,
     faults,

@@ -129,12 +129,12 @@ function remaining(): { op: number; ref: string }[] {
 const redelivers = config.incarnation > 0 && mulberry32(subSeed(config.plan.seed, 300 + config.id * 1000 + config.incarnation))() < 0.5;
 
 /** The calls of the last life that its SIGKILL cut (`KILLED`), in the order they were started. */
-function cutByKill(): { op: number; ref: string }[] {
-  return past.flatMap((e) => (e.type === 'indeterminate' && e.code === 'KILLED' && e.incarnation === config.incarnation - 1 ? [{ op: e.op, ref: e.ref }] : []));
+function cutByKill(): { op: number; ref: string; redelivered: true }[] {
+  return past.flatMap((e) => (e.type === 'indeterminate' && e.code === 'KILLED' && e.incarnation === config.incarnation - 1 ? [{ op: e.op, ref: e.ref, redelivered: true as const }] : []));
 }
 
 async function main(): Promise<void> {
-  const todo = redelivers ? [...cutByKill(), ...remaining()] : remaining();
+  const todo: { op: number; ref: string; redelivered?: true }[] = redelivers ? [...cutByKill(), ...remaining()] : remaining();
   const opened = openStore(config.store);
   // Each fault is on stdout at once (a SIGKILL loses none that happened).
   const store = config.storeFaults.rate > 0
@@ -156,15 +156,18 @@ async function main(): Promise<void> {
     for (let next = todo.shift(); next !== undefined; next = todo.shift()) {
       const strict = isStrict(next.ref);
       const caller = { op: next.op, worker: name, incarnation: config.incarnation, ref: next.ref };
-      record({ type: 'invoke', ...caller, at: Date.now() });
+      record({ type: 'invoke', ...caller, at: Date.now(), ...(next.redelivered === true ? { redelivered: true } : {}) });
       const outcome = strict
         ? await placeOrder(clients.strict, config.strictUrl, STRICT_ACTION, caller)
         : await placeOrder(clients.dedupe, config.dedupeUrl, DEDUPE_ACTION, caller);
       record(outcome);
-      process.stdout.write('p\n');
+      // (progress counts the scheduled operations: a redelivered call is not one more)
+      if (next.redelivered !== true) process.stdout.write('p\n');
     }
   };
   await Promise.all(Array.from({ length: config.plan.concurrency }, lane));
+  // No longer to be armed: a SIGUSR2 that came as the process exits, its listener gone, would end it.
+  process.stdout.write('x\n');
   const stats: Record<string, number> = {};
   for (const c of [clients.dedupe, clients.strict]) {
     for (const [k, v] of Object.entries(c.stats())) stats[k] = (stats[k] ?? 0) + v;
