@@ -138,6 +138,8 @@ export function faultMix(seed: number, timing: FaultTiming): Fault[] {
     // same-key resend meanwhile is answered 409 "in progress" by the provider that dedupes
     { kind: 'delay_before_commit', delayMs: timing.holdMs },
     { kind: 'delay_before_commit', delayMs: timing.holdMs },
+    { kind: 'delay_before_commit', delayMs: timing.holdMs },
+    { kind: 'delay_before_commit', delayMs: timing.holdMs },
     { kind: 'delay_before_commit', delayMs: Math.floor(timing.attemptTimeoutMs / 3) },
     { kind: 'status_before_commit', status: 503, retryAfter: '0' },
     randomRetryAfter(),
