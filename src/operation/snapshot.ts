@@ -149,17 +149,20 @@ export function buildResponse(snapshot: ResultSnapshot, live: LiveBody | undefin
   const bytes = (live?.bytes ?? fromBase64(snapshot.body)) as Uint8Array<ArrayBuffer>;
   // The body we hand back is already decoded and complete (or capped); stale framing headers would lie.
   // A Content-Length that still describes it is kept: the bytes as received, or none (a HEAD, a 304).
+  // The body given is cut only where it is the stored one, or a stream's empty stand-in for a call that
+  // joined it: the live bytes (the live caller's, and a joined call's) are whole.
+  const cut = snapshot.bodyTruncated && (live === undefined || (live.stream !== undefined && replayed));
   const length = headers.get('content-length');
   const encoding = headers.get('content-encoding');
-  if ((encoding !== null && encoding.trim().toLowerCase() !== 'identity') || (live === undefined && snapshot.bodyTruncated) || (bytes.byteLength !== 0 && length !== String(bytes.byteLength))) {
+  if ((encoding !== null && encoding.trim().toLowerCase() !== 'identity') || cut || (bytes.byteLength !== 0 && length !== String(bytes.byteLength))) {
     headers.delete('content-length');
   }
   headers.delete('content-encoding');
   headers.delete('transfer-encoding');
   if (replayed) headers.set(REPLAYED_HEADER, 'true');
-  // The stored body, cut, says so to every call it answers: a replay, or the call whose own lookup found
-  // it (the lookup's whole body is not kept) or that followed another owner's record.
-  if (snapshot.bodyTruncated && (replayed || live === undefined)) headers.set(TRUNCATED_HEADER, 'true');
+  // A cut body says so to every call it answers: a replay, a joined call of a stream, or the call whose
+  // own lookup found it (the lookup's whole body is not kept) or that followed another owner's record.
+  if (cut) headers.set(TRUNCATED_HEADER, 'true');
   const init: ResponseInit = { status: snapshot.status, statusText: snapshot.statusText, headers };
   // A live stream has one reader: the live caller; joined callers get the (truncated) snapshot.
   const body = live?.stream !== undefined && !replayed ? live.stream : bytes;

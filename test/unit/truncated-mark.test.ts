@@ -106,3 +106,40 @@ describe('a 2xx event stream with no Content-Length that turns out empty', () =>
     expect(t.sent()).toBe(1);
   });
 });
+
+// A call that joined another in this process gets the live response's bytes (README: "gets the live
+// response's headers"), whole: only a body that is the stored cut one, or a stream's empty stand-in,
+// is marked truncated. Was: the joiner of a 100-byte body over a cap of 10 got all 100 bytes, with
+// Content-Length: 100, marked oncefetch-body-truncated: true.
+describe('a concurrent identical call joined to a live one', () => {
+  const joined = async (answer: () => Response, cap: number) => {
+    let open!: () => void;
+    const gate = new Promise<void>((r) => (open = r));
+    const t = transport([async () => (await gate, answer())]);
+    const c = client(t.fetch, { maxStoredBodyBytes: cap });
+    const first = c.fetch(URL_ORDERS, init());
+    await new Promise((r) => setTimeout(r, 20));
+    const second = c.fetch(URL_ORDERS, init());
+    open();
+    const [live, joiner] = await Promise.all([first, second]);
+    return { t, c, live, joiner };
+  };
+
+  it('of a body over maxStoredBodyBytes: gets it whole, not marked truncated; a later replay is cut and marked', async () => {
+    const whole = 'x'.repeat(100);
+    const { t, c, live, joiner } = await joined(() => new Response(whole, { status: 201, headers: { 'content-type': 'text/plain', 'content-length': '100' } }), 10);
+    expect({ ...marks(live), text: await live.text() }).toEqual({ replayed: null, truncated: null, text: whole });
+    expect({ ...marks(joiner), length: joiner.headers.get('content-length'), text: await joiner.text() }).toEqual({ replayed: 'true', truncated: null, length: '100', text: whole });
+    const again = await c.fetch(URL_ORDERS, init());
+    expect({ ...marks(again), length: again.headers.get('content-length'), text: await again.text() }).toEqual({ replayed: 'true', truncated: 'true', length: null, text: whole.slice(0, 10) });
+    expect(t.sent()).toBe(1);
+  });
+
+  it('of an event stream declaring its Content-Length: gets an empty body marked truncated, without that Content-Length', async () => {
+    const events = 'data: 1\n\ndata: 2\n\n';
+    const sse = () => new Response(stream(events), { status: 200, headers: { 'content-type': 'text/event-stream', 'content-length': String(events.length) } });
+    const { live, joiner } = await joined(sse, 1000);
+    expect({ ...marks(live), text: await live.text() }).toEqual({ replayed: null, truncated: null, text: events });
+    expect({ ...marks(joiner), length: joiner.headers.get('content-length'), text: await joiner.text() }).toEqual({ replayed: 'true', truncated: 'true', length: null, text: '' });
+  });
+});
