@@ -159,6 +159,8 @@ export class Engine {
    * another owner (see `run`). The call follows that owner, and never sends again.
    */
   private readonly held = new WeakMap<CallDeadline, { snapshot: ResultSnapshot | null; live: unknown }>();
+  /** the calls (by their deadline) an attempt of which was answered as anything but not_sent: a record they follow is no replay for them */
+  private readonly sent = new WeakSet<CallDeadline>();
   /** by record id: the abandon of a write given up on before the send, pending until it lands (see `bounded`), and until when a call waits for it */
   readonly abandoning = new Map<string, { done: Promise<unknown>; until: number | (() => number) }>();
   /**
@@ -345,8 +347,8 @@ export class Engine {
     for (;;) {
       // the lock's wait counts once: a later pass (after a lease loss) waits its own inFlightWaitMs
       const got = await acquire(this, spec, deadline, passes++ === 0 ? waitFrom : undefined);
-      // (not a replay for the call that holds its own success: it sent, and got it)
-      if (got.kind === 'replay') return this.followed(got.record, deadline) ?? this.finish(got.record, undefined, !this.held.has(deadline));
+      // (not a replay for a call that sent, its lease then lost: its own success, see `held`, or any other answer)
+      if (got.kind === 'replay') return this.followed(got.record, deadline) ?? this.finish(got.record, undefined, !this.sent.has(deadline));
       try {
         const done = await this.attempts(got.owned, spec, deadline);
         return this.followed(done.record, deadline) ?? this.finish(done.record, done.live, false);
@@ -795,6 +797,7 @@ export class Engine {
     owned.unsentAttempt = false;
     const outcome = await this.sendWithLease(owned, spec, deadline, attempt);
     const c = outcome.classification;
+    if (c.class !== 'not_sent') this.sent.add(deadline);
     if (c.class === 'ambiguous') this.stats.ambiguous++;
     this.emit({ type: 'attempt_finished', scope: spec.scope, at: this.opts.now(), attempt, class: c.class, status: outcome.snapshot?.status ?? null, reason: c.reason });
     const finished: RecordEvent = {
