@@ -692,10 +692,11 @@ export class Engine {
     for (;;) {
       const rec = owned.rec;
       if (isTerminal(rec.state)) return { record: rec, live: undefined };
+      const held = this.held.has(deadline);
       // This call holds its earlier attempt's success (see `held`), which its lost write did not keep on
       // the record (a store error): kept now, before anything else, or the record would read as cleared
       // for a send (or a cancel) and the next call would run the effect again.
-      if (this.held.has(deadline) && !lateSuccess(rec)) {
+      if (held && !lateSuccess(rec)) {
         const detail = "late success outcome (this call's attempt; its write lost the lease to another owner)";
         await this.early(owned, deadline.signal, { type: 'evidence', kind: 'late_response', detail, status: this.held.get(deadline)?.snapshot?.status ?? null, reopen: true });
         continue;
@@ -703,8 +704,9 @@ export class Engine {
       if (owned.unsentAttempt) {
         // The claim opened attempt 1 (one durable write before the send, not two); a cancel that came
         // first closes it unsent — nothing left the process — and then cancels as before any send.
-        if (spec.cancelSignal?.aborted === true || rec.cancelRequestedAt !== null) {
-          await this.closeUnsent(owned, 'cancelled before it was sent', deadline.signal);
+        // (a call that holds its success, see `held`, never sends: reconciled below, or settled with it)
+        if (held || spec.cancelSignal?.aborted === true || rec.cancelRequestedAt !== null) {
+          await this.closeUnsent(owned, held ? 'the call holds the success of its earlier attempt' : 'cancelled before it was sent', deadline.signal);
           continue;
         }
         return this.sendOnce(owned, spec, deadline, n);
@@ -725,9 +727,14 @@ export class Engine {
       }
       // Cleared for a send only by a provider's dedupe (a client with providerDedupes, perhaps not this
       // one, stopped before its same-key resend): sent from only by a call that trusts it, else
-      // reconciled first (a lookup, or AmbiguousOutcomeError), never resent blind.
-      if (!this.trustsDedupe(rec) && resendNeedsDedupe(rec)) {
-        const why = this.opts.providerDedupes ? 'the key is older than the provider retention' : 'this client does not trust the provider to dedupe';
+      // reconciled first (a lookup, or AmbiguousOutcomeError), never resent blind; and by a call that
+      // holds its own success (see `held`; on the record, so it needs a dedupe), which never sends.
+      if ((held || !this.trustsDedupe(rec)) && resendNeedsDedupe(rec)) {
+        const why = held
+          ? 'this call holds the success of its earlier attempt'
+          : this.opts.providerDedupes
+            ? 'the key is older than the provider retention'
+            : 'this client does not trust the provider to dedupe';
         await this.early(owned, deadline.signal, { type: 'reconcile_first', detail: `an earlier attempt may have been delivered and only a provider's dedupe cleared it for a resend; ${why}: reconcile first` });
         continue;
       }
@@ -771,13 +778,6 @@ export class Engine {
   }
 
   private async sendOnce(owned: OwnedRecord, spec: OperationSpec, deadline: CallDeadline, n: number): Promise<StepResult> {
-    // This call's own attempt got a success whose write lost the lease (see `held`); it took the record
-    // back from an owner that left it unsettled: the effect is not run again, even for a provider that
-    // dedupes. (A lookup, had it found it, would have settled it first: the success in hand is returned.)
-    if (this.held.has(deadline)) {
-      if (owned.unsentAttempt) await this.closeUnsent(owned, 'the call holds the success of its earlier attempt', deadline.signal);
-      throw await this.stop(owned, heldSuccess(spec.scope, 'left it unsettled'), deadline);
-    }
     // The write that gates this send: already durable when the claim itself opened the attempt.
     if (!owned.unsentAttempt) {
       this.unsent.add(deadline);
@@ -959,6 +959,16 @@ export class Engine {
       if (outcome.kind !== 'none') this.stats.lookups++;
       return outcome;
     };
+    // This call's own attempt got a success whose write lost the lease (see `held`): the provider's own
+    // answer for this key, first-hand proof of the effect. Unless a lookup finds it, the call records it
+    // as a "found" would (the record succeeded, its snapshot, no send) and returns it: an "absent" cannot
+    // settle a record with that late success on it, nor can "unknown"; a requested cancel came second
+    // (DESIGN §8: delivery won). A record another owner ended (failed, cancelled) is not moved (`followed`).
+    const own = this.held.get(deadline)?.snapshot ?? undefined;
+    const settleOwn = (result: ResultSnapshot): Promise<OperationRecord> => {
+      const found: RecordEvent = { type: 'lookup_found', result, detail: "this call's own attempt got it; its write had lost the lease to another owner" };
+      return record(found, this.settle(owned, found), true);
+    };
     const result = await this.leased(owned, async () => {
       // "Absent" soon after a send may only mean "not committed yet": trust it only when it was asked
       // after the attempt can no longer take effect; otherwise wait until then and ask again (unless a
@@ -967,7 +977,8 @@ export class Engine {
       const askedGeneration = owned.rec.generation;
       const first = await lookup();
       // (a record no longer ambiguous: see below; no settle wait for an answer that cannot apply)
-      if (first.kind !== 'absent' || owned.rec.state !== 'ambiguous') return { ...first, settled: true, askedGeneration };
+      // (and no settle wait for a call that holds its success: an "absent" settles nothing then)
+      if (first.kind !== 'absent' || owned.rec.state !== 'ambiguous' || own !== undefined) return { ...first, settled: true, askedGeneration };
       // Settled against the record as it is now: a superseded owner's late response that landed
       // during the lookup moves the window (settledAt counts from it).
       const current = (await untilAborted(this.opts.store.get(owned.rec.id), deadline.signal)) ?? owned.rec;
@@ -1004,7 +1015,8 @@ export class Engine {
           // (stop), or a late response was written after the question was asked (ask again: this commit
           // brought the record up to date, so the next answer is compared with it).
           if (!lateSuccess(owned.rec)) return undefined;
-          // (this call's own success, see `held`: it is the superseded owner)
+          if (own !== undefined) return settleOwn(own);
+          // (this call's own success, see `held`, not kept as a snapshot: it is the superseded owner)
           const who = this.held.has(deadline) ? 'this call, its lease taken over,' : 'a superseded owner';
           throw await this.stop(owned, new AmbiguousOutcomeError(`the lookup of ${text(scope)} said absent, but ${who} got a success for it late; not resent. Reconcile it by hand.`, { scope }), deadline);
         }
@@ -1012,6 +1024,7 @@ export class Engine {
       }
       case 'unknown':
       case 'none': {
+        if (own !== undefined) return settleOwn(own);
         const trusted = this.trustsDedupe(owned.rec);
         // A requested cancel withdrew the authority to send: a resend could make the very effect it stops.
         const cancelled = owned.rec.cancelRequestedAt !== null;

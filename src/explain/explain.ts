@@ -83,9 +83,13 @@ function summaryOf(code: DiagnosisCode, r: OperationRecord, f: Facts): string {
           : `${by} ended ambiguous late (superseded owner ${f.late?.owner ?? '?'})`;
       const beside = f.sent.filter((a) => a !== f.lateAttempt).map((a) => a.number);
       const dup = f.sends < 2 ? '' : `: possible duplicate with attempt${beside.length > 1 ? 's' : ''} ${listOf(beside)}, unless the provider deduped them by key`;
+      const success = r.attempts.findLast((a) => a.class === 'success');
       return r.result?.source === 'lookup'
         ? `A lookup found the effect (status ${r.result.status})${late === '' ? ` after attempt ${n} ended without an answer` : `; ${late}`}${dup}.`
-        : `Attempt ${r.attempts.findLast((a) => a.class === 'success')?.number ?? n} got ${r.result?.status ?? 'a 2xx'}${late === '' ? '' : `; ${late}`}${dup}; later calls replay it.`;
+        : success === undefined && f.lateSuccess
+          ? // (the success of the superseded owner's own attempt, recorded by that owner once it took the record back)
+            `${late[0]?.toUpperCase() ?? ''}${late.slice(1)}, and that owner recorded it when it took the record back${dup}; later calls replay it.`
+          : `Attempt ${success?.number ?? n} got ${r.result?.status ?? 'a 2xx'}${late === '' ? '' : `; ${late}`}${dup}; later calls replay it.`;
     }
     case 'cancelled':
       if (r.attempts.length === 0) return 'Cancelled before anything was sent.';

@@ -362,7 +362,15 @@ export type RecordEvent =
       attemptId: string;
       reason: string;
     }
-  | { type: 'lookup_found'; result: ResultSnapshot; detail: string }
+  | {
+      /**
+       * Settles an `ambiguous` record as `succeeded` with `result`: a lookup's finding, or (`result.source`
+       * 'attempt') the success of a call's own attempt whose write had lost the lease to another owner.
+       */
+      type: 'lookup_found';
+      result: ResultSnapshot;
+      detail: string;
+    }
   | {
       type: 'lookup_absent';
       detail: string;
@@ -639,7 +647,8 @@ export function applyEvent(record: OperationRecord, event: RecordEvent, now: num
     }
     case 'lookup_found':
       next.result = event.result;
-      note('lookup', `found: ${event.detail}`, event.result.status);
+      // (an attempt's own success, kept by the call that got it after a takeover: no lookup's finding)
+      note(event.result.source === 'lookup' ? 'lookup' : 'attempt', `found: ${event.detail}`, event.result.status);
       break;
     case 'lookup_absent':
       note(

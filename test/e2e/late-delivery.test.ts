@@ -183,22 +183,59 @@ describe('the call that sent and got its 201 after another owner took over', () 
     expect(provider.requests).toHaveLength(1);
   });
 
-  // Was: "the lookup ... said absent, but a superseded owner got a success for it late", the superseded owner being this call.
-  it("A takes the record back and its lookup says absent: its error names its own success, not a superseded owner's", async () => {
+  // Was: "the lookup ... said absent, but a superseded owner got a success for it late", the superseded owner being this call;
+  // then (until this change) AmbiguousOutcomeError "said absent, but this call, its lease taken over, got a success for it late",
+  // the record left ambiguous though A holds the provider's 201 for this key: A now records it (succeeded) and returns it.
+  it('A takes the record back and its lookup says absent: A records its own 201 (succeeded) and returns it; a later call replays it, nothing sent', async () => {
     const ref = 'HELD-absent';
+    const scope = { action: 'create-order', ref };
     provider.fault({ kind: 'delay_before_commit', delayMs: 800, match: { ref } });
     provider.fault({ kind: 'status_before_commit', status: 503, match: { ref } });
     const absent = { 'create-order': async (): Promise<null> => null };
     const a = client({ owner: 'a', leaseMs: 300, settleMs: 0, lookups: absent });
     const b = client({ owner: 'b', now: () => Date.now() + 60_000, settleMs: 0, lookups: absent, retry: { maxAttempts: 1 } });
-    const first = post(a.client, ref).catch((e: unknown) => e);
+    const first = post(a.client, ref);
     await until(() => provider.requests.length === 1, "A's request to reach the provider");
     expect(await post(b.client, ref).catch((e: unknown) => e)).toBeInstanceOf(RetriesExhaustedError);
-    const error = (await first) as Error & { code: string };
-    expect(error.code).toBe('AMBIGUOUS_OUTCOME');
-    expect(error.message).not.toMatch(/a superseded owner/);
-    expect(error.message).toMatch(/said absent, but this call, its lease taken over, got a success for it late; not resent/);
+    const res = await first;
+    expect({ status: res.status, replayed: res.headers.get(REPLAYED_HEADER) }).toEqual({ status: 201, replayed: null });
+    expect(((await res.json()) as { ref: string }).ref).toBe(ref);
+    const record = await a.client.get(scope);
+    expect(record).toMatchObject({ state: 'succeeded', result: { source: 'attempt', status: 201 }, lease: null });
+    // (it said "Attempt 2 got 201": attempt 2 got a 503)
+    expect((await a.client.explain(scope))?.diagnosis.summary).toBe('Attempt 1 got its answer late (201, superseded owner a), and that owner recorded it when it took the record back; later calls replay it.');
+    expect(record?.evidence).toContainEqual(expect.objectContaining({ kind: 'late_response', owner: 'a', status: 201 }));
     expect(provider.effects).toBe(1);
     expect(provider.requests).toHaveLength(2);
+    // a later call replays it: nothing sent
+    const again = await post(b.client, ref);
+    expect({ status: again.status, replayed: again.headers.get(REPLAYED_HEADER) }).toEqual({ status: 201, replayed: 'true' });
+    expect(provider.effects).toBe(1);
+    expect(provider.requests).toHaveLength(2);
+  });
+
+  // DESIGN §8: a cancel requested while an attempt may have been delivered is decided by the outcome; delivery won.
+  it('B left it ambiguous and a cancel was requested: A records its own 201 all the same (delivery won); cancel() then says delivered', async () => {
+    const ref = 'HELD-cancel';
+    const scope = { action: 'create-order', ref };
+    provider.fault({ kind: 'delay_before_commit', delayMs: 800, match: { ref } });
+    const down = {
+      'create-order': async (): Promise<never> => {
+        throw new Error('lookup service down');
+      },
+    };
+    const a = client({ owner: 'a', leaseMs: 300, lookups: down });
+    const b = client({ owner: 'b', now: () => Date.now() + 60_000, lookups: down });
+    const first = post(a.client, ref);
+    await until(() => provider.requests.length === 1, "A's request to reach the provider");
+    expect(await post(b.client, ref).catch((e: unknown) => e)).toMatchObject({ code: 'AMBIGUOUS_OUTCOME' });
+    expect(await b.client.cancel(scope)).toEqual({ outcome: 'undecided', state: 'ambiguous' });
+    const res = await first;
+    expect({ status: res.status, replayed: res.headers.get(REPLAYED_HEADER) }).toEqual({ status: 201, replayed: null });
+    expect(await b.client.get(scope)).toMatchObject({ state: 'succeeded', result: { source: 'attempt', status: 201 } });
+    expect(await b.client.cancel(scope)).toEqual({ outcome: 'delivered', state: 'succeeded' });
+    expect((await post(b.client, ref)).headers.get(REPLAYED_HEADER)).toBe('true');
+    expect(provider.effects).toBe(1);
+    expect(provider.requests).toHaveLength(1);
   });
 });

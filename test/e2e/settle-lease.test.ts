@@ -179,16 +179,22 @@ describe('a renewal or a try that finds the answer landed returns it; a lost lea
       // the store is back once B took the lease over: A's next renewal finds the lease lost
       await until(async () => (await inner.get(idOf(ref)))?.evidence.some((e) => e.kind === 'takeover') === true);
       plan.renewals = [];
-      // B: in_flight under an expired lease, no lookup, no provider dedupe: ambiguous. A follows it.
-      expect({ a: await first, b: await second }).toEqual({ a: 'AmbiguousOutcomeError', b: 'AmbiguousOutcomeError' });
+      // B: in_flight under an expired lease, no lookup, no provider dedupe: ambiguous; B stops so. A,
+      // which holds the 201 of the request it sent, takes the record back once B let it go and records
+      // that 201 (succeeded). Was (until A settled it with its own success): A ended AmbiguousOutcomeError
+      // and the record stayed ambiguous, though A held the provider's 201 for this key.
+      expect({ a: await first, b: await second }).toEqual({ a: '201', b: 'AmbiguousOutcomeError' });
       expect(aEndedAt - startedAt).toBeLessThan(900); // not after settle's whole budget
       expect(provider.effectsFor(ref)).toBe(1);
       expect(provider.requests.filter((r) => r.ref === ref)).toHaveLength(1);
       const record = (await inner.get(idOf(ref))) as OperationRecord;
-      // never overwritten by A: the attempt A sent stays open under the takeover, no result
-      expect(record).toMatchObject({ state: 'ambiguous', result: null });
+      expect(record).toMatchObject({ state: 'succeeded', lease: null, result: { source: 'attempt', status: 201 } });
+      // never overwritten by A's stale write: the attempt A sent stays open under the takeover; A's 201
+      // was recorded only after B's stop let the record go
       expect(record.attempts.map((x) => x.finishedAt)).toEqual([null]);
       expect(record.evidence.some((e) => e.kind === 'takeover')).toBe(true);
+      const stopped = record.evidence.find((e) => e.kind === 'stop')?.generation ?? Infinity;
+      expect(record.evidence.find((e) => e.detail.startsWith("found: this call's own attempt"))?.generation).toBeGreaterThan(stopped);
       // the 201 is kept as evidence: by the write itself when the store takes it, else by A once it
       // takes the record back after B (it holds the 201: no later call may read the record as unsent)
       expect(record.evidence.some((e) => e.kind === 'late_response' && e.status === 201 && e.detail.startsWith('late success outcome'))).toBe(true);

@@ -453,8 +453,10 @@ describe('the owner that ran the effect lost its lease before writing its value'
     expect((await b.get(SPEC))?.state).toBe('failed');
   });
 
-  it('the new owner stopped with the outcome unknown, and this call takes the record back: it sends nothing again, even where the provider dedupes', async () => {
-    const { b, release, first, calls } = race({ providerDedupes: true, retry: { maxAttempts: 1 } });
+  // Was (until this change): AmbiguousOutcomeError "this call's effect resolved ...", the record left ambiguous, though
+  // this call holds the effect's own value for this key: it now records it (succeeded) and returns it.
+  it('the new owner stopped with the outcome unknown, and this call takes the record back: it sends nothing again, even where the provider dedupes, and settles it with its value', async () => {
+    const { b, release, run, first, calls } = race({ providerDedupes: true, retry: { maxAttempts: 1 } });
     await started(calls);
     let resent = 0;
     const hangUp = async (): Promise<never> => {
@@ -465,20 +467,24 @@ describe('the owner that ran the effect lost its lease before writing its value'
     expect(resent).toBe(1); // B's same-key resend, as the provider dedupes
     expect((await b.get(SPEC))?.state).toBe('ambiguous');
     release();
-    const error = await first;
-    expect(isOnceError(error) ? error.code : error).toBe('AMBIGUOUS_OUTCOME');
-    expect((error as Error).message).toMatch(/this call's effect resolved/);
+    expect(await first).toEqual({ resolvedWith: `an object of ${BIG_BYTES} bytes of JSON` });
+    expect(await run).toBe(BIG);
     expect(calls()).toBe(1);
     expect(resent).toBe(1);
     const record = await b.get(SPEC);
-    expect(record?.state).toBe('ambiguous');
+    expect(record).toMatchObject({ state: 'succeeded', lease: null, result: { source: 'attempt', bodyTruncated: true } });
     expect(record?.evidence.some((e) => e.kind === 'late_response' && e.detail.startsWith('late success outcome'))).toBe(true);
+    // a later call replays it (the value was not stored): nothing runs again
+    const again = counted({ rows: 'must not run' });
+    expectNotStored(await caught(b.run(SPEC, again.effect)), BIG_BYTES);
+    expect(calls() + resent + again.calls()).toBe(2);
   });
 
   // (the record cleared for a send before this call's late success could be kept on it: that write failed)
-  it('the new owner left the record cleared for a send, the late success not kept on it: this call takes it back and sends nothing', async () => {
+  // Was (until this change): AmbiguousOutcomeError, the record left ambiguous; now settled with this call's value.
+  it('the new owner left the record cleared for a send, the late success not kept on it: this call takes it back, sends nothing and settles it with its value', async () => {
     const { store, evidenceFailed } = failingFirstEvidence();
-    const { b, release, first, calls } = race({ store, retry: { maxAttempts: 1 } });
+    const { b, release, run, first, calls } = race({ store, retry: { maxAttempts: 1 } });
     await started(calls);
     let resent = 0;
     const busy = async (): Promise<never> => {
@@ -489,12 +495,12 @@ describe('the owner that ran the effect lost its lease before writing its value'
     expect(resent).toBe(1);
     expect((await b.get(SPEC))?.state).toBe('pending');
     release();
-    const error = await first;
-    expect(isOnceError(error) ? error.code : error).toBe('AMBIGUOUS_OUTCOME');
-    expect((error as Error).message).toMatch(/this call's effect resolved/);
+    expect(await first).toEqual({ resolvedWith: `an object of ${BIG_BYTES} bytes of JSON` });
+    expect(await run).toBe(BIG);
     expect(evidenceFailed()).toBe(true);
     expect(calls()).toBe(1);
     expect(resent).toBe(1);
+    expect(await b.get(SPEC)).toMatchObject({ state: 'succeeded', result: { source: 'attempt', bodyTruncated: true } });
   });
 });
 
@@ -504,14 +510,17 @@ describe('the owner that ran the effect lost its lease before writing its value'
 describe('the call holding its unrecorded success takes the record back cleared for a send', () => {
   const AHEAD_MS = 10 * 60_000;
 
-  it('it keeps its success on the record before it stops: a later call reconciles and runs nothing', async () => {
+  // Was (until this change): it stopped with AmbiguousOutcomeError, the record left ambiguous, and the later call
+  // (its lookup saying absent) got AmbiguousOutcomeError too. Now it settles the record with its own value.
+  it('it keeps its success on the record, then settles it with its value: a later call replays it and runs nothing', async () => {
     const { store, evidenceFailed } = failingFirstEvidence();
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
     const a = makeClient({ store, retry: { maxAttempts: 1 } });
     const b = makeClient({ store, retry: { maxAttempts: 1 }, now: () => Date.now() + AHEAD_MS, settleMs: 20 });
     const held = counted(BIG, gate);
-    const first = caught(a.run(SPEC, held.effect));
+    const run = a.run(SPEC, held.effect);
+    const first = caught(run);
     while (held.calls() === 0) await new Promise((r) => setTimeout(r, 5));
     let resent = 0;
     const busy = async (): Promise<never> => {
@@ -520,16 +529,15 @@ describe('the call holding its unrecorded success takes the record back cleared 
     };
     expect(await caught(b.run({ ...SPEC, lookup: async () => null }, busy))).toMatchObject({ code: 'RETRIES_EXHAUSTED' });
     release();
-    const error = await first;
-    expect(isOnceError(error) ? error.code : error).toBe('AMBIGUOUS_OUTCOME');
+    expect(await first).toEqual({ resolvedWith: `an object of ${BIG_BYTES} bytes of JSON` });
+    expect(await run).toBe(BIG);
     expect(evidenceFailed()).toBe(true);
     const record = await b.get(SPEC);
     expect(record?.evidence.some((e) => e.kind === 'late_response' && e.detail.startsWith('late success outcome'))).toBe(true);
-    expect(record?.state).toBe('ambiguous');
-    // a later call, its lookup saying absent: the late success contradicts it; nothing runs again
+    expect(record).toMatchObject({ state: 'succeeded', result: { source: 'attempt', bodyTruncated: true } });
+    // a later call, its lookup saying absent: a replay of the success (its value not stored, the lookup has none); nothing runs again
     const again = counted({ rows: 'must not run' });
-    const later = await caught(b.run({ ...SPEC, lookup: async () => null }, again.effect));
-    expect(isOnceError(later) ? later.code : later).toBe('AMBIGUOUS_OUTCOME');
+    expectNotStored(await caught(b.run({ ...SPEC, lookup: async () => null }, again.effect)), BIG_BYTES);
     expect(held.calls() + resent + again.calls()).toBe(2);
   });
 });
