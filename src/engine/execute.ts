@@ -156,9 +156,10 @@ export class Engine {
   private readonly unrecorded = new WeakSet<OperationRecord>();
   /**
    * By call (its deadline): the success this call's own attempt got whose write lost the lease to
-   * another owner (see `run`). The call follows that owner, and never sends again.
+   * another owner (see `run`). The call follows that owner, and never sends again. `key`: the key it
+   * was sent with (a record deleted and claimed afresh has another).
    */
-  private readonly held = new WeakMap<CallDeadline, { snapshot: ResultSnapshot | null; live: unknown }>();
+  private readonly held = new WeakMap<CallDeadline, { snapshot: ResultSnapshot | null; live: unknown; key: string }>();
   /** the calls (by their deadline) an attempt of which was answered as anything but not_sent: a record they follow is no replay for them */
   private readonly sent = new WeakSet<CallDeadline>();
   /** by record id: the abandon of a write given up on before the send, pending until it lands (see `bounded`), and until when a call waits for it */
@@ -819,7 +820,7 @@ export class Engine {
       // not kept reachable, unread, for the rest of the call)
       if (c.class === 'success' && isA(error, LeaseLostError)) {
         const s = outcome.snapshot;
-        this.held.set(deadline, { snapshot: s, live: s?.kind === 'value' || (s?.bodyTruncated === true && (outcome.live as LiveBody | undefined)?.stream === undefined) ? outcome.live : undefined });
+        this.held.set(deadline, { snapshot: s, key: owned.rec.key, live: s?.kind === 'value' || (s?.bodyTruncated === true && (outcome.live as LiveBody | undefined)?.stream === undefined) ? outcome.live : undefined });
       }
       throw error;
     });
@@ -967,7 +968,10 @@ export class Engine {
     // as a "found" would (the record succeeded, its snapshot, no send) and returns it: an "absent" cannot
     // settle a record with that late success on it, nor can "unknown"; a requested cancel came second
     // (DESIGN §8: delivery won). A record another owner ended (failed, cancelled) is not moved (`followed`).
-    const own = this.held.get(deadline)?.snapshot ?? undefined;
+    // Only under the key it was sent with: a record deleted and claimed afresh (a new key) is not answered
+    // by a request under the old one, and its own attempts stay to be reconciled.
+    const mine = this.held.get(deadline);
+    const own = mine !== undefined && mine.key === owned.rec.key ? (mine.snapshot ?? undefined) : undefined;
     const settleOwn = (result: ResultSnapshot): Promise<OperationRecord> => {
       const found: RecordEvent = { type: 'lookup_found', result, detail: "this call's own attempt got it; its write had lost the lease to another owner" };
       return record(found, this.settle(owned, found), true);

@@ -98,3 +98,31 @@ describe('a record deleted while its request is on the wire', () => {
     expect(posts('DEL-2')).toBe(1);
   });
 });
+
+// Review of 1e58272: a call that lost its lease with its 201 in hand settles the record it takes back with that 201.
+// When the row was deleted meanwhile and claimed afresh (a new key minted, its own attempt ambiguous), the 201
+// answers a request under the old key, not this record's: it is no proof about this record's attempt, which
+// is left unreconciled while the record claimed a success (and explain counted one send, no duplicate).
+describe('a record deleted and claimed afresh under a new key while the first call waits for its answer', () => {
+  it("that call's late 201 (old key) does not settle the new record: AmbiguousOutcomeError, the record stays ambiguous for a reconciliation", async () => {
+    const ref = 'DEL-KEY';
+    provider.fault({ kind: 'delay_before_commit', delayMs: 800, match: { ref } });
+    provider.fault({ kind: 'status_before_commit', status: 502, match: { ref } });
+    const a = client({ lookups: {} });
+    const first = order(a, ref).catch((e: unknown) => e);
+    await until(() => posts(ref) === 1);
+    const oldKey = (await a.get({ action: ACTION, ref }))?.key;
+    expect(deleteRow(ref)).toBe(1);
+    const c = client({ lookups: {} });
+    expect(await order(c, ref).catch((e: unknown) => e)).toMatchObject({ code: 'AMBIGUOUS_OUTCOME' });
+    const fresh = await c.get({ action: ACTION, ref });
+    expect(fresh?.key).not.toBe(oldKey);
+    expect(fresh?.state).toBe('ambiguous');
+    expect(await first).toMatchObject({ code: 'AMBIGUOUS_OUTCOME' });
+    const after = await c.get({ action: ACTION, ref });
+    expect(after).toMatchObject({ state: 'ambiguous', key: fresh?.key, result: null });
+    // the late 201 is on it as evidence all the same
+    expect(after?.evidence).toContainEqual(expect.objectContaining({ kind: 'late_response', status: 201 }));
+    expect(posts(ref)).toBe(2);
+  });
+});
