@@ -157,9 +157,10 @@ export class Engine {
   /**
    * By call (its deadline): the success this call's own attempt got whose write lost the lease to
    * another owner (see `run`). The call follows that owner, and never sends again. `key`: the key it
-   * was sent with (a record deleted and claimed afresh has another).
+   * was sent with (a record deleted and claimed afresh has another); `recorded`: the record this call
+   * settled with it (see `reconcileOwned`).
    */
-  private readonly held = new WeakMap<CallDeadline, { snapshot: ResultSnapshot | null; live: unknown; key: string }>();
+  private readonly held = new WeakMap<CallDeadline, { snapshot: ResultSnapshot | null; live: unknown; key: string; recorded?: OperationRecord }>();
   /** the calls (by their deadline) an attempt of which was answered as anything but not_sent: a record they follow is no replay for them */
   private readonly sent = new WeakSet<CallDeadline>();
   /** by record id: the abandon of a write given up on before the send, pending until it lands (see `bounded`), and until when a call waits for it */
@@ -380,6 +381,8 @@ export class Engine {
   private followed(record: OperationRecord, deadline: CallDeadline): ExecuteResult | undefined {
     const held = this.held.get(deadline);
     if (held === undefined) return undefined;
+    // (the record this call settled with its own success: its own value, as a call that kept its lease gets)
+    if (held.recorded === record && held.snapshot !== null) return { record, snapshot: held.snapshot, replayed: false, live: held.live };
     if (record.state === 'succeeded') {
       const own = held.snapshot;
       return record.result?.bodyTruncated === true && own !== null && (!own.bodyTruncated || held.live !== undefined) ? { record, snapshot: own, replayed: false, live: held.live } : undefined;
@@ -972,9 +975,11 @@ export class Engine {
     // by a request under the old one, and its own attempts stay to be reconciled.
     const mine = this.held.get(deadline);
     const own = mine !== undefined && mine.key === owned.rec.key ? (mine.snapshot ?? undefined) : undefined;
-    const settleOwn = (result: ResultSnapshot): Promise<OperationRecord> => {
+    const settleOwn = async (result: ResultSnapshot): Promise<OperationRecord> => {
       const found: RecordEvent = { type: 'lookup_found', result, detail: "this call's own attempt got it; its write had lost the lease to another owner" };
-      return record(found, this.settle(owned, found), true);
+      const rec = await record(found, this.settle(owned, found), true);
+      if (mine !== undefined) mine.recorded = rec;
+      return rec;
     };
     const result = await this.leased(owned, async () => {
       // "Absent" soon after a send may only mean "not committed yet": trust it only when it was asked

@@ -564,3 +564,27 @@ function failingFirstEvidence(): { store: OnceStore; evidenceFailed: () => boole
   };
   return { store, evidenceFailed: () => failed };
 }
+
+// Review of 1e58272: the call that settles the record with its own value (within the cap) returned the record's
+// JSON form of it, not the value its effect resolved to (a Date came back a string, a BigInt null), as no
+// other call that ran the effect does.
+describe('the call that settles the record with its own success returns its live value', () => {
+  it('a value within the cap that JSON does not carry whole (a Date, a BigInt): the very object, as an owner that kept its lease gets', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const value = { at: new Date(0), amount: 10n };
+    const a = makeClient({ providerDedupes: true, retry: { maxAttempts: 1 } });
+    const b = makeClient({ providerDedupes: true, retry: { maxAttempts: 1 }, now: () => Date.now() + 10 * 60_000, settleMs: 20 });
+    const held = counted(value, gate);
+    const run = a.run(SPEC, held.effect);
+    while (held.calls() === 0) await new Promise((r) => setTimeout(r, 5));
+    const hangUp = async (): Promise<never> => {
+      throw Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' });
+    };
+    expect(await caught(b.run(SPEC, hangUp))).toMatchObject({ code: 'AMBIGUOUS_OUTCOME' });
+    release();
+    expect(await run).toBe(value);
+    expect(await b.get(SPEC)).toMatchObject({ state: 'succeeded', result: { source: 'attempt', bodyTruncated: false } });
+    expect(held.calls()).toBe(1);
+  });
+});
