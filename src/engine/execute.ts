@@ -784,7 +784,10 @@ export class Engine {
   private async sendOnce(owned: OwnedRecord, spec: OperationSpec, deadline: CallDeadline, n: number): Promise<StepResult> {
     // A call that holds its own success (see `held`) never sends again: `step` settles the record with
     // it or reconciles first, so this is not reached; kept as the guard of that rule against later edits.
-    if (this.held.has(deadline)) throw await this.stop(owned, heldSuccess(spec.scope, 'left it unsettled'), deadline);
+    if (this.held.has(deadline)) {
+      if (owned.unsentAttempt) await this.closeUnsent(owned, 'the call holds the success of its earlier attempt', deadline.signal);
+      throw await this.stop(owned, heldSuccess(spec.scope, 'left it unsettled'), deadline);
+    }
     // The write that gates this send: already durable when the claim itself opened the attempt.
     if (!owned.unsentAttempt) {
       this.unsent.add(deadline);
