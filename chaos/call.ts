@@ -79,8 +79,11 @@ async function unsuccessful(client: OnceClient, action: string, caller: Caller, 
   return { type: 'indeterminate', ...caller, at: Date.now(), code, state };
 }
 
-/** Places the order of `caller.ref` once through `client`; never throws. */
-export async function placeOrder(client: OnceClient, url: string, action: string, caller: Caller): Promise<OutcomeEntry> {
+/** The reason a caller that gives up aborts its call with (see the worker); its outcome's code. */
+export const GAVE_UP = 'GAVE_UP';
+
+/** Places the order of `caller.ref` once through `client`; never throws. `signal`: the caller's, aborted with reason {@link GAVE_UP}. */
+export async function placeOrder(client: OnceClient, url: string, action: string, caller: Caller, signal?: AbortSignal): Promise<OutcomeEntry> {
   let code: string;
   try {
     const res = await client.fetch(`${url}/orders`, {
@@ -88,6 +91,7 @@ export async function placeOrder(client: OnceClient, url: string, action: string
       headers: { 'content-type': 'application/json' },
       body: orderBody(caller.ref),
       once: { action, ref: caller.ref },
+      ...(signal === undefined ? {} : { signal }),
     });
     const body = await res.text();
     if (res.ok) {
@@ -95,7 +99,7 @@ export async function placeOrder(client: OnceClient, url: string, action: string
     }
     code = `HTTP_${res.status}`;
   } catch (error) {
-    code = isOnceError(error) ? error.code : 'UNEXPECTED';
+    code = isOnceError(error) ? error.code : signal?.aborted === true && error === signal.reason ? GAVE_UP : 'UNEXPECTED';
   }
   return unsuccessful(client, action, caller, code);
 }

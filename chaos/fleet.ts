@@ -12,7 +12,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { parseHistory } from './checker.js';
 import type { HistoryEntry, IndeterminateEntry } from './history.js';
-import type { ChaosEvent } from './plan.js';
+import { burstOp, isStrict, type ChaosEvent } from './plan.js';
 import type { DoneLine, WorkerConfig } from './protocol.js';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
@@ -21,6 +21,8 @@ const WORKER = fileURLToPath(new URL('./worker.ts', import.meta.url));
 const STALL_MS = 120_000;
 /** How long an aimed event waits for its worker's signal (`a`) before it hits all the same. */
 const AIM_WAIT_MS = 3_000;
+/** How far ahead a burst is set, so that every worker has its line before the moment comes. */
+const BURST_LEAD_MS = 40;
 
 interface Slot {
   id: number;
@@ -37,23 +39,32 @@ interface Slot {
   aim?: { hit: () => void; timer: NodeJS.Timeout } | undefined;
 }
 
-/** Appends an `indeterminate` outcome for every call a dead incarnation left without one. */
-export function closeOpenCalls(historyPath: string, incarnation: number, code: string): void {
-  if (!existsSync(historyPath)) return;
-  const text = readFileSync(historyPath, 'utf8');
-  // A line torn by the kill (never seen in practice: one small write each) must not swallow the next.
-  if (text.length > 0 && !text.endsWith('\n')) appendFileSync(historyPath, '\n');
+/** The calls an incarnation started and has not ended, as its history file says. */
+function openCalls(historyPath: string, incarnation: number): HistoryEntry[] {
+  if (!existsSync(historyPath)) return [];
   const open = new Map<number, HistoryEntry>();
-  for (const e of parseHistory(text)) {
+  for (const e of parseHistory(readFileSync(historyPath, 'utf8'))) {
     if (e.type === 'reconciled' || e.incarnation !== incarnation) continue;
     if (e.type === 'invoke') open.set(e.op, e);
     else open.delete(e.op);
   }
-  for (const e of open.values()) {
+  return [...open.values()];
+}
+
+/** Appends an `indeterminate` outcome for every call a dead incarnation left without one; returns their refs. */
+export function closeOpenCalls(historyPath: string, incarnation: number, code: string): string[] {
+  if (!existsSync(historyPath)) return [];
+  const text = readFileSync(historyPath, 'utf8');
+  // A line torn by the kill (never seen in practice: one small write each) must not swallow the next.
+  if (text.length > 0 && !text.endsWith('\n')) appendFileSync(historyPath, '\n');
+  const refs: string[] = [];
+  for (const e of openCalls(historyPath, incarnation)) {
     if (e.type !== 'invoke') continue;
     const closed: IndeterminateEntry = { type: 'indeterminate', op: e.op, worker: e.worker, incarnation, ref: e.ref, at: Date.now(), code, state: 'unobserved' };
     appendFileSync(historyPath, `${JSON.stringify(closed)}\n`);
+    refs.push(e.ref);
   }
+  return refs;
 }
 
 /** The workers' configuration, but for their id and incarnation. */
@@ -73,6 +84,8 @@ export class Fleet {
   recoveredOnRestart = 0;
   /** store faults the workers injected, by `<kind>` and by `<kind> <method>` */
   readonly storeFaults: Record<string, number> = {};
+  /** refs burst so far (each at most once), in order: burst n's calls are operation `burstOp(plan, n)` */
+  readonly bursts: string[] = [];
   private readonly slots: Slot[];
   private readonly events: ChaosEvent[];
   private lastProgressAt = Date.now();
@@ -126,7 +139,9 @@ export class Fleet {
 
   private spawn(slot: Slot): void {
     const config: WorkerConfig = { ...this.config, id: slot.id, incarnation: slot.incarnation, historyPath: this.historyPath(slot.id) };
-    const child = spawn(process.execPath, ['--import', 'tsx', WORKER, JSON.stringify(config)], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', WORKER, JSON.stringify(config)], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
+    // (a burst line written as the worker dies: EPIPE, nothing to do)
+    child.stdin?.on('error', () => undefined);
     slot.child = child;
     slot.state = 'running';
     slot.stderr = '';
@@ -145,6 +160,7 @@ export class Fleet {
         this.disarm(slot);
         return aim.hit();
       }
+      if (line.startsWith('c ')) return this.burst(line.slice(2), BURST_LEAD_MS);
       if (line.startsWith('f ')) {
         const [kind = '?', method = '?'] = line.slice(2).split(' ');
         for (const k of [kind, `${kind} ${method}`]) this.storeFaults[k] = (this.storeFaults[k] ?? 0) + 1;
@@ -175,7 +191,9 @@ export class Fleet {
     this.disarm(slot, true);
     if (slot.state === 'done') return;
     if (slot.state === 'killing') {
-      closeOpenCalls(this.historyPath(slot.id), slot.incarnation, 'KILLED');
+      // The killed calls' records stay `in_flight` until their lease runs out: then a burst races to take them over.
+      const cut = closeOpenCalls(this.historyPath(slot.id), slot.incarnation, 'KILLED');
+      for (const ref of cut) if (isStrict(ref)) this.burst(ref, this.config.timing.leaseMs + BURST_LEAD_MS);
       slot.incarnation++;
       setTimeout(() => {
         if (slot.state === 'killing') this.spawn(slot);
@@ -192,6 +210,21 @@ export class Fleet {
     if (this.slots.every((s) => s.state === 'done')) {
       clearInterval(this.watchdog);
       this.settle();
+    }
+  }
+
+  /**
+   * Has every live worker call `ref` (of the provider that ignores keys) at the same moment, `inMs`
+   * from now: `c <ref> <op> <at>` on their stdin (see the worker). At most once per ref.
+   */
+  private burst(ref: string, inMs: number): void {
+    if (this.bursts.includes(ref)) return;
+    const op = burstOp(this.config.plan, this.bursts.length);
+    this.bursts.push(ref);
+    const line = `c ${ref} ${op} ${Date.now() + inMs}\n`;
+    for (const slot of this.slots) {
+      const stdin = slot.child?.stdin;
+      if ((slot.state === 'running' || slot.state === 'paused') && stdin?.writable === true) stdin.write(line);
     }
   }
 
@@ -252,6 +285,8 @@ export class Fleet {
     this.pauses++;
     slot.state = 'paused';
     child?.kill('SIGSTOP');
+    // Its calls' leases run out while it is stopped: a burst races to take their records over.
+    for (const e of openCalls(this.historyPath(slot.id), slot.incarnation)) if (isStrict(e.ref)) this.burst(e.ref, this.config.timing.leaseMs + BURST_LEAD_MS);
     setTimeout(() => {
       if (slot.state !== 'paused' || slot.child !== child) return;
       slot.state = 'running';

@@ -30,7 +30,7 @@ export type ObservedState = 'pending' | 'in_flight' | 'ambiguous' | 'succeeded' 
 
 /** Who made a call: a worker process (`w0`, `w1`, …) or the final recovery (`final`). */
 interface CallBase {
-  /** operation number: the schedule's index, then the final recovery's calls after it */
+  /** operation number: the schedule's index, then the final recovery's calls after it; a burst's calls `2 × ops + n` (n: the burst's number, from 0) */
   op: number;
   worker: string;
   /** which life of the worker process (0 first, +1 after each SIGKILL and restart) */
@@ -45,6 +45,8 @@ export interface InvokeEntry extends CallBase {
   type: 'invoke';
   /** a restarted worker's call of an operation its SIGKILLed last life had under way (see the worker) */
   redelivered?: true;
+  /** one of the calls several processes make of one ref at the same moment (a burst, see the fleet) */
+  burst?: true;
 }
 
 /** A call returned a 2xx response. */
@@ -59,7 +61,7 @@ export interface OkEntry extends CallBase {
 /** A call ended with no effect possible for its ref (see the module doc). */
 export interface FailEntry extends CallBase {
   type: 'fail';
-  /** the error's `code`, or `HTTP_<status>` for a non-2xx response */
+  /** the error's `code`, `HTTP_<status>` for a non-2xx response, or `GAVE_UP` for a call its caller aborted (see the worker) */
   code: string;
   state: ObservedState;
   /** taken before the record was read: the ref had no effect at this time */

@@ -67,6 +67,20 @@ export function isStrict(ref: string): boolean {
   return ref.startsWith('S-');
 }
 
+/** The operation number of the calls of burst `n` (from 0): past the schedule and the final recovery's first calls. */
+export function burstOp(plan: RunPlan, n: number): number {
+  return 2 * plan.ops + n;
+}
+
+/**
+ * Whether a call of ref `ref` gives up at its first retryable answer (its caller aborts it during the
+ * backoff): a seeded half of the refs of the provider that ignores keys. The record is left
+ * `pending`, its lease released and nothing done at the provider, and a burst calls it (see the worker).
+ */
+export function givesUpOnRetryable(plan: RunPlan, ref: string): boolean {
+  return isStrict(ref) && mulberry32(subSeed(plan.seed, 2_000_000 + Number(ref.slice(2))))() < 0.5;
+}
+
 /** One scheduled call. */
 export interface ScheduledOp {
   op: number;

@@ -51,7 +51,8 @@ export interface WorkerConfig {
 
 /**
  * What a worker prints on stdout: `p` per finished call, `f <kind> <method>` per injected store
- * fault (`chaos/store-faults.ts`), then one `done` line.
+ * fault (`chaos/store-faults.ts`), `c <ref>` to ask for a burst of a ref it left unfinished, then
+ * one `done` line. On its stdin it reads `c <ref> <op> <at>`: a burst's call to make at `at`.
  */
 export interface DoneLine {
   done: true;

@@ -55,8 +55,10 @@ export interface ChaosResult {
   check: CheckResult;
   /** the harness's own failures (a worker crash, a stall): a run with any is not a pass */
   errors: string[];
-  /** workers: the scheduled calls started; redelivered: calls again of those a SIGKILL cut (see the worker) */
-  invokes: { workers: number; redelivered: number; final: number };
+  /** workers: the scheduled calls started; redelivered: calls again of those a SIGKILL cut; burst: the calls of bursts (see the worker) */
+  invokes: { workers: number; redelivered: number; burst: number; final: number };
+  /** refs burst: called by every live worker at once, just after a call left them unfinished or a kill cut one */
+  bursts: number;
   attempts: { dedupe: number; strict: number };
   lookups: number;
   faults: Record<FaultKind, number>;
@@ -208,10 +210,12 @@ async function runSteps(options: ChaosOptions, runDir: string, store: StoreSpec,
     check: result,
     errors: fleet.errors,
     invokes: {
-      workers: history.filter((e) => e.type === 'invoke' && e.worker !== 'final' && e.redelivered !== true).length,
+      workers: history.filter((e) => e.type === 'invoke' && e.worker !== 'final' && e.redelivered !== true && e.burst !== true).length,
       redelivered: history.filter((e) => e.type === 'invoke' && e.redelivered === true).length,
+      burst: history.filter((e) => e.type === 'invoke' && e.burst === true).length,
       final: final.entries.filter((e) => e.type === 'invoke').length,
     },
+    bursts: fleet.bursts.length,
     attempts: { dedupe: dedupe.requests.length, strict: strict.requests.length },
     lookups: dedupe.lookups + strict.lookups,
     faults,

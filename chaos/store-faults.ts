@@ -87,3 +87,25 @@ export function faultyStore(inner: OnceStore, faults: StoreFaults, seed: number,
     close: () => inner.close(),
   };
 }
+
+/**
+ * `inner` with every `claim` answered `delayMs` late (after it was applied): a store whose
+ * acknowledgements take a network's time to come back. A call that finds the record existing
+ * acts on it that much later, so the calls of a burst (see the worker) all read the record
+ * before any of them writes it, and race compare-and-set on the same generation.
+ */
+export function lateClaims(inner: OnceStore, delayMs: number): OnceStore {
+  return {
+    name: inner.name,
+    claim: async (record) => {
+      const result = await inner.claim(record);
+      await sleep(delayMs);
+      return result;
+    },
+    get: (id) => inner.get(id),
+    compareAndSet: (id, expected, next) => inner.compareAndSet(id, expected, next),
+    list: (query) => inner.list(query),
+    purge: (now) => inner.purge(now),
+    close: () => inner.close(),
+  };
+}

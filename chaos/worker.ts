@@ -1,6 +1,7 @@
 /**
  * One client process of the chaos run. Two clients on the shared store
- * (one per provider: the one that dedupes by key, and the one that does not),
+ * (one per provider: the one that dedupes by key, and the one that does not;
+ * a third, for the provider that does not, makes the bursts' calls),
  * lookups that are slow, stale or failing at random (seeded), and this worker's
  * part of the schedule, `plan.concurrency` calls at a time.
  *
@@ -8,23 +9,25 @@
  * starts and an outcome line when it ends, each with one synchronous `write`,
  * so a SIGKILL loses nothing that happened before it. A restarted worker (same
  * id, next incarnation) reads that file, calls `recover()`, and resumes with
- * the operations it never started.
+ * the operations it never started. Besides its schedule it makes the calls of
+ * the bursts the fleet sends it on stdin (see `burst`).
  *
  * Run: `node --import tsx chaos/worker.ts '<WorkerConfig JSON>'`
  *
  * @module
  */
 import { closeSync, existsSync, openSync, readFileSync, writeSync } from 'node:fs';
+import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createClient } from '../src/index.js';
 import { defaultFetch } from '../src/node-defaults.js';
-import type { LookupFn, OnceClient, OnceStore } from '../src/index.js';
-import { placeOrder } from './call.js';
+import type { LookupFn, OnceClient, OnceEvent, OnceStore } from '../src/index.js';
+import { GAVE_UP, placeOrder } from './call.js';
 import { parseHistory } from './checker.js';
-import type { HistoryEntry } from './history.js';
-import { DEDUPE_ACTION, STRICT_ACTION, isStrict, mulberry32, ownerName, reliesOnDedupe, schedule, subSeed } from './plan.js';
+import type { HistoryEntry, OutcomeEntry } from './history.js';
+import { DEDUPE_ACTION, STRICT_ACTION, givesUpOnRetryable, isStrict, mulberry32, ownerName, reliesOnDedupe, schedule, subSeed } from './plan.js';
 import type { DoneLine, LookupFaults, WorkerConfig } from './protocol.js';
-import { faultyStore } from './store-faults.js';
+import { faultyStore, lateClaims } from './store-faults.js';
 import { openStore } from './store.js';
 
 const config = JSON.parse(process.argv[2] ?? '{}') as WorkerConfig;
@@ -85,9 +88,21 @@ function aimable(base: typeof fetch): typeof fetch {
 }
 const transport = aimable(defaultFetch());
 
-function client(action: string, url: string, store: OnceStore): OnceClient {
+/**
+ * The scheduled calls of refs that give up at their first retryable answer ({@link givesUpOnRetryable}),
+ * by ref, with the attempt class each last saw: the strict client's `onEvent` aborts one once its
+ * engine has recorded a retryable answer and scheduled the retry.
+ */
+const givingUp = new Map<string, { abort: AbortController; last: string | undefined }>();
+function onStrictEvent(e: OnceEvent): void {
+  const call = givingUp.get(e.scope.ref);
+  if (call === undefined) return;
+  if (e.type === 'attempt_finished') call.last = e.class;
+  else if (e.type === 'retry_scheduled' && call.last === 'retryable') call.abort.abort(GAVE_UP);
+}
+
+function client(action: string, url: string, store: OnceStore, owner = ownerName(config.id, action === DEDUPE_ACTION ? 'd' : 's'), onEvent?: (e: OnceEvent) => void): OnceClient {
   const t = config.timing;
-  const owner = ownerName(config.id, action === DEDUPE_ACTION ? 'd' : 's');
   return createClient({
     store,
     fetch: transport,
@@ -108,6 +123,7 @@ function client(action: string, url: string, store: OnceStore): OnceClient {
       budget: { ratio: 0.3, reserve: 20 },
     },
     lookups: { [action]: chaosLookup(url, config.lookupFaults) },
+    ...(onEvent === undefined ? {} : { onEvent }),
   });
 }
 
@@ -133,6 +149,37 @@ function cutByKill(): { op: number; ref: string; redelivered: true }[] {
   return past.flatMap((e) => (e.type === 'indeterminate' && e.code === 'KILLED' && e.incarnation === config.incarnation - 1 ? [{ op: e.op, ref: e.ref, redelivered: true as const }] : []));
 }
 
+/**
+ * Bursts: the fleet (on stdin, `c <ref> <op> <at>`) has every live worker call one ref of the
+ * provider that ignores keys at the same moment `at` (epoch ms), just after the ref's record was
+ * left without a live lease and unfinished: a call of it ended `pending` or `ambiguous` (this worker
+ * asks for the burst: `c <ref>` on stdout; see `givesUpOnRetryable` for the calls that end `pending`
+ * on purpose), or its caller was SIGKILLed or SIGSTOPped (the fleet, once the lease has run out). Each process then reads the same generation and races compare-and-set to take the
+ * record over; only one may win (DESIGN §1, the fencing token), or two of them send.
+ */
+const bursts = new Set<Promise<void>>();
+/** How late the burst client's store answers a claim: longer than the spread of a burst's calls over the workers. */
+const BURST_CLAIM_LATE_MS = 30;
+let takingBursts = true;
+const burstLines = createInterface({ input: process.stdin });
+function burst(line: string, clients: { burst: OnceClient }): void {
+  const [tag, ref, op, at] = line.split(' ');
+  if (tag !== 'c' || ref === undefined || !takingBursts) return;
+  const call = (async () => {
+    await sleep(Math.max(0, Number(at) - Date.now()));
+    const caller = { op: Number(op), worker: name, incarnation: config.incarnation, ref };
+    record({ type: 'invoke', ...caller, at: Date.now(), burst: true });
+    record(await placeOrder(clients.burst, config.strictUrl, STRICT_ACTION, caller));
+  })();
+  bursts.add(call);
+  void call.finally(() => bursts.delete(call));
+}
+
+/** Whether a call's end left its record takeover-prone for a burst: unfinished, its lease released. */
+function asksBurst(ref: string, outcome: OutcomeEntry): boolean {
+  return isStrict(ref) && outcome.type !== 'ok' && (outcome.state === 'pending' || outcome.state === 'ambiguous');
+}
+
 async function main(): Promise<void> {
   const todo: { op: number; ref: string; redelivered?: true }[] = redelivers ? [...cutByKill(), ...remaining()] : remaining();
   const opened = openStore(config.store);
@@ -142,8 +189,11 @@ async function main(): Promise<void> {
     : opened;
   const clients = {
     dedupe: client(DEDUPE_ACTION, config.dedupeUrl, store),
-    strict: client(STRICT_ACTION, config.strictUrl, store),
+    strict: client(STRICT_ACTION, config.strictUrl, store, undefined, onStrictEvent),
+    // The bursts' calls: their own owner, on a store whose claims answer late (see `lateClaims`).
+    burst: client(STRICT_ACTION, config.strictUrl, lateClaims(store, BURST_CLAIM_LATE_MS), `${ownerName(config.id, 's')}-burst`),
   };
+  burstLines.on('line', (line) => burst(line, clients));
   let recovered = 0;
   if (config.incarnation > 0 && !redelivers) {
     // What a restarted process does first: settle what its previous life (or anyone) left stale.
@@ -157,19 +207,29 @@ async function main(): Promise<void> {
       const strict = isStrict(next.ref);
       const caller = { op: next.op, worker: name, incarnation: config.incarnation, ref: next.ref };
       record({ type: 'invoke', ...caller, at: Date.now(), ...(next.redelivered === true ? { redelivered: true } : {}) });
+      const givesUp = next.redelivered !== true && givesUpOnRetryable(config.plan, next.ref) && !givingUp.has(next.ref);
+      const abort = new AbortController();
+      if (givesUp) givingUp.set(next.ref, { abort, last: undefined });
       const outcome = strict
-        ? await placeOrder(clients.strict, config.strictUrl, STRICT_ACTION, caller)
+        ? await placeOrder(clients.strict, config.strictUrl, STRICT_ACTION, caller, givesUp ? abort.signal : undefined)
         : await placeOrder(clients.dedupe, config.dedupeUrl, DEDUPE_ACTION, caller);
+      if (givesUp) givingUp.delete(next.ref);
       record(outcome);
+      if (next.redelivered !== true && asksBurst(next.ref, outcome)) process.stdout.write(`c ${next.ref}\n`);
       // (progress counts the scheduled operations: a redelivered call is not one more)
       if (next.redelivered !== true) process.stdout.write('p\n');
     }
   };
   await Promise.all(Array.from({ length: config.plan.concurrency }, lane));
+  // The bursts under way end too; none is taken after that.
+  while (bursts.size > 0) await Promise.all(bursts);
+  takingBursts = false;
+  burstLines.close();
+  process.stdin.destroy();
   // No longer to be armed: a SIGUSR2 that came as the process exits, its listener gone, would end it.
   process.stdout.write('x\n');
   const stats: Record<string, number> = {};
-  for (const c of [clients.dedupe, clients.strict]) {
+  for (const c of [clients.dedupe, clients.strict, clients.burst]) {
     for (const [k, v] of Object.entries(c.stats())) stats[k] = (stats[k] ?? 0) + v;
   }
   const done: DoneLine = { done: true, worker: config.id, incarnation: config.incarnation, stats, recovered };

@@ -57,7 +57,8 @@ interface Summary {
   kills: number;
   pauses: number;
   collisions: number;
-  invokes: { workers: number; final: number };
+  bursts: number;
+  invokes: { workers: number; burst: number; final: number };
 }
 
 it(`2,000 operations under the full chaos mix (seed ${SEED}): no violation`, { timeout: 240_000 }, async () => {
@@ -70,6 +71,9 @@ it(`2,000 operations under the full chaos mix (seed ${SEED}): no violation`, { t
   expect(summary.kills).toBeGreaterThan(0);
   expect(summary.pauses).toBeGreaterThan(0);
   expect(summary.collisions).toBeGreaterThan(0);
+  // Refs left unfinished were called by every live worker at once (bursts), racing compare-and-set.
+  expect(summary.bursts).toBeGreaterThan(0);
+  expect(summary.invokes.burst).toBeGreaterThan(summary.bursts);
   expect(summary.check.indeterminate).toBeGreaterThan(0);
   expect(summary.check.reconciled.toOne + summary.check.reconciled.toZero).toBe(summary.check.indeterminate);
   expect(summary.check.ok).toBeGreaterThan(OPS * 0.9);

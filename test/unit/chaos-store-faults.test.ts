@@ -4,7 +4,7 @@
  * the same seed.
  */
 import { describe, expect, it } from 'vitest';
-import { faultyStore, type StoreFaultKind, type StoreMethod } from '../../chaos/store-faults.js';
+import { faultyStore, lateClaims, type StoreFaultKind, type StoreMethod } from '../../chaos/store-faults.js';
 import { StoreError, memoryStore } from '../../src/index.js';
 import { applyEvent, newRecord } from '../../src/operation/record.js';
 import type { OperationRecord } from '../../src/index.js';
@@ -89,5 +89,26 @@ describe('faultyStore', () => {
     expect(a.length).toBeGreaterThan(5);
     expect(await run(99)).toEqual(a);
     expect(await run(100)).not.toEqual(a);
+  });
+});
+
+describe('lateClaims (the bursts\' store)', () => {
+  it('a claim is applied at once and answered late; every other call goes straight through', async () => {
+    const inner = memoryStore();
+    const store = lateClaims(inner, 40);
+    const rec = record('late');
+    const startedAt = Date.now();
+    const claimed = store.claim(rec);
+    // applied before it is answered: another caller reads it meanwhile
+    await new Promise((done) => setTimeout(done, 5));
+    expect((await inner.get(rec.id))?.id).toBe(rec.id);
+    expect((await claimed).created).toBe(true);
+    expect(Date.now() - startedAt).toBeGreaterThanOrEqual(39);
+    expect((await store.claim(rec)).created).toBe(false);
+    expect((await store.get(rec.id))?.generation).toBe(rec.generation);
+    expect((await store.list()).map((r) => r.id)).toEqual([rec.id]);
+    const next = { ...rec, generation: rec.generation + 1 };
+    expect(await store.compareAndSet(rec.id, rec.generation, next)).toEqual({ ok: true });
+    expect((await store.compareAndSet(rec.id, rec.generation, next)).ok).toBe(false);
   });
 });
