@@ -7,8 +7,8 @@
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createClient } from '../../src/index.js';
-import type { OnceClient, OnceClientOptions } from '../../src/index.js';
+import { createClient, memoryStore } from '../../src/index.js';
+import type { OnceClient, OnceClientOptions, OnceStore, OperationRecord } from '../../src/index.js';
 import { recordId } from '../../src/operation/record.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
 import { startProvider } from '../../src/testing/provider.js';
@@ -124,5 +124,149 @@ describe('a record deleted and claimed afresh under a new key while the first ca
     // the late 201 is on it as evidence all the same
     expect(after?.evidence).toContainEqual(expect.objectContaining({ kind: 'late_response', status: 201 }));
     expect(posts(ref)).toBe(2);
+  });
+});
+
+// KNOWN GAP, OPEN (pinned with it.fails; see README "A record deleted while its request is out").
+// The gap: A claims a scope and sends; its record is deleted while A's answer is out; C (another
+// client) finds nothing, claims the scope afresh under a new key and sends. When A's answer comes,
+// A's write (compare-and-set at A's generation) lands on C's record in place of its own: the record
+// ends with A's old key and only A's attempt, C's send survives only as a late_response note, and
+// the record no longer names the key C's request went out under (a reconciliation or explain sees
+// one send where the provider had two: this run's provider counts 2 effects, as a provider that
+// ignores keys does).
+// Why: compareAndSet(id, expectedGeneration, next) fences by generation only, and a record claimed
+// afresh starts again at the generation the deleted one had after its claim, so A's expected
+// generation matches C's record while C's request is out (C has written nothing since its claim).
+// Fix options: the store's compare-and-set also compares the record's key (it never changes in a
+// record's life, so a write meant for one record can never land on another under the same id); or
+// fresh records start at a generation that cannot repeat (e.g. one drawn from the clock or random).
+// (C's own send in the gap is the documented limitation, not this gap: C knows nothing of A's send,
+// so the pin asserts on the record, not on the provider's effect count.)
+// Deterministic: both clients' transports hold the provider's answer (the order is committed) until
+// released; no lease renewals in the run (leaseMs 60 s); every wait is bounded.
+// Flip to it() when fixed.
+interface Backend {
+  store: () => OnceStore;
+  /** deletes the record of `ref` behind the clients' backs; resolves to the rows deleted */
+  drop: (ref: string) => Promise<number>;
+}
+
+/** One memory store shared by the clients, whose record can be deleted by hand: the store is
+ * swapped for a fresh memoryStore holding every other record (its own claim / compareAndSet run). */
+function deletableMemory(): Backend {
+  let inner = memoryStore();
+  const shared: OnceStore = {
+    name: inner.name,
+    claim: (r) => inner.claim(r),
+    get: (id) => inner.get(id),
+    compareAndSet: (id, g, next) => inner.compareAndSet(id, g, next),
+    list: (q) => inner.list(q),
+    purge: (now) => inner.purge(now),
+    close: () => inner.close(),
+  };
+  return {
+    store: () => shared,
+    drop: async (ref) => {
+      const all = await inner.list();
+      const kept = all.filter((r) => r.id !== idOf(ref));
+      await inner.close();
+      inner = memoryStore();
+      for (const r of kept) await inner.claim(r);
+      return all.length - kept.length;
+    },
+  };
+}
+
+const backends: [string, () => Backend][] = [
+  ['sqlite', () => ({ store: () => sqliteStore({ path }), drop: async (ref) => deleteRow(ref) })],
+  ['memory', deletableMemory],
+];
+
+/** A transport that holds the provider's answer (the order already committed) until `release()`; `reached` resolves once it holds one. */
+function held(): { fetch: typeof globalThis.fetch; reached: Promise<void>; release: () => void } {
+  let reach!: () => void;
+  let release!: () => void;
+  const reached = new Promise<void>((r) => (reach = r));
+  const gate = new Promise<void>((r) => (release = r));
+  const fetch: typeof globalThis.fetch = async (input, init) => {
+    const res = await globalThis.fetch(input, init);
+    reach();
+    await new Promise<void>((resolve, reject) => {
+      const signal = init?.signal;
+      if (signal?.aborted === true) return reject(signal.reason);
+      signal?.addEventListener('abort', () => reject(signal.reason), { once: true });
+      void gate.then(resolve);
+    });
+    return res;
+  };
+  return { fetch, reached, release };
+}
+
+/** Resolves with `p`, or rejects after `ms` (a bounded wait). */
+const within = <T>(p: Promise<T>, ms: number, what: string): Promise<T> =>
+  Promise.race([p, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), ms))]);
+
+describe.each(backends)('%s: a record deleted, then claimed afresh by another client while the first call still waits for its answer', (_name, backend) => {
+  it.fails("the first call's write does not land on the new record: it keeps the new claim's key and attempt (KNOWN GAP: flip to it() when fixed)", async () => {
+    const ref = 'DEL-GAP';
+    const id = idOf(ref);
+    const b = backend();
+    /** Resolves when the next compare-and-set of A's store returns, whatever it returns. */
+    let aWrote: (() => void) | undefined;
+    const aStore = (): OnceStore => {
+      const s = b.store();
+      return {
+        name: s.name,
+        claim: (r) => s.claim(r),
+        get: (i) => s.get(i),
+        compareAndSet: (i, g, next) => s.compareAndSet(i, g, next).finally(() => aWrote?.()),
+        list: (q) => s.list(q),
+        purge: (now) => s.purge(now),
+        close: () => s.close(),
+      };
+    };
+    const mk = (t: ReturnType<typeof held>, store: OnceStore): OnceClient => {
+      const c = createClient({ store, lookups: { [ACTION]: lookupByRef(provider.url) }, settleMs: 20, leaseMs: 60_000, fetch: t.fetch });
+      cleanups.push(() => c.close(), t.release); // (reversed: the answers are released before the clients close)
+      return c;
+    };
+    const heldA = held();
+    const heldC = held();
+    const a = mk(heldA, aStore());
+    const c = mk(heldC, b.store());
+
+    const first = order(a, ref).catch((e: unknown) => e);
+    await within(heldA.reached, 5_000, "A's answer");
+    const aRec = (await b.store().get(id)) as OperationRecord;
+    expect(await b.drop(ref)).toBe(1);
+
+    const second = order(c, ref).catch((e: unknown) => e);
+    await within(heldC.reached, 5_000, "C's answer");
+    const cRec = (await b.store().get(id)) as OperationRecord;
+    expect(cRec.key).not.toBe(aRec.key);
+    expect(posts(ref)).toBe(2);
+    // (the precondition of the gap: the fresh record is at the generation A expects)
+    expect(cRec.generation).toBe(aRec.generation);
+    /** The record's key and attempts, named by whose they are: A's claim, C's claim, or neither. */
+    const whose = (r: OperationRecord): { key: string; attempts: string[] } => {
+      const of = (k: string | undefined, ka: string | undefined, kc: string | undefined): string => (k === ka ? 'A' : k === kc ? 'C' : String(k));
+      return { key: of(r.key, aRec.key, cRec.key), attempts: r.attempts.map((x) => of(x.id, aRec.attempts.at(-1)?.id, cRec.attempts.at(-1)?.id)) };
+    };
+
+    // A's answer comes while C's request is still out; wait for A's write (its first compare-and-set) to return.
+    const wrote = new Promise<void>((r) => (aWrote = r));
+    heldA.release();
+    await within(wrote, 5_000, "A's write");
+    const afterA = (await b.store().get(id)) as OperationRecord;
+    // Correct: the record is still C's (A's outcome at most kept on it as evidence). Today: key 'A', attempts ['A'].
+    expect(whose(afterA)).toMatchObject({ key: 'C', attempts: expect.arrayContaining(['C']) });
+
+    // (C's call only: A's, its write refused, may start over and wait on C's record)
+    heldC.release();
+    await within(second, 10_000, "C's call");
+    void first;
+    const end = (await b.store().get(id)) as OperationRecord;
+    expect(whose(end)).toMatchObject({ key: 'C', attempts: expect.arrayContaining(['C']) });
   });
 });
