@@ -381,12 +381,12 @@ export class Engine {
   private followed(record: OperationRecord, deadline: CallDeadline): ExecuteResult | undefined {
     const held = this.held.get(deadline);
     if (held === undefined) return undefined;
-    // (the record this call settled with its own success: its own value, as a call that kept its lease gets)
-    if (held.recorded === record && held.snapshot !== null) return { record, snapshot: held.snapshot, replayed: false, live: held.live };
-    if (record.state === 'succeeded') {
-      const own = held.snapshot;
-      return record.result?.bodyTruncated === true && own !== null && (!own.bodyTruncated || held.live !== undefined) ? { record, snapshot: own, replayed: false, live: held.live } : undefined;
-    }
+    const own = held.snapshot;
+    // Its own result: on the record this call settled with it (its own value, as a call that kept its
+    // lease gets), or where the record cut the body and this call holds it whole.
+    const mine = held.recorded === record || (record.state === 'succeeded' && record.result?.bodyTruncated === true && (!own?.bodyTruncated || held.live !== undefined));
+    if (mine && own !== null) return { record, snapshot: own, replayed: false, live: held.live };
+    if (record.state === 'succeeded') return undefined;
     throw heldSuccess(scopeOf(record), `recorded it as ${record.error?.code === 'IDEMPOTENCY_CONFLICT' ? 'a key conflict' : record.state}`);
   }
 
@@ -1032,7 +1032,7 @@ export class Engine {
           if (!lateSuccess(owned.rec)) return undefined;
           if (own !== undefined) return settleOwn(own);
           // (this call's own success, see `held`, not kept as a snapshot: it is the superseded owner)
-          const who = this.held.has(deadline) ? 'this call, its lease taken over,' : 'a superseded owner';
+          const who = mine !== undefined ? 'this call, its lease taken over,' : 'a superseded owner';
           throw await this.stop(owned, new AmbiguousOutcomeError(`the lookup of ${text(scope)} said absent, but ${who} got a success for it late; not resent. Reconcile it by hand.`, { scope }), deadline);
         }
         return undefined;
