@@ -189,7 +189,11 @@ export interface OperationRecord {
   /** method and URL as stored: origin and path only (a query string shows as `?…`); null for `client.run()` */
   request: { method: string; url: string } | null;
   state: OperationState;
-  /** version and fencing token, bumped by every write */
+  /**
+   * version and fencing token, bumped by one by every write; a new record starts at a random
+   * generation (a large number), so a record deleted and claimed afresh never repeats the
+   * generations of its earlier life
+   */
   generation: number;
   /** who may write it, until when (epoch ms); null when nobody holds it */
   lease: { owner: string; expiresAt: number } | null;
@@ -313,7 +317,19 @@ export interface NewRecordInput {
   retentionMs: number;
 }
 
-/** A fresh `pending` record, leased to its creator, generation 1. */
+/**
+ * The generation a new record starts at: a random multiple of 2^20, plus 1 (at most about 2^52, so
+ * 2^52 writes more stay safe integers). Like TCP's initial sequence number: a record deleted and
+ * claimed afresh (a row deleted by hand, a browser's site data cleared) does not start again where
+ * its earlier life did, so a stale owner's compare-and-set at a generation of that life matches
+ * nothing on the new one, short of 32 random bits repeating. Within one life the generation still
+ * goes up by one per write, and the low 20 bits count those writes (from 1).
+ */
+export function firstGeneration(): number {
+  return globalThis.crypto.getRandomValues(new Uint32Array(1))[0]! * 2 ** 20 + 1;
+}
+
+/** A fresh `pending` record, leased to its creator, at {@link firstGeneration}. */
 export function newRecord(input: NewRecordInput): OperationRecord {
   return {
     schemaVersion: SCHEMA_VERSION,
@@ -326,7 +342,7 @@ export function newRecord(input: NewRecordInput): OperationRecord {
     fingerprint: input.fingerprint,
     request: input.request,
     state: 'pending',
-    generation: 1,
+    generation: firstGeneration(),
     lease: { owner: input.owner, expiresAt: input.now + input.leaseMs },
     createdAt: input.now,
     updatedAt: input.now,

@@ -127,25 +127,18 @@ describe('a record deleted and claimed afresh under a new key while the first ca
   });
 });
 
-// KNOWN GAP, OPEN (pinned with it.fails; see README "A record deleted while its request is out").
-// The gap: A claims a scope and sends; its record is deleted while A's answer is out; C (another
-// client) finds nothing, claims the scope afresh under a new key and sends. When A's answer comes,
-// A's write (compare-and-set at A's generation) lands on C's record in place of its own: the record
-// ends with A's old key and only A's attempt, C's send survives only as a late_response note, and
-// the record no longer names the key C's request went out under (a reconciliation or explain sees
-// one send where the provider had two: this run's provider counts 2 effects, as a provider that
-// ignores keys does).
-// Why: compareAndSet(id, expectedGeneration, next) fences by generation only, and a record claimed
-// afresh starts again at the generation the deleted one had after its claim, so A's expected
-// generation matches C's record while C's request is out (C has written nothing since its claim).
-// Fix options: the store's compare-and-set also compares the record's key (it never changes in a
-// record's life, so a write meant for one record can never land on another under the same id); or
-// fresh records start at a generation that cannot repeat (e.g. one drawn from the clock or random).
+// Found by a review, pinned with it.fails, fixed: A claims a scope and sends; its record is deleted
+// while A's answer is out; C (another client) finds nothing, claims the scope afresh under a new key
+// and sends. When A's answer came, A's write (compare-and-set at A's generation) landed on C's
+// record in place of its own: the record ended with A's old key and only A's attempt, C's send
+// survived only as a late_response note, and a reconciliation or explain saw one send where the
+// provider had two. compareAndSet fences by generation only, and a record claimed afresh started
+// again at generation 1, the generation the deleted one had after its claim. Now a new record
+// starts at a random generation (firstGeneration), so A's write matches nothing on C's record.
 // (C's own send in the gap is the documented limitation, not this gap: C knows nothing of A's send,
-// so the pin asserts on the record, not on the provider's effect count.)
+// so the test asserts on the record, not on the provider's effect count.)
 // Deterministic: both clients' transports hold the provider's answer (the order is committed) until
 // released; no lease renewals in the run (leaseMs 60 s); every wait is bounded.
-// Flip to it() when fixed.
 interface Backend {
   store: () => OnceStore;
   /** deletes the record of `ref` behind the clients' backs; resolves to the rows deleted */
@@ -208,7 +201,7 @@ const within = <T>(p: Promise<T>, ms: number, what: string): Promise<T> =>
   Promise.race([p, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), ms))]);
 
 describe.each(backends)('%s: a record deleted, then claimed afresh by another client while the first call still waits for its answer', (_name, backend) => {
-  it.fails("the first call's write does not land on the new record: it keeps the new claim's key and attempt (KNOWN GAP: flip to it() when fixed)", async () => {
+  it("the first call's write does not land on the new record: it keeps the new claim's key and attempt", async () => {
     const ref = 'DEL-GAP';
     const id = idOf(ref);
     const b = backend();
@@ -246,8 +239,8 @@ describe.each(backends)('%s: a record deleted, then claimed afresh by another cl
     const cRec = (await b.store().get(id)) as OperationRecord;
     expect(cRec.key).not.toBe(aRec.key);
     expect(posts(ref)).toBe(2);
-    // (the precondition of the gap: the fresh record is at the generation A expects)
-    expect(cRec.generation).toBe(aRec.generation);
+    // (what closes the gap: the fresh record is not at the generation A expects, as it was when every record started at 1)
+    expect(cRec.generation).not.toBe(aRec.generation);
     /** The record's key and attempts, named by whose they are: A's claim, C's claim, or neither. */
     const whose = (r: OperationRecord): { key: string; attempts: string[] } => {
       const of = (k: string | undefined, ka: string | undefined, kc: string | undefined): string => (k === ka ? 'A' : k === kc ? 'C' : String(k));
@@ -259,7 +252,7 @@ describe.each(backends)('%s: a record deleted, then claimed afresh by another cl
     heldA.release();
     await within(wrote, 5_000, "A's write");
     const afterA = (await b.store().get(id)) as OperationRecord;
-    // Correct: the record is still C's (A's outcome at most kept on it as evidence). Today: key 'A', attempts ['A'].
+    // The record is still C's (A's outcome at most kept on it as evidence); before the fix: key 'A', attempts ['A'].
     expect(whose(afterA)).toMatchObject({ key: 'C', attempts: expect.arrayContaining(['C']) });
 
     // (C's call only: A's, its write refused, may start over and wait on C's record)

@@ -85,17 +85,17 @@ describe('sqliteStore group commit', () => {
     const path = join(dir, 'partial.db');
     const db = new Database(path);
     const store = sqliteStore({ path, database: db });
-    const bad = sample('bad');
+    const [a, bad, c] = [sample('a'), sample('bad'), sample('c')];
     db.exec(`CREATE TRIGGER refuse BEFORE INSERT ON oncefetch_records WHEN NEW.id = '${bad.id.replaceAll("'", "''")}'
              BEGIN SELECT RAISE(ABORT, 'refused by test'); END`);
-    const outcomes = await Promise.allSettled([store.claim(sample('a')), store.claim(bad), store.claim(sample('c'))]);
+    const outcomes = await Promise.allSettled([store.claim(a), store.claim(bad), store.claim(c)]);
     expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
     const error = (outcomes[1] as PromiseRejectedResult).reason as Error;
     expect(isOnceError(error)).toBe(true);
     expect(error.message).toMatch(/refused by test/);
-    expect(await store.get(sample('a').id)).toEqual(sample('a'));
+    expect(await store.get(a.id)).toEqual(a);
     expect(await store.get(bad.id)).toBeUndefined();
-    expect(await store.get(sample('c').id)).toEqual(sample('c'));
+    expect(await store.get(c.id)).toEqual(c);
     await store.close();
     db.close();
   });
@@ -103,11 +103,12 @@ describe('sqliteStore group commit', () => {
   it('close() commits the writes already issued before the handle goes', async () => {
     const path = join(dir, 'close.db');
     const store = sqliteStore({ path });
-    const pending = store.claim(sample('late'));
+    const late = sample('late');
+    const pending = store.claim(late);
     await store.close();
     expect((await pending).created).toBe(true);
     const reopened = sqliteStore({ path });
-    expect(await reopened.get(sample('late').id)).toEqual(sample('late'));
+    expect(await reopened.get(late.id)).toEqual(late);
     await reopened.close();
   });
 

@@ -90,9 +90,22 @@ describe('state machine', () => {
     expect(() => drive(events)).toThrow(IllegalTransitionError);
   });
 
+  it('a new record starts at a random generation: 1 above a multiple of 2^20, with room for 2^52 more writes', () => {
+    // so a record deleted and claimed afresh does not start again where its earlier life did
+    // (test/e2e/record-deleted.test.ts): a stale owner's compare-and-set matches nothing on it
+    const generations = Array.from({ length: 1_000 }, () => fresh().generation);
+    expect(new Set(generations).size).toBe(1_000);
+    for (const g of generations) {
+      expect(g % 2 ** 20).toBe(1);
+      expect(Number.isSafeInteger(g + 2 ** 52)).toBe(true);
+    }
+    expect(Math.max(...generations)).toBeGreaterThan(2 ** 40);
+  });
+
   it('bumps the generation on every write and never changes the key', () => {
     const rec = drive([started, finished('retryable'), started, finished('success')]);
-    expect(rec.generation).toBe(5);
+    // four writes after the claim: the low 20 bits count from 1 (firstGeneration)
+    expect(rec.generation % 2 ** 20).toBe(5);
     expect(rec.key).toBe('k-1');
     expect(rec.attempts.map((a) => [a.number, a.class])).toEqual([
       [1, 'retryable'],
