@@ -66,7 +66,9 @@ export async function acquire(engine: Engine, spec: OperationSpec, deadline: Cal
                 .catch(() => undefined)
                 .finally(() => cap.abort())
             : undefined;
-        if (found === undefined) throw error;
+        // The caller's abort (or the deadline) meanwhile, during that read or `bounded`'s read-back: the call ends as any
+        // abort before a send does, with its reason (nothing was sent); a call that joined it then runs the operation itself.
+        if (found === undefined) throw deadline.signal.aborted ? deadline.signal.reason : error;
         failed = error;
         return { created: false, record: found };
       },

@@ -9,7 +9,7 @@
  * provider that ignores keys (a second POST would be a second order) or by a counting `run()` effect.
  * Before the fix, every call here that reads a terminal record ended with the StoreError.
  */
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { IdempotencyConflictError, OperationCancelledError, RetriesExhaustedError, StoreError, createClient, memoryStore } from '../../src/index.js';
 import type { OnceClient, OnceClientOptions, OnceEvent, OnceStore } from '../../src/index.js';
 import { recordId } from '../../src/operation/record.js';
@@ -255,5 +255,70 @@ describe('a failed claim, on a runtime without AbortSignal.timeout (Safari 15.4-
     expect(plan.lost).toEqual(['failed claim+attempt']);
     expect(res).toBe(201);
     expect(sent(ref)).toBe(1);
+  });
+});
+
+/**
+ * The caller aborts while the engine reads the record after the failed claim (or while `bounded()`
+ * reads it back first): nothing was sent, so the call ends as any abort before a send does, with the
+ * caller's reason unchanged, not with the claim's StoreError. A call that joined an aborted leader
+ * runs the operation itself (as when a leader is aborted anywhere else): here its own claim finds the
+ * succeeded record and replays it. Before the fix, both ended with the claim's StoreError.
+ */
+describe('a failed claim, and the caller aborts while the record is read', () => {
+  /** As `failingNextClaim`, with every read from then on hanging, and `onRead(n)` told of the n-th. */
+  async function hangingReads(ref: string, onRead: (n: number) => void) {
+    let hang = false;
+    let n = 0;
+    const setup = await failingNextClaim(ref, (failing) => ({
+      ...failing,
+      get: (id) => {
+        if (!hang) return failing.get(id);
+        onRead(++n);
+        return new Promise<never>(() => undefined);
+      },
+    }));
+    hang = true;
+    const call = (signal?: AbortSignal): Promise<Response> =>
+      setup.client.fetch(`${provider.url}/orders`, { ...orderInit(ref), ...(signal ? { signal } : {}), once: { action: ACTION, ref } });
+    return { ...setup, call };
+  }
+
+  // read 1: bounded()'s read-back of the claim (an ack lost?); read 2: the read that would answer from a finished record
+  for (const [read, during] of [[2, 'the read after the claim'], [1, "bounded()'s read-back of the claim"]] as const) {
+    it(`an abort during ${during}: the call rejects with the caller's reason, at once; nothing sent`, async () => {
+      const ref = `CR-abort-${read}`;
+      const controller = new AbortController();
+      const reason = new Error('caller gave up');
+      let abortedAt = 0;
+      const { plan, call } = await hangingReads(ref, (n) => {
+        if (n !== read) return;
+        abortedAt = performance.now();
+        controller.abort(reason);
+      });
+      const error = await caught(call(controller.signal));
+      expect(plan.lost).toEqual(['failed claim+attempt']);
+      expect(error).toBe(reason);
+      expect(performance.now() - abortedAt).toBeLessThan(300);
+      expect(sent(ref)).toBe(1);
+    });
+  }
+
+  it('a call that joined the aborted leader runs the operation itself: the stored 201, replayed; nothing sent', async () => {
+    const ref = 'CR-abort-joined';
+    const controller = new AbortController();
+    const reason = new Error('leader gave up');
+    const { plan, call } = await hangingReads(ref, (n) => {
+      if (n === 2) controller.abort(reason);
+    });
+    const leader = caught(call(controller.signal));
+    // (the joiner joins while the leader's failed claim is being handled)
+    await vi.waitFor(() => expect(plan.lost).toEqual(['failed claim+attempt']));
+    const joined = call().then((res) => ({ status: res.status, replayed: res.headers.get(REPLAYED_HEADER) }), (error: unknown) => error);
+    expect(await leader).toBe(reason);
+    expect(await joined).toEqual({ status: 201, replayed: 'true' });
+    expect(plan.lost).toEqual(['failed claim+attempt']);
+    expect(sent(ref)).toBe(1);
+    expect(provider.effectsFor(ref)).toBe(1);
   });
 });
