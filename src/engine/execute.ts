@@ -896,8 +896,16 @@ export class Engine {
         // A renewal found the lease lost: no more tries, the new owner's view wins. One last write
         // keeps the answer as evidence on its record (never applied there), then LeaseLostError. A
         // late success the store failed to keep ends the call: started over from a pending record, it
-        // would send again.
-        if (lost.aborted) return owned.commit(event).catch((error: unknown) => Promise.reject(error instanceof StoreError && !(error instanceof LateOutcomeNotKeptError) ? lost.reason : error));
+        // would send again. A store failure of that write (a plain StoreError) reads as one, as when
+        // every try fails under a lease kept; but for this call's attempt's success, on no record
+        // yet: the call follows the new owner with it in hand (see `held`), whose record then keeps
+        // it, so that no early "absent" clears that record for a second send.
+        if (lost.aborted) {
+          return owned.commit(event).catch((error: unknown) => {
+            const own = event.type === 'attempt_finished' && event.class === 'success';
+            throw own && error instanceof StoreError && !(error instanceof LateOutcomeNotKeptError) ? lost.reason : error;
+          });
+        }
         const nextDelayMs = SETTLE_RETRY_MS[i + 1];
         if (nextDelayMs === undefined) break;
         try {

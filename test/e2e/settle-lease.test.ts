@@ -64,7 +64,7 @@ function scripted(inner: OnceStore) {
       if (step === 'fail') {
         await wait(delayMs);
         plan.log.push(`${kind}:failed`);
-        throw new StoreError(`scripted: ${kind} on ${id} failed (not applied)`);
+        throw new StoreError(`scripted: ${kind} on ${id} failed (not applied)`, { cause: new Error('SQLITE_IOERR: disk I/O error') });
       }
       const res = await inner.compareAndSet(id, expected, next);
       if (res.ok) versions.set(next.generation, next);
@@ -200,6 +200,44 @@ describe('a renewal or a try that finds the answer landed returns it; a lost lea
       expect(record.evidence.some((e) => e.kind === 'late_response' && e.status === 201 && e.detail.startsWith('late success outcome'))).toBe(true);
     });
   }
+});
+
+describe("a lost lease, then the store fails settle's last write: a store failure reads as one", () => {
+  it("A's terminal 422, its write failing throughout, the lease taken over meanwhile: A ends with the store's StoreError (its cause kept), not B's AmbiguousOutcomeError; nothing resent, B's record not overwritten", async () => {
+    // Before the fix the last write's StoreError was reported as the lost lease: A followed B into an
+    // AmbiguousOutcomeError ("the outcome is unknown") though it held the provider's 422 and only the
+    // store had failed. (A success still follows the new owner: see 'the lease lost all the same'.)
+    const inner = memoryStore();
+    const { store, plan } = scripted(inner);
+    plan.answers = ['fail', 'fail', 'fail', 'fail', 'fail', 'fail'];
+    plan.answerDelayMs = 50;
+    plan.renewals = Array<Step>(100).fill('fail');
+    const ref = 'SL-lost-422-store-fails';
+    provider.fault({ kind: 'status_before_commit', status: 422, match: { ref } });
+    const a = clientOn(store);
+    const b = clientOn(store);
+    const first = order(a, ref).then(
+      (res) => res.status,
+      (error: unknown) => error,
+    );
+    await until(() => plan.log.filter((l) => l === 'answer:failed').length >= 3);
+    const second = outcome(order(b, ref));
+    await until(async () => (await inner.get(idOf(ref)))?.evidence.some((e) => e.kind === 'takeover') === true);
+    plan.renewals = [];
+    const error = await first;
+    expect(error).toBeInstanceOf(StoreError);
+    expect((error as Error).message).toBe(`scripted: answer on ${idOf(ref)} failed (not applied)`);
+    expect(((error as Error).cause as Error | undefined)?.message).toBe('SQLITE_IOERR: disk I/O error');
+    // B: in_flight under an expired lease, no lookup, no provider dedupe: ambiguous, stopped so
+    expect(await second).toBe('AmbiguousOutcomeError');
+    expect(plan.log.filter((l) => l === 'answer:failed')).toHaveLength(4); // three tries, then the last after the lost lease
+    expect(provider.requests.filter((r) => r.ref === ref)).toHaveLength(1);
+    expect(provider.effectsFor(ref)).toBe(0);
+    const record = (await inner.get(idOf(ref))) as OperationRecord;
+    // never overwritten by A: its attempt stays open (possibly sent) on the record B took over and left ambiguous
+    expect(record).toMatchObject({ state: 'ambiguous', lease: null });
+    expect(record.attempts.map((x) => x.finishedAt)).toEqual([null]);
+  });
 });
 
 describe("the caller's abort and client.close() during settle's tries", () => {
