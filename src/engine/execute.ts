@@ -54,9 +54,11 @@ export interface AttemptContext {
   /**
    * Set by the adapter before its send's first await: called, synchronously in the abort's dispatch, when
    * the engine gives the send up (`signal` aborted before it settled). Saves the adapter an abort
-   * listener of its own (an AbortSignal's add and remove cost ~3 µs a call on Node 20).
+   * listener of its own (an AbortSignal's add and remove cost ~3 µs a call on Node 20). What it returns,
+   * if anything, is the attempt's outcome (the adapter knows how far the send got: a response whose body
+   * it was still reading); else the abort's reason is classified as a send awaiting its response. Never throws.
    */
-  abandoned?: (() => void) | undefined;
+  abandoned?: (() => AttemptOutcome | void) | undefined;
 }
 
 /** What an adapter reports after one attempt. */
@@ -938,11 +940,14 @@ export class Engine {
   /** Sends one attempt, renewing the lease while it is on the wire. */
   private async sendWithLease(owned: OwnedRecord, spec: OperationSpec, deadline: CallDeadline, attempt: number): Promise<AttemptOutcome> {
     const timeout = deadline.attemptSignal(this.opts.retry.attemptTimeoutMs);
+    let given: AttemptOutcome | void = undefined;
     try {
       // A transport or effect that ignores its signal still ends the attempt at its timeout (ambiguous).
       const ctx: AttemptContext = { scope: spec.scope, key: owned.rec.key, attempt, signal: timeout.signal, abandoned: undefined };
-      return await this.leased(owned, () => untilAborted(spec.send(ctx), timeout.signal, () => ctx.abandoned?.()));
+      return await this.leased(owned, () => untilAborted(spec.send(ctx), timeout.signal, () => (given = ctx.abandoned?.())));
     } catch (error) {
+      // Given up: the outcome the adapter gave for how far it got, if it gave one.
+      if (given !== undefined) return given;
       // Adapters classify their own failures; anything escaping them may have been sent.
       return { classification: classifyError(error, 'awaiting_response'), snapshot: null, live: error, cause: error };
     } finally {

@@ -10,7 +10,7 @@ import { applyOverride, classifyError, classifyResponse, needsBody } from '../cl
 import { isSuccessStatus } from '../classify/status.js';
 import type { Classification } from '../classify/classify.js';
 import { AmbiguousOutcomeError } from '../errors.js';
-import { captureBody } from '../operation/body.js';
+import { captureBody, concatBytes } from '../operation/body.js';
 import { fingerprintRequest, normaliseUrl } from '../operation/fingerprint.js';
 import type { Scope } from '../operation/record.js';
 import { buildResponse, responseSnapshot } from '../operation/snapshot.js';
@@ -360,9 +360,58 @@ async function sendAttempt(
   // A fresh copy each attempt: exactly the caller's bytes, never a consumed stream. Not sent while an
   // earlier attempt's request is still out (a custom fetch that ignored its signal): its outcome is this attempt's.
   const settled = await calls.call(ctx, () => opts.fetch(req.url, { ...req.rest, method: req.method, headers, body: body?.slice() ?? null, signal: ctx.signal }));
-  const outcome = 'error' in settled ? { ...decide({ error: settled.error }, classifyError(settled.error, 'awaiting_response')), snapshot: null, live: settled.error, cause: settled.error } : await answered(opts, req, settled.value, override, decide);
+  const outcome = 'error' in settled ? { ...decide({ error: settled.error }, classifyError(settled.error, 'awaiting_response')), snapshot: null, live: settled.error, cause: settled.error } : await answered(opts, req, settled.value, override, decide, ctx);
   if (settled.late === true) outcome.classification = { ...outcome.classification, reason: `late, the request of an earlier attempt: ${outcome.classification.reason}` };
   return outcome;
+}
+
+/**
+ * `response`'s body, whole. While it is read, giving the attempt up (its timeout, the deadline, the
+ * caller's abort: `ctx.abandoned`) cancels its source with the abort's reason, and the attempt ends
+ * ambiguous, saying so: the status came, the body did not end. A custom fetch's body is tied to no
+ * signal (one that trickles forever, one that declared `Content-Length: 0` and did not end): not
+ * cancelled, its producer would go on, its connection open, for nobody. A reader, not `arrayBuffer()`,
+ * which holds the body locked out of a cancel's reach (and is no faster).
+ */
+async function readWhole(opts: ResolvedOptions, response: Response, ctx: AttemptContext): Promise<Uint8Array> {
+  const body = response.body as ReadableStream<Uint8Array> | null;
+  // no body; one already read (arrayBuffer refuses it as fetch does); another fetch's (node-fetch's Node stream)
+  if (body === null || response.bodyUsed || typeof body.getReader !== 'function') return new Uint8Array(await response.arrayBuffer());
+  const reader = body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  let cut = false;
+  ctx.abandoned = (): AttemptOutcome => {
+    cut = true;
+    const reason: unknown = ctx.signal.reason;
+    // (never throws to the engine: a source's cancel that throws rejects, caught)
+    reader.cancel(reason).catch(() => undefined);
+    let said = 'aborted';
+    try {
+      said = reason instanceof Error ? reason.message : String(reason);
+    } catch {
+      // a reason that cannot be read (a revoked Proxy)
+    }
+    const why = `status ${response.status} came, but its body had not ended (${size} bytes read) when the attempt was given up: ${said}`;
+    const snapshot = { ...responseSnapshot(response, new Uint8Array(0), 'attempt', opts.sensitiveHeaders, opts.maxStoredBodyBytes), bodyTruncated: true };
+    return { classification: { class: 'ambiguous', reason: `reading body: ${why}` }, snapshot, live: reason, cause: new Error(why, { cause: reason }) };
+  };
+  if (ctx.signal.aborted) ctx.abandoned();
+  for (;;) {
+    const next = await reader.read();
+    if (next.done) break;
+    // as arrayBuffer() refuses them
+    if (!(next.value instanceof Uint8Array)) {
+      reader.cancel().catch(() => undefined);
+      throw new TypeError('a response body chunk is not a Uint8Array');
+    }
+    chunks.push(next.value);
+    size += next.value.byteLength;
+  }
+  ctx.abandoned = undefined;
+  if (cut) throw ctx.signal.reason;
+  // (a copy, as arrayBuffer() gives: a chunk may be a window on a larger, pooled or reused buffer)
+  return concatBytes(chunks, size);
 }
 
 /** The outcome of an attempt the provider answered with `response`. */
@@ -372,6 +421,7 @@ async function answered(
   response: Response,
   override: ClassifyOverride | undefined,
   decide: Decide,
+  ctx: AttemptContext,
 ): Promise<AttemptOutcome> {
   // A 2xx stream (server-sent events, or JSON lines as Ollama streams them) is handed over as it
   // arrives, never read whole first: its 2xx says the effect happened (success, headers stored, body
@@ -391,7 +441,7 @@ async function answered(
   }
   let bytes: Uint8Array;
   try {
-    bytes = new Uint8Array(await response.arrayBuffer());
+    bytes = await readWhole(opts, response, ctx);
   } catch (error) {
     return { ...decide({ error }, classifyError(error, 'reading_body')), snapshot: null, live: error, cause: error };
   }

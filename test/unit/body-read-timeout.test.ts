@@ -1,0 +1,128 @@
+/**
+ * A custom fetch's Response body is tied to no signal: when the engine gives an attempt up while it
+ * still reads that body whole (the attempt timeout, the deadline, the caller's abort), the body's
+ * source must be cancelled, with the abort's reason, or its producer goes on (its connection open)
+ * for nobody. Among such bodies, an endless event stream that declared `Content-Length: 0` (read
+ * whole, not passed through, so that a lying header loses no bytes: see truncated-mark.test.ts).
+ * Memory store, injected fetch, real short timers.
+ */
+import { describe, expect, it } from 'vitest';
+import { AmbiguousOutcomeError, createClient, memoryStore } from '../../src/index.js';
+import type { OnceClientOptions } from '../../src/index.js';
+
+const URL_ORDERS = 'https://api.example.test/orders';
+const SCOPE = { action: 'create-order', ref: 'B-1' };
+const post = { method: 'POST', body: '{"sku":"book"}', headers: { 'content-type': 'application/json' } };
+const tick = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** A body that trickles a chunk every 5 ms, forever, until its cancel is called; counts its pulls after that. */
+function trickle() {
+  const seen = { cancelled: false, reason: undefined as unknown, pullsAfterCancel: 0 };
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      if (seen.cancelled) seen.pullsAfterCancel++;
+      await tick(5);
+      controller.enqueue(new TextEncoder().encode('data: tick\n\n'));
+    },
+    cancel(reason) {
+      seen.cancelled = true;
+      seen.reason = reason;
+    },
+  });
+  return { body, seen };
+}
+
+/** Waits (at most `ms`) until `done()` holds. */
+async function until(done: () => boolean, ms = 1_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!done() && Date.now() < end) await tick(5);
+}
+
+const client = (fetch: typeof globalThis.fetch, options: OnceClientOptions = {}) =>
+  createClient({ store: memoryStore(), fetch, random: () => 0, ...options, retry: { budget: false, maxAttempts: 1, ...options.retry } });
+
+const answers = {
+  'a JSON 2xx': { 'content-type': 'application/json' },
+  'an event stream declaring Content-Length: 0': { 'content-type': 'text/event-stream', 'content-length': '0' },
+  'a 500 (read for its classification)': { 'content-type': 'text/plain' },
+};
+
+describe("a custom fetch's body still being read whole when the engine gives the attempt up", () => {
+  it.each(Object.entries(answers))('%s, at the attempt timeout: its source is cancelled with the timeout, the call ends ambiguous', async (name, headers) => {
+    const { body, seen } = trickle();
+    let sent = 0;
+    const fetch = (async () => {
+      sent++;
+      return new Response(body, { status: name.startsWith('a 500') ? 500 : 200, headers });
+    }) as typeof globalThis.fetch;
+    const c = client(fetch, { retry: { attemptTimeoutMs: 60 } });
+    const error = await c.fetch(URL_ORDERS, { ...post, once: SCOPE }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AmbiguousOutcomeError);
+    const status = name.startsWith('a 500') ? 500 : 200;
+    // the error says why: the status came, the body did not end in time
+    expect(String((error as Error).cause)).toMatch(new RegExp(`^Error: status ${status} came, but its body had not ended \\(\\d+ bytes read\\) when the attempt was given up: attempt timed out after 60 ms$`));
+    await until(() => seen.cancelled);
+    expect(seen.cancelled).toBe(true);
+    expect(seen.reason).toMatchObject({ name: 'TimeoutError' });
+    await tick(30);
+    expect(seen.pullsAfterCancel).toBe(0);
+    expect(sent).toBe(1);
+    const rec = await c.get(SCOPE);
+    expect(rec?.state).toBe('ambiguous');
+    expect(rec?.attempts.map((a) => [a.class, a.status, a.reason?.replace(/\d+ bytes/, 'N bytes')])).toEqual([
+      ['ambiguous', status, `reading body: status ${status} came, but its body had not ended (N bytes read) when the attempt was given up: attempt timed out after 60 ms`],
+    ]);
+  });
+
+  it("at the caller's abort: its source is cancelled with the caller's reason, the call rejects with it", async () => {
+    const { body, seen } = trickle();
+    const fetch = (async () => new Response(body, { status: 200, headers: answers['a JSON 2xx'] })) as typeof globalThis.fetch;
+    const c = client(fetch, { retry: { attemptTimeoutMs: 10_000 } });
+    const caller = new AbortController();
+    const reason = new Error('caller gave up');
+    setTimeout(() => caller.abort(reason), 60);
+    const error = await c.fetch(URL_ORDERS, { ...post, signal: caller.signal, once: SCOPE }).catch((e: unknown) => e);
+    expect(error).toBe(reason);
+    await until(() => seen.cancelled);
+    expect({ cancelled: seen.cancelled, reason: seen.reason }).toEqual({ cancelled: true, reason });
+  });
+
+  it('a source whose cancel throws: the call still ends ambiguous, nothing unhandled', async () => {
+    let cancels = 0;
+    const body = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        await tick(5);
+        controller.enqueue(new Uint8Array([1]));
+      },
+      cancel() {
+        cancels++;
+        throw new Error('cancel failed');
+      },
+    });
+    const fetch = (async () => new Response(body, { status: 200 })) as typeof globalThis.fetch;
+    const c = client(fetch, { retry: { attemptTimeoutMs: 60 } });
+    await expect(c.fetch(URL_ORDERS, { ...post, once: SCOPE })).rejects.toBeInstanceOf(AmbiguousOutcomeError);
+    await until(() => cancels > 0);
+    expect(cancels).toBe(1);
+  });
+
+  it('a body that ends in time is read whole, as before (no cancel)', async () => {
+    let cancelled = false;
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('{"id":'));
+        controller.enqueue(new TextEncoder().encode('"o-1"}'));
+        controller.close();
+      },
+      cancel() {
+        cancelled = true;
+      },
+    });
+    const fetch = (async () => new Response(body, { status: 201, headers: answers['a JSON 2xx'] })) as typeof globalThis.fetch;
+    const c = client(fetch, { retry: { attemptTimeoutMs: 1_000 } });
+    const res = await c.fetch(URL_ORDERS, { ...post, once: SCOPE });
+    expect({ status: res.status, text: await res.text(), cancelled }).toEqual({ status: 201, text: '{"id":"o-1"}', cancelled: false });
+    const again = await c.fetch(URL_ORDERS, { ...post, once: SCOPE });
+    expect(await again.text()).toBe('{"id":"o-1"}');
+  });
+});
