@@ -123,9 +123,11 @@ export function needsBody(status: number): boolean {
  * 1. 2xx → `success`.
  * 2. 400 / 417 / 422 whose body carries the key-mismatch signal → `conflict`. This is
  *    checked before the server hints: a reused key will never succeed, whatever the hint.
- * 3. `x-should-retry` or `stripe-should-retry`: `false` → `terminal`; `true` → `retryable`.
- *    When both are present and disagree, `false` wins (not resending is the safe side);
- *    the reason names the header that decided.
+ * 3. `x-should-retry` or `stripe-should-retry`: `true` → `retryable`; `false` → `terminal`,
+ *    but for a status whose outcome is unknown (rules 7 and 9: a 500, say), which stays
+ *    `ambiguous` ("do not retry" is no word on the effect). When both are present and
+ *    disagree, `false` wins (not resending is the safe side); the reason names the header
+ *    that decided.
  * 4. 3xx → `terminal` (a redirect reaching us means `redirect: 'manual'`).
  * 5. 408, 425, 429, 503 → `retryable`.
  * 6. 409 → `retryable` with the "request in progress" signal, else `terminal`.
@@ -155,7 +157,15 @@ function classifyFailureStatus(status: number, headers: Headers, bodyText: strin
     return { class: 'conflict', reason: 'idempotency key mismatch' };
   }
   const hint = shouldRetryHint(headers);
-  if (hint !== undefined) return hint;
+  if (hint?.class === 'retryable') return hint;
+  const verdict = classifyStatus(status, bodyText);
+  // "Do not retry" stops resends but says nothing of the effect: an answer whose outcome is
+  // unknown (a 500: Stripe stores one once the endpoint began) stays ambiguous, for a lookup.
+  if (hint === undefined) return verdict;
+  return verdict.class === 'ambiguous' ? { class: 'ambiguous', reason: `${verdict.reason}, ${hint.reason}` } : hint;
+}
+
+function classifyStatus(status: number, bodyText: string | undefined): Classification {
   const reason = `status ${status}`;
   if (isRedirectStatus(status)) return { class: 'terminal', reason };
   if (RETRYABLE_STATUSES.has(status)) return { class: 'retryable', reason };

@@ -91,7 +91,13 @@ describe('classifyResponse: status table', () => {
     ['x-should-retry: true on 500', 500, { 'x-should-retry': 'true' }, undefined, 'retryable'],
     ['x-should-retry: TRUE (case-insensitive)', 404, { 'x-should-retry': 'TRUE' }, undefined, 'retryable'],
     ['x-should-retry: false on 503', 503, { 'x-should-retry': 'false' }, undefined, 'terminal'],
-    ['x-should-retry: false on 500', 500, { 'x-should-retry': 'false' }, undefined, 'terminal'],
+    // "do not retry" is no word on the effect: a 500's outcome stays unknown (Stripe stores a 500 once the endpoint began)
+    ['x-should-retry: false on 500', 500, { 'x-should-retry': 'false' }, undefined, 'ambiguous'],
+    ['stripe-should-retry: false on 500', 500, { 'stripe-should-retry': 'false' }, undefined, 'ambiguous'],
+    ['stripe-should-retry: false on 502', 502, { 'stripe-should-retry': 'false' }, undefined, 'ambiguous'],
+    ['x-should-retry: false on 599 (other 5xx)', 599, { 'x-should-retry': 'false' }, undefined, 'ambiguous'],
+    ['x-should-retry: false on 501', 501, { 'x-should-retry': 'false' }, undefined, 'terminal'],
+    ['x-should-retry: false on 400', 400, { 'x-should-retry': 'false' }, undefined, 'terminal'],
     ['x-should-retry: garbage is ignored', 500, { 'x-should-retry': 'maybe' }, undefined, 'ambiguous'],
     ['conflict signal beats x-should-retry: true', 422, { 'x-should-retry': 'true' }, IETF_MISMATCH, 'conflict'],
     ['stripe-should-retry: true on 500', 500, { 'stripe-should-retry': 'true' }, undefined, 'retryable'],
@@ -129,7 +135,17 @@ describe('classifyResponse: status table', () => {
     ['x true, stripe garbage', { 'x-should-retry': 'true', 'stripe-should-retry': 'maybe' }, { class: 'retryable', reason: 'x-should-retry: true' }],
     ['x garbage, stripe false', { 'x-should-retry': 'maybe', 'stripe-should-retry': 'false' }, { class: 'terminal', reason: 'stripe-should-retry: false' }],
   ])('names the hint that decided: %s', (_label, headers, expected) => {
-    expect(classifyResponse({ status: 500, headers: new Headers(headers) }, NOW)).toEqual(expected);
+    // 503 is retryable by status: the hint decides either way
+    expect(classifyResponse({ status: 503, headers: new Headers(headers) }, NOW)).toEqual(expected);
+  });
+
+  it('a 500 with a "do not retry" hint stays ambiguous, the hint in its reason', () => {
+    expect(classifyResponse({ status: 500, headers: new Headers({ 'stripe-should-retry': 'false' }) }, NOW)).toEqual({
+      class: 'ambiguous',
+      reason: 'status 500, stripe-should-retry: false',
+    });
+    // disagreeing hints on a 500: false wins over true, and the 500 stays unknown
+    expect(classifyResponse({ status: 500, headers: new Headers({ 'x-should-retry': 'true', 'stripe-should-retry': 'false' }) }, NOW).class).toBe('ambiguous');
   });
 
   it('only matches signals within the first 4 KiB of body text', () => {

@@ -1,0 +1,70 @@
+/**
+ * A 500 that says "do not retry" (`stripe-should-retry: false`, `x-should-retry: false`) after the
+ * provider committed the order: the hint stops resends but says nothing of the effect, so the call
+ * reconciles (a lookup finds the order) or ends ambiguous; it never records the operation `failed`
+ * and returns the 500 as a final answer, on which a caller would place the order again under a new
+ * ref. Counted at the loopback provider.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createClient, memoryStore } from '../../src/index.js';
+import type { OnceClient, OnceClientOptions } from '../../src/index.js';
+import { startProvider } from '../../src/testing/provider.js';
+import type { Provider } from '../../src/testing/provider.js';
+import { lookupByRef, orderInit } from '../helpers/setup.js';
+
+const ACTION = 'create-order';
+let provider: Provider;
+const clients: OnceClient[] = [];
+
+beforeEach(async () => {
+  provider = await startProvider();
+});
+afterEach(async () => {
+  for (const c of clients.splice(0)) await c.close();
+  await provider.close();
+});
+
+/** The provider's answers, with the hint added to every 500. */
+const hinted = (header: string): typeof globalThis.fetch => async (input, init) => {
+  const res = await globalThis.fetch(input, init);
+  if (res.status !== 500) return res;
+  const headers = new Headers(res.headers);
+  headers.set(header, 'false');
+  return new Response(await res.arrayBuffer(), { status: res.status, statusText: res.statusText, headers });
+};
+
+function client(header: string, options: OnceClientOptions = {}): OnceClient {
+  const c = createClient({ store: memoryStore(), fetch: hinted(header), settleMs: 20, ...options });
+  clients.push(c);
+  return c;
+}
+
+const order = (c: OnceClient, ref: string): Promise<Response> => c.fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref } });
+const posts = (ref: string): number => provider.requests.filter((r) => r.ref === ref).length;
+
+describe.each(['stripe-should-retry', 'x-should-retry'])('a 500 with %s: false after the order was committed', (header) => {
+  it('with a lookup: the lookup finds the order, the call returns it; 1 effect, 1 POST', async () => {
+    const ref = `H-${header}-1`;
+    provider.fault({ kind: 'error_after_commit', status: 500, match: { ref } });
+    const c = client(header, { lookups: { [ACTION]: lookupByRef(provider.url) } });
+    const res = await order(c, ref);
+    expect(res.status).toBe(200);
+    expect(provider.effectsFor(ref)).toBe(1);
+    expect(posts(ref)).toBe(1);
+    expect((await c.get({ action: ACTION, ref }))?.state).toBe('succeeded');
+  });
+
+  it('without a lookup: AmbiguousOutcomeError, the record ambiguous (not failed), nothing resent; 1 effect, 1 POST', async () => {
+    const ref = `H-${header}-2`;
+    provider.fault({ kind: 'error_after_commit', status: 500, match: { ref } });
+    const c = client(header);
+    await expect(order(c, ref)).rejects.toMatchObject({ code: 'AMBIGUOUS_OUTCOME' });
+    const rec = await c.get({ action: ACTION, ref });
+    expect(rec?.state).toBe('ambiguous');
+    expect(rec?.attempts.map((a) => [a.status, a.class, a.reason])).toEqual([[500, 'ambiguous', `status 500, ${header}: false`]]);
+    // a second call with the same ref sends nothing blind either
+    await expect(order(c, ref)).rejects.toMatchObject({ code: 'AMBIGUOUS_OUTCOME' });
+    expect(provider.effectsFor(ref)).toBe(1);
+    expect(posts(ref)).toBe(1);
+  });
+});
