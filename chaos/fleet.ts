@@ -12,7 +12,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { parseHistory } from './checker.js';
 import type { HistoryEntry, IndeterminateEntry } from './history.js';
-import { burstOp, isStrict, type ChaosEvent } from './plan.js';
+import { burstOp, isStrict, ownerOf, type ChaosEvent } from './plan.js';
 import type { DoneLine, WorkerConfig } from './protocol.js';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
@@ -82,6 +82,14 @@ export class Fleet {
   readonly errors: string[] = [];
   readonly workerStats: Record<string, number> = {};
   recoveredOnRestart = 0;
+  /**
+   * Takeovers by the workers' clients (every life, killed ones too), by whose lease they took:
+   * an earlier life of the same worker's (`restart`), another owner of the same worker (`sameWorker`),
+   * another worker's (`otherWorker`), or none of these (`other`).
+   */
+  readonly takeovers = { total: 0, restart: 0, sameWorker: 0, otherWorker: 0, other: 0 };
+  /** calls that resumed a record still `in_flight` under their own owner name (no takeover: the lease read as theirs) */
+  resumedInFlight = 0;
   /** store faults the workers injected, by `<kind>` and by `<kind> <method>` */
   readonly storeFaults: Record<string, number> = {};
   /** refs burst so far (each at most once), in order: burst n's calls are operation `burstOp(plan, n)` */
@@ -161,6 +169,8 @@ export class Fleet {
         return aim.hit();
       }
       if (line.startsWith('c ')) return this.burst(line.slice(2), BURST_LEAD_MS);
+      if (line.startsWith('t ')) return this.countTakeover(slot, line.slice(2));
+      if (line === 'u') return void this.resumedInFlight++;
       if (line.startsWith('f ')) {
         const [kind = '?', method = '?'] = line.slice(2).split(' ');
         for (const k of [kind, `${kind} ${method}`]) this.storeFaults[k] = (this.storeFaults[k] ?? 0) + 1;
@@ -175,6 +185,15 @@ export class Fleet {
       }
     });
     child.once('close', (code, signal) => this.onClose(slot, code, signal));
+  }
+
+  private countTakeover(slot: Slot, previousOwner: string): void {
+    this.takeovers.total++;
+    const prev = ownerOf(previousOwner);
+    if (prev === undefined) this.takeovers.other++;
+    else if (prev.worker !== slot.id) this.takeovers.otherWorker++;
+    else if (prev.life !== undefined && prev.life < slot.incarnation) this.takeovers.restart++;
+    else this.takeovers.sameWorker++;
   }
 
   private onCompletion(): void {

@@ -42,6 +42,15 @@ export function ownerName(worker: number, provider: 'd' | 's'): string {
 }
 
 /**
+ * The worker of a worker's owner name (`w3-s`, `w3-s-burst`, `w3-d/recover`; `w3#2-s`, with the
+ * life `2`), or undefined for any other owner (`final`).
+ */
+export function ownerOf(owner: string): { worker: number; life: number | undefined } | undefined {
+  const m = /^w(\d+)(?:#(\d+))?-/.exec(owner);
+  return m === null ? undefined : { worker: Number(m[1]), life: m[2] === undefined ? undefined : Number(m[2]) };
+}
+
+/**
  * Whether an owner's client declares `providerDedupes: true`, and so trusts a lookup's
  * "absent" at once: the clients of even workers for the provider that dedupes. Honest both
  * ways; never for the provider that ignores keys, nor for the final recovery (`final`).

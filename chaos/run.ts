@@ -156,6 +156,11 @@ export function formatTotals(options: ChaosOptions, r: ChaosResult): string {
     row('final recover()', `${r.final.rounds} rounds, ${r.final.resolved} found, ${r.final.absent} absent, ${r.final.leftLive} left live`),
     row('kills (+ restarts) / pauses', `${r.kills} / ${r.pauses} of ${options.pauseMs.min}–${options.pauseMs.max} ms (lease ${options.timing.leaseMs} ms); aimed at a send ${r.aimed.onSignal} (+${r.aimed.missed} unsignalled)${r.skippedEvents > 0 ? ` (${r.skippedEvents} events found no live worker)` : ''}`),
     row('recover() on restart settled', r.recoveredOnRestart),
+    row(
+      'takeovers (every life)',
+      `${r.takeovers.total} (of a lease of the same worker's earlier life ${r.takeovers.restart}, of its other clients ${r.takeovers.sameWorker}, ` +
+        `of another worker ${r.takeovers.otherWorker}, other ${r.takeovers.other}); in_flight resumed under the same owner name ${r.resumedInFlight}`,
+    ),
     row('workers: takeovers / replays / ambiguous', `${s('takeovers')} / ${s('replays')} / ${s('ambiguous')} (finished lives only)`),
     row('runner event-loop delay (max)', `${r.runnerLagMs} ms`),
     row('elapsed', `${(r.elapsedMs / 1000).toFixed(1)} s`),

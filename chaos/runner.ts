@@ -72,6 +72,10 @@ export interface ChaosResult {
   skippedEvents: number;
   workerStats: Record<string, number>;
   recoveredOnRestart: number;
+  /** takeovers by the workers' clients, every life (see `Fleet.takeovers`) */
+  takeovers: Fleet['takeovers'];
+  /** calls that resumed a record still `in_flight` under their own owner name */
+  resumedInFlight: number;
   final: Omit<FinalReport, 'entries'>;
   /** calls that started while another process's call of the same ref was in progress */
   collisions: number;
@@ -226,6 +230,8 @@ async function runSteps(options: ChaosOptions, runDir: string, store: StoreSpec,
     skippedEvents: fleet.skippedEvents,
     workerStats: fleet.workerStats,
     recoveredOnRestart: fleet.recoveredOnRestart,
+    takeovers: fleet.takeovers,
+    resumedInFlight: fleet.resumedInFlight,
     final: { rounds: final.rounds, resolved: final.resolved, absent: final.absent, leftLive: final.leftLive, attemptClasses: final.attemptClasses },
     collisions: countCollisions(history),
     runnerLagMs: Math.round(lag.max / 1e6),

@@ -101,6 +101,15 @@ function onStrictEvent(e: OnceEvent): void {
   else if (e.type === 'retry_scheduled' && call.last === 'retryable') call.abort.abort(GAVE_UP);
 }
 
+/**
+ * Every takeover (`t <previous owner>`, `-` for none) and every call that resumed a record still
+ * `in_flight` under its own owner name (`u`), on stdout at once (a SIGKILL loses none), for the fleet to count.
+ */
+function tell(e: OnceEvent): void {
+  if (e.type === 'takeover') process.stdout.write(`t ${e.previousOwner ?? '-'}\n`);
+  else if (e.type === 'operation_resumed' && e.state === 'in_flight') process.stdout.write('u\n');
+}
+
 function client(action: string, url: string, store: OnceStore, owner = ownerName(config.id, action === DEDUPE_ACTION ? 'd' : 's'), onEvent?: (e: OnceEvent) => void): OnceClient {
   const t = config.timing;
   return createClient({
@@ -123,7 +132,10 @@ function client(action: string, url: string, store: OnceStore, owner = ownerName
       budget: { ratio: 0.3, reserve: 20 },
     },
     lookups: { [action]: chaosLookup(url, config.lookupFaults) },
-    ...(onEvent === undefined ? {} : { onEvent }),
+    onEvent: (e) => {
+      tell(e);
+      onEvent?.(e);
+    },
   });
 }
 
