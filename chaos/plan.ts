@@ -36,14 +36,19 @@ export interface RunPlan {
 export const DEDUPE_ACTION = 'create-order';
 export const STRICT_ACTION = 'create-order-no-dedupe';
 
-/** The lease owner of a worker's client for one provider: `w3-d` (dedupes) or `w3-s` (ignores keys). */
-export function ownerName(worker: number, provider: 'd' | 's'): string {
-  return `w${worker}-${provider}`;
+/**
+ * The lease owner of a worker's client for one provider in one life (incarnation): `w3#2-d`
+ * (dedupes) or `w3#2-s` (ignores keys). Every life has its own: a restarted process is a new
+ * owner, which takes over its dead life's leases as any other process would (once they run
+ * out), instead of resuming them at once as their holder.
+ */
+export function ownerName(worker: number, life: number, provider: 'd' | 's'): string {
+  return `w${worker}#${life}-${provider}`;
 }
 
 /**
- * The worker of a worker's owner name (`w3-s`, `w3-s-burst`, `w3-d/recover`; `w3#2-s`, with the
- * life `2`), or undefined for any other owner (`final`).
+ * The worker and life of a worker's owner name (`w3#2-s`, `w3#2-s-burst`, `w3#2-d/recover`; life
+ * undefined in a name without one, `w3-s`), or undefined for any other owner (`final`).
  */
 export function ownerOf(owner: string): { worker: number; life: number | undefined } | undefined {
   const m = /^w(\d+)(?:#(\d+))?-/.exec(owner);
@@ -57,7 +62,7 @@ export function ownerOf(owner: string): { worker: number; life: number | undefin
  */
 export function reliesOnDedupe(owner: string): boolean {
   // a worker's recover() writes as `<owner>/recover`, with the worker's options
-  const m = /^w(\d+)-d(?:\/recover)?$/.exec(owner);
+  const m = /^w(\d+)(?:#\d+)?-d(?:\/recover)?$/.exec(owner);
   return m !== null && Number(m[1]) % 2 === 0;
 }
 

@@ -8,8 +8,8 @@
  * Every call appends an `invoke` line to the worker's history file before it
  * starts and an outcome line when it ends, each with one synchronous `write`,
  * so a SIGKILL loses nothing that happened before it. A restarted worker (same
- * id, next incarnation) reads that file, calls `recover()`, and resumes with
- * the operations it never started. Besides its schedule it makes the calls of
+ * id, next incarnation, new lease owners: `ownerName`) reads that file, calls
+ * `recover()`, and resumes with the operations it never started. Besides its schedule it makes the calls of
  * the bursts the fleet sends it on stdin (see `burst`).
  *
  * Run: `node --import tsx chaos/worker.ts '<WorkerConfig JSON>'`
@@ -110,7 +110,7 @@ function tell(e: OnceEvent): void {
   else if (e.type === 'operation_resumed' && e.state === 'in_flight') process.stdout.write('u\n');
 }
 
-function client(action: string, url: string, store: OnceStore, owner = ownerName(config.id, action === DEDUPE_ACTION ? 'd' : 's'), onEvent?: (e: OnceEvent) => void): OnceClient {
+function client(action: string, url: string, store: OnceStore, owner = ownerName(config.id, config.incarnation, action === DEDUPE_ACTION ? 'd' : 's'), onEvent?: (e: OnceEvent) => void): OnceClient {
   const t = config.timing;
   return createClient({
     store,
@@ -203,7 +203,7 @@ async function main(): Promise<void> {
     dedupe: client(DEDUPE_ACTION, config.dedupeUrl, store),
     strict: client(STRICT_ACTION, config.strictUrl, store, undefined, onStrictEvent),
     // The bursts' calls: their own owner, on a store whose claims answer late (see `lateClaims`).
-    burst: client(STRICT_ACTION, config.strictUrl, lateClaims(store, BURST_CLAIM_LATE_MS), `${ownerName(config.id, 's')}-burst`),
+    burst: client(STRICT_ACTION, config.strictUrl, lateClaims(store, BURST_CLAIM_LATE_MS), `${ownerName(config.id, config.incarnation, 's')}-burst`),
   };
   burstLines.on('line', (line) => burst(line, clients));
   let recovered = 0;

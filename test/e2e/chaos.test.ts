@@ -59,6 +59,7 @@ interface Summary {
   collisions: number;
   bursts: number;
   invokes: { workers: number; burst: number; final: number };
+  takeovers: { total: number; restart: number };
 }
 
 it(`2,000 operations under the full chaos mix (seed ${SEED}): no violation`, { timeout: 240_000 }, async () => {
@@ -74,6 +75,9 @@ it(`2,000 operations under the full chaos mix (seed ${SEED}): no violation`, { t
   // Refs left unfinished were called by every live worker at once (bursts), racing compare-and-set.
   expect(summary.bursts).toBeGreaterThan(0);
   expect(summary.invokes.burst).toBeGreaterThan(summary.bursts);
+  // A restarted worker is a new lease owner: it takes its killed life's records over (redelivered
+  // calls, recover()) instead of resuming them as their holder.
+  expect(summary.takeovers.restart).toBeGreaterThan(0);
   expect(summary.check.indeterminate).toBeGreaterThan(0);
   expect(summary.check.reconciled.toOne + summary.check.reconciled.toZero).toBe(summary.check.indeterminate);
   expect(summary.check.ok).toBeGreaterThan(OPS * 0.9);
