@@ -257,7 +257,11 @@ function decideCode(code: DiagnosisCode, c: Ctx): Decision {
       return {
         plan: ['Do not resend.', `Inspect the record (${showCmd(c)}) and the provider's records, then decide by hand.`],
         verification: [atProvider(c, possible(c))],
-        escalation: `No rule of the evidence-to-decision map fits a ${r.state} record with this evidence.`,
+        // a failed or cancelled record beside a superseded owner's late success: a rule fits, the contradiction (facts.ts)
+        escalation:
+          f.lateSuccess && f.terminal
+            ? `The evidence contradicts the record's end state (${r.state}): the request took effect; check it. ${atProvider(c, possible(c))} Set right by hand what was done because the record said ${r.state} (a new ref for the same intent, say).`
+            : `No rule of the evidence-to-decision map fits a ${r.state} record with this evidence.`,
       };
   }
 }

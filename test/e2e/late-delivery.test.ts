@@ -148,6 +148,10 @@ describe('the call that sent and got its 201 after another owner took over', () 
     expect(x?.diagnosis.summary).toBe('The record ended failed, but owner a got 201 late, after a takeover: the request took effect; a person must look at it.');
     expect(x?.confidence).toBe('low');
     expect(x?.escalate).toBe(true);
+    // (it began "No rule of the evidence-to-decision map fits a failed record": a rule fits, the contradiction)
+    expect(x?.escalation).toMatch(
+      /^The evidence contradicts the record's end state \(failed\): the request took effect; check it\. At the provider: 1 effect for ref 'HELD-failed' \(key …\w{4}\)\. Set right by hand what was done because the record said failed \(a new ref for the same intent, say\)\. Contradictory evidence: the record ended failed, but a superseded owner got 201 late: the request took effect\.$/,
+    );
   });
 
   // Was: A's call returned B's record marked as a replay (oncefetch-replayed: true), though it is the call that sent.

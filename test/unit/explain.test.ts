@@ -454,6 +454,16 @@ describe("a superseded owner's late delivery after an \"absent\"", () => {
     expect(x.escalate).toBe(true);
     expect(x.plan[0]).toBe('Do not resend.');
     expect(x.plan.join('\n')).not.toMatch(/nothing was delivered/);
+    // a rule does fit: the contradiction, which the escalation names (it began "No rule of the evidence-to-decision map fits")
+    expect(x.escalation).toMatch(
+      /^The evidence contradicts the record's end state \(cancelled\): the request took effect; check it\. At the provider: 1 effect for ref 'A-17' \(key …4abc\)\. Set right by hand what was done because the record said cancelled \(a new ref for the same intent, say\)\. Contradictory evidence: .*; the record ended cancelled, but a superseded owner got 201 late: the request took effect/,
+    );
+    expect(x.escalation).not.toMatch(/No rule/);
+  });
+
+  it('a record no rule fits keeps its escalation', () => {
+    const x = explain({ ...new Rec().rec, state: 'failed' }, policy());
+    expect(x.escalation).toBe('No rule of the evidence-to-decision map fits a failed record with this evidence.');
   });
 
   it('lists the evidence in the order it was written, not by the owners\' clocks (B\'s a minute ahead)', () => {
