@@ -250,8 +250,15 @@ export function factsOf(record: OperationRecord, now: number, providerRetentionM
       if (e.kind === 'late_response' && e.status !== null) observations++;
       concurrency.push(`${e.kind} at ${iso(e.at)}: ${e.detail}`);
       timed.push({ gen: e.generation, text: `${e.kind} at ${iso(e.at)}: ${e.detail}` });
-    } else if (e.kind !== 'attempt') {
-      timed.push({ gen: e.generation, text: `${e.kind} at ${iso(e.at)}: ${e.detail}` });
+    } else {
+      // kind 'attempt', "found: …": a call recorded its own attempt's success (its write had lost the lease), no lookup's finding
+      const own = e.kind === 'attempt' && e.detail.startsWith('found: ');
+      timed.push({
+        gen: e.generation,
+        text: own
+          ? `own success at ${iso(e.at)}: ${e.owner}'s call recorded its own attempt's ${e.status} (no lookup found it): ${e.detail.slice(7)}`
+          : `${e.kind} at ${iso(e.at)}: ${e.detail}`,
+      });
     }
   }
   const providerReplayed =

@@ -207,7 +207,10 @@ describe('the call that sent and got its 201 after another owner took over', () 
     const record = await a.client.get(scope);
     expect(record).toMatchObject({ state: 'succeeded', result: { source: 'attempt', status: 201 }, lease: null });
     // (it said "Attempt 2 got 201": attempt 2 got a 503)
-    expect((await a.client.explain(scope))?.diagnosis.summary).toBe('Attempt 1 got its answer late (201, superseded owner a), and that owner recorded it when it took the record back; later calls replay it.');
+    const x = await a.client.explain(scope);
+    expect(x?.diagnosis.summary).toBe('Attempt 1 got its answer late (201, superseded owner a), and that owner recorded it when it took the record back; later calls replay it.');
+    // (the note A wrote when it recorded its own 201 was left out of the timeline)
+    expect(x?.diagnosis.evidence.at(-1)).toMatch(/^own success at \S+: a's call recorded its own attempt's 201 \(no lookup found it\): this call's own attempt got it; its write had lost the lease to another owner$/);
     expect(record?.evidence).toContainEqual(expect.objectContaining({ kind: 'late_response', owner: 'a', status: 201 }));
     expect(provider.effects).toBe(1);
     expect(provider.requests).toHaveLength(2);

@@ -466,6 +466,22 @@ describe("a superseded owner's late delivery after an \"absent\"", () => {
     expect(x.escalation).toBe('No rule of the evidence-to-decision map fits a failed record with this evidence.');
   });
 
+  // Was: the note a call writes when it records its own attempt's success (lookup_found, source 'attempt': evidence kind
+  // 'attempt', "found: …") was left out of the timeline, which went from the late 201 straight to nothing.
+  it("the owner's call recording its own late 201 is in the timeline, as its own success, not a lookup's finding", () => {
+    const r = lateAfterAbsent('success');
+    r.on({ type: 'acquire', owner: A, leaseExpiresAt: r.t + LEASE_MS }, A);
+    r.on({ type: 'lookup_found', result: snapshot(201), detail: "this call's own attempt got it; its write had lost the lease to another owner" }, A);
+    expect(r.rec).toMatchObject({ state: 'succeeded', result: { source: 'attempt', status: 201 } });
+    expect(r.rec.evidence.at(-1)).toMatchObject({ kind: 'attempt', status: 201 });
+    const evidence = explain(r.rec, policy()).diagnosis.evidence;
+    expect(evidence.map((e) => e.split(' ')[0])).toEqual(['attempt', 'takeover', 'lookup', 'late_response', 'own']);
+    expect(evidence.at(-1)).toMatch(
+      /^own success at \S+: owner-a's call recorded its own attempt's 201 \(no lookup found it\): this call's own attempt got it; its write had lost the lease to another owner$/,
+    );
+    expect(evidence.filter((e) => e.startsWith('lookup'))).toHaveLength(1);
+  });
+
   it('lists the evidence in the order it was written, not by the owners\' clocks (B\'s a minute ahead)', () => {
     const r = new Rec().start();
     r.t += 60_000; // B's clock
