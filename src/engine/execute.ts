@@ -876,7 +876,7 @@ export class Engine {
    * lost ends the tries (the new owner's view wins, the answer kept on its record as evidence), and
    * so does the client's close.
    */
-  private async settle(owned: OwnedRecord, event: RecordEvent): Promise<OperationRecord> {
+  private async settle(owned: OwnedRecord, event: RecordEvent, own = event.type === 'attempt_finished' && event.class === 'success'): Promise<OperationRecord> {
     const startedAt = this.opts.now();
     /** Throws `error` unless it is a StoreError and a try after `delayMs` more would begin within the budget. */
     const unlessRetry = (error: unknown, delayMs: number): void => {
@@ -899,12 +899,12 @@ export class Engine {
         // keeps the answer as evidence on its record (never applied there), then LeaseLostError. A
         // late success the store failed to keep ends the call: started over from a pending record, it
         // would send again. A store failure of that write (a plain StoreError) reads as one, as when
-        // every try fails under a lease kept; but for this call's attempt's success, on no record
-        // yet: the call follows the new owner with it in hand (see `held`), whose record then keeps
-        // it, so that no early "absent" clears that record for a second send.
+        // every try fails under a lease kept; but for this call's own success (`own`: its attempt's,
+        // on no record yet, or the one it holds, see `held`, written as a "found"): the call follows
+        // the new owner with it in hand, whose record then keeps it, so that no early "absent" clears
+        // that record for a second send, and the call still ends with it.
         if (lost.aborted) {
           return owned.commit(event).catch((error: unknown) => {
-            const own = event.type === 'attempt_finished' && event.class === 'success';
             throw own && error instanceof StoreError && !(error instanceof LateOutcomeNotKeptError) ? lost.reason : error;
           });
         }
@@ -993,7 +993,7 @@ export class Engine {
     const own = mine !== undefined && mine.key === owned.rec.key ? (mine.snapshot ?? undefined) : undefined;
     const settleOwn = async (result: ResultSnapshot): Promise<OperationRecord> => {
       const found: RecordEvent = { type: 'lookup_found', result, detail: "this call's own attempt got it; its write had lost the lease to another owner" };
-      const rec = await record(found, this.settle(owned, found), true);
+      const rec = await record(found, this.settle(owned, found, true), true);
       if (mine !== undefined) mine.recorded = rec;
       return rec;
     };

@@ -35,15 +35,21 @@ function isAnswer(prev: OperationRecord | undefined, next: OperationRecord): boo
 
 type Step = 'ok' | 'fail' | 'lose';
 
+/** Whether a write settles the record from a lookup's "found" (no attempt closed: the record succeeded). */
+function isFound(prev: OperationRecord | undefined, next: OperationRecord): boolean {
+  return prev !== undefined && prev.state !== 'succeeded' && next.state === 'succeeded' && !isAnswer(prev, next);
+}
+
 /**
- * A store whose writes of an attempt's answer follow `plan.answers` (one step a write, then `ok`):
+ * A store whose writes of an attempt's answer follow `plan.answers` (one step a write, then `ok`),
+ * and its writes of a lookup's "found" `plan.founds`:
  * `fail` is not applied, `lose` is applied and its ack lost, both after `plan.answerDelayMs`; renewals
  * follow `plan.renewals` the same way (each told from the version it was computed from, which is not
  * the stored one after a takeover or a landed write). `plan.log` says what happened, in order. One
  * record a store.
  */
 function scripted(inner: OnceStore) {
-  const plan = { answers: [] as Step[], renewals: [] as Step[], answerDelayMs: 0, renewalDelayMs: 0, log: [] as string[], closed: false, afterClose: 0 };
+  const plan = { answers: [] as Step[], founds: [] as Step[], renewals: [] as Step[], answerDelayMs: 0, renewalDelayMs: 0, log: [] as string[], closed: false, afterClose: 0 };
   const versions = new Map<number, OperationRecord>();
   const wait = (ms: number): Promise<void> => (ms > 0 ? new Promise((r) => setTimeout(r, ms)) : Promise.resolve());
   const store: OnceStore = {
@@ -57,10 +63,10 @@ function scripted(inner: OnceStore) {
       if (plan.closed) plan.afterClose++;
       // (the version the writer based `next` on, which a takeover or a landed write may have replaced)
       const prev = versions.get(expected);
-      const kind = isAnswer(prev, next) ? 'answer' : isRenewal(prev, next) ? 'renewal' : 'other';
-      const queue = kind === 'answer' ? plan.answers : kind === 'renewal' ? plan.renewals : [];
+      const kind = isAnswer(prev, next) ? 'answer' : isRenewal(prev, next) ? 'renewal' : isFound(prev, next) ? 'found' : 'other';
+      const queue = kind === 'answer' ? plan.answers : kind === 'renewal' ? plan.renewals : kind === 'found' ? plan.founds : [];
       const step = queue.shift() ?? 'ok';
-      const delayMs = kind === 'answer' ? plan.answerDelayMs : kind === 'renewal' ? plan.renewalDelayMs : 0;
+      const delayMs = kind === 'answer' || kind === 'found' ? plan.answerDelayMs : kind === 'renewal' ? plan.renewalDelayMs : 0;
       if (step === 'fail') {
         await wait(delayMs);
         plan.log.push(`${kind}:failed`);
@@ -237,6 +243,44 @@ describe("a lost lease, then the store fails settle's last write: a store failur
     // never overwritten by A: its attempt stays open (possibly sent) on the record B took over and left ambiguous
     expect(record).toMatchObject({ state: 'ambiguous', lease: null });
     expect(record.attempts.map((x) => x.finishedAt)).toEqual([null]);
+  });
+});
+
+describe("a call holding its own success, its lease lost again while it records that success: it follows again", () => {
+  it("A holds its 201 (lease lost to B); taking the record back, its 'found' write fails throughout while C takes the lease over: A follows C and returns its 201, not a StoreError; one effect", async () => {
+    // The held call's own success written as a lookup's "found" (settleOwn) is this call's own
+    // success as much as its attempt_finished is: a store failure of settle's last write after the
+    // lease was lost again follows the new owner (as before 269e46f), so A still ends with its 201.
+    const inner = memoryStore();
+    const { store, plan } = scripted(inner);
+    plan.answers = ['fail', 'fail', 'fail', 'fail', 'fail', 'fail'];
+    plan.founds = ['fail', 'fail', 'fail', 'fail'];
+    plan.answerDelayMs = 50;
+    plan.renewals = Array<Step>(100).fill('fail');
+    const ref = 'SL-held-lost-twice';
+    const a = clientOn(store);
+    const b = clientOn(store);
+    const c = clientOn(store);
+    const first = outcome(order(a, ref));
+    await until(() => plan.log.filter((l) => l === 'answer:failed').length >= 3);
+    const second = outcome(order(b, ref));
+    const takeovers = async (): Promise<number> => (await inner.get(idOf(ref)))?.evidence.filter((e) => e.kind === 'takeover').length ?? 0;
+    await until(async () => (await takeovers()) >= 1);
+    plan.renewals = [];
+    // A's renewal finds the lease lost; A follows B (which stops ambiguous) and takes the record back
+    await until(() => plan.log.includes('renewal:refused'));
+    plan.renewals = Array<Step>(100).fill('fail');
+    expect(await second).toBe('AmbiguousOutcomeError');
+    // A's own 201, written as "found", fails three times: its lease (renewals failing) runs out; C takes over
+    await until(() => plan.log.filter((l) => l === 'found:failed').length >= 3);
+    const third = outcome(order(c, ref));
+    await until(async () => (await takeovers()) >= 2);
+    plan.renewals = [];
+    expect({ a: await first, c: await third }).toEqual({ a: '201', c: 'AmbiguousOutcomeError' });
+    expect(plan.log.filter((l) => l === 'found:failed')).toHaveLength(4); // three tries, then the last after the lost lease
+    expect(provider.requests.filter((r) => r.ref === ref)).toHaveLength(1);
+    expect(provider.effectsFor(ref)).toBe(1);
+    expect(await inner.get(idOf(ref))).toMatchObject({ state: 'succeeded', lease: null, result: { status: 201 } });
   });
 });
 
