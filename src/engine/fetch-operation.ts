@@ -400,8 +400,9 @@ async function readWhole(opts: ResolvedOptions, response: Response, ctx: Attempt
   for (;;) {
     const next = await reader.read();
     if (next.done) break;
-    // as arrayBuffer() refuses them
-    if (!(next.value instanceof Uint8Array)) {
+    // as arrayBuffer() refuses them; by tag, not `instanceof`: a Uint8Array of another realm (Node's fetch
+    // seen from a Jest test's vm context, whose Uint8Array is its own) is one all the same, as arrayBuffer() takes it
+    if (!ArrayBuffer.isView(next.value) || Object.prototype.toString.call(next.value) !== '[object Uint8Array]') {
       reader.cancel().catch(() => undefined);
       throw new TypeError('a response body chunk is not a Uint8Array');
     }

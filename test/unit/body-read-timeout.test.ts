@@ -6,6 +6,7 @@
  * whole, not passed through, so that a lying header loses no bytes: see truncated-mark.test.ts).
  * Memory store, injected fetch, real short timers.
  */
+import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { AmbiguousOutcomeError, createClient, memoryStore } from '../../src/index.js';
 import type { OnceClientOptions } from '../../src/index.js';
@@ -104,6 +105,40 @@ describe("a custom fetch's body still being read whole when the engine gives the
     await expect(c.fetch(URL_ORDERS, { ...post, once: SCOPE })).rejects.toBeInstanceOf(AmbiguousOutcomeError);
     await until(() => cancels > 0);
     expect(cancels).toBe(1);
+  });
+
+  it("a body whose chunks are Uint8Arrays of another realm (Node's fetch seen from a Jest test's vm context) is read whole, as arrayBuffer() reads it", async () => {
+    // Under Jest, the SDK's `Uint8Array` is the test context's, while the global fetch's body chunks
+    // are Node's own: `instanceof Uint8Array` is false for them (and for a Buffer), though they are
+    // Uint8Arrays. arrayBuffer() took them; refusing them made every answer ambiguous.
+    const chunk = (text: string): Uint8Array => runInNewContext(`new Uint8Array([${[...new TextEncoder().encode(text)].join(',')}])`) as Uint8Array;
+    expect(chunk('x') instanceof Uint8Array).toBe(false);
+    const fetch = (async () =>
+      new Response(
+        new ReadableStream<Uint8Array>({
+          start(controller) {
+            controller.enqueue(chunk('{"id":'));
+            controller.enqueue(chunk('"o-1"}'));
+            controller.close();
+          },
+        }),
+        { status: 201, headers: answers['a JSON 2xx'] },
+      )) as typeof globalThis.fetch;
+    const c = client(fetch, { retry: { attemptTimeoutMs: 1_000 } });
+    const res = await c.fetch(URL_ORDERS, { ...post, once: SCOPE });
+    expect({ status: res.status, text: await res.text() }).toEqual({ status: 201, text: '{"id":"o-1"}' });
+    expect((await c.get(SCOPE))?.state).toBe('succeeded');
+  });
+
+  it('a body with a chunk that is no Uint8Array (a string, a DataView) is refused, as arrayBuffer() refuses it: ambiguous', async () => {
+    for (const odd of ['{"id":"o-1"}', new DataView(new ArrayBuffer(2))] as const) {
+      const fetch = (async () =>
+        new Response(new ReadableStream({ start: (controller) => (controller.enqueue(odd), controller.close()) }) as ReadableStream<Uint8Array>, { status: 201 })) as typeof globalThis.fetch;
+      const c = client(fetch, { retry: { attemptTimeoutMs: 1_000 } });
+      const error = await c.fetch(URL_ORDERS, { ...post, once: SCOPE }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(AmbiguousOutcomeError);
+      expect(String((error as Error).cause)).toBe('TypeError: a response body chunk is not a Uint8Array');
+    }
   });
 
   it('a body that ends in time is read whole, as before (no cancel)', async () => {
