@@ -133,7 +133,7 @@ describe("a custom fetch's body still being read whole when the engine gives the
   it('a body with a chunk that is no Uint8Array (a string, a DataView) is refused, as arrayBuffer() refuses it: ambiguous', async () => {
     for (const odd of ['{"id":"o-1"}', new DataView(new ArrayBuffer(2))] as const) {
       const fetch = (async () =>
-        new Response(new ReadableStream({ start: (controller) => (controller.enqueue(odd), controller.close()) }) as ReadableStream<Uint8Array>, { status: 201 })) as typeof globalThis.fetch;
+        new Response(new ReadableStream<unknown>({ start: (controller) => (controller.enqueue(odd), controller.close()) }) as ReadableStream<Uint8Array>, { status: 201 })) as typeof globalThis.fetch;
       const c = client(fetch, { retry: { attemptTimeoutMs: 1_000 } });
       const error = await c.fetch(URL_ORDERS, { ...post, once: SCOPE }).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(AmbiguousOutcomeError);
