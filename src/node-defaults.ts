@@ -318,8 +318,18 @@ class BufferedResponse extends Response {
   }
 }
 
+/**
+ * Destroys `body` (its connection closed). undici emits a body destroyed before its end as an 'error'
+ * (RequestAbortedError), whose listener only a first read attaches: without one of its own, a body
+ * that arrived whole and was never read would throw it as an uncaught exception, ending the process.
+ */
+function discard(body: Readable): void {
+  body.on('error', () => undefined);
+  body.destroy();
+}
+
 /** Bodies handed out as web streams, destroyed (their connection closed) when the stream is collected unread. */
-const unreachable = new FinalizationRegistry<Readable>((body) => void body.destroy());
+const unreachable = new FinalizationRegistry<Readable>(discard);
 
 /**
  * undici's body as a web stream, pulled a chunk per read. Not `Readable.toWeb`: cancelling that
@@ -345,7 +355,7 @@ function webBody(body: Readable): ReadableStream<Uint8Array> {
       },
       cancel: () => {
         unreachable.unregister(token);
-        body.destroy();
+        discard(body);
       },
     },
     { highWaterMark: 0 },

@@ -76,6 +76,51 @@ describe('an event stream the caller stops early', () => {
   });
 });
 
+/** An event stream of one event that ends at once (chunked: no Content-Length, so the body is streamed, not buffered). */
+async function short(): Promise<string> {
+  const origin = await loop.serve((req, res) => {
+    req.resume();
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.end('data: done\n\n');
+  });
+  return `${origin}/v1/chat/completions`;
+}
+
+describe('an event stream that ended before the caller reads it (the default transport)', () => {
+  // undici destroys a body not read to its end with a RequestAbortedError 'error' event; its listener
+  // is attached only by the first read, so before the fix a cancel (or a collection) before any read
+  // threw that error as an uncaught exception, which ends a Node process.
+  it('cancelled before any read: no uncaught exception', async () => {
+    const url = await short();
+    const c = loop.use(createClient({ store: memoryStore(), telemetry: false }));
+    const uncaught = await uncaughtDuring(async () => {
+      for (let i = 0; i < 3; i++) {
+        const res = await call(c, url, `ended-cancel-${i}`);
+        // (the whole body has arrived, unread)
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        await res.body?.cancel();
+      }
+    }, 200);
+    expect(uncaught).toEqual([]);
+  });
+
+  it('never read, collected: no uncaught exception', async () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const url = await short();
+    const c = loop.use(createClient({ store: memoryStore(), telemetry: false }));
+    const uncaught = await uncaughtDuring(async () => {
+      const statuses = await (async () => [(await call(c, url, 'ended-unread-0')).status, (await call(c, url, 'ended-unread-1')).status])();
+      expect(statuses).toEqual([200, 200]);
+      for (let i = 0; i < 10; i++) {
+        gc();
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    }, 200);
+    expect(uncaught).toEqual([]);
+  });
+});
+
 describe('an event stream the caller never reads', () => {
   // As fetch's own Response, collected unread, gives its connection back. Before the fixes the
   // connections stayed open for good (measured: 0 of 3 closed after 3 s of collections; the default
