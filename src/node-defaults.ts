@@ -12,6 +12,7 @@ import { Agent, fetch as undiciFetch, request } from 'undici';
 import type { Dispatcher } from 'undici';
 import { FAILED_AFTER_RESPONSE } from './classify/network-error.js';
 import type { PlatformDefaults } from './client.js';
+import { WHOLE_BODY } from './operation/body.js';
 import { sqliteStore } from './stores/sqlite.js';
 import { createTelemetry } from './telemetry.js';
 
@@ -249,6 +250,7 @@ export function requestFetch(): typeof globalThis.fetch {
  * straight from the bytes, and builds the stream only if `body` is asked for.
  */
 class BufferedResponse extends Response {
+  readonly [WHOLE_BODY] = true;
   #bytes: Uint8Array<ArrayBuffer>;
   #used = false;
   #stream: ReadableStream<Uint8Array<ArrayBuffer>> | undefined;

@@ -13,6 +13,12 @@
  */
 export const DEFAULT_MAX_BODY_BYTES: number = 1_048_576;
 
+/**
+ * Marks a `Response` whose body is already whole in memory (the default Node transport's small
+ * answers): reading it cancels nothing and needs no reader, so it is read with `arrayBuffer()`.
+ */
+export const WHOLE_BODY: unique symbol = Symbol.for('oncefetch.whole-body');
+
 /** The outcome of {@link captureBody}. */
 export interface CapturedBody {
   /** The exact bytes to fingerprint and to send on every attempt; `undefined` for no body. */
