@@ -94,7 +94,8 @@ describe('state machine', () => {
     // so a record deleted and claimed afresh does not start again where its earlier life did
     // (test/e2e/record-deleted.test.ts): a stale owner's compare-and-set matches nothing on it
     const generations = Array.from({ length: 1_000 }, () => fresh().generation);
-    expect(new Set(generations).size).toBe(1_000);
+    // 32 random bits: two of 1000 draws repeat about once in 8,600 runs, three in about 4e12
+    expect(new Set(generations).size).toBeGreaterThanOrEqual(998);
     for (const g of generations) {
       expect(g % 2 ** 20).toBe(1);
       expect(Number.isSafeInteger(g + 2 ** 52)).toBe(true);
