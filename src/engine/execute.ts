@@ -21,7 +21,7 @@ import {
 } from '../errors.js';
 import type { OnceEvent, OnceStats } from '../events.js';
 import { emptyStats } from '../events.js';
-import { applyEvent, isTerminal, lateSuccess, recordId, resendNeedsDedupe } from '../operation/record.js';
+import { applyEvent, conflictUnsettled, isTerminal, lateSuccess, recordId, resendNeedsDedupe } from '../operation/record.js';
 import type { LiveBody } from '../operation/snapshot.js';
 import type { OperationRecord, RecordEvent, ResultSnapshot, Scope } from '../operation/record.js';
 import type { ResolvedOptions } from '../options.js';
@@ -851,10 +851,21 @@ export class Engine {
     // An ambiguous outcome that no retry could settle: reconcile now rather than after a pointless wait.
     // (With providerDedupes and no lookup there is nothing to learn now: the record stays ambiguous for the next call.)
     const lastAttempt = n >= this.opts.retry.maxAttempts;
-    const cause = c.class !== 'ambiguous' ? undefined : 'cause' in outcome ? outcome.cause : new Error(c.reason);
-    if (c.class === 'ambiguous' && (spec.lookup === undefined ? !this.opts.providerDedupes : lastAttempt)) {
+    // A key conflict that answered a resend leaves the record ambiguous (an earlier attempt may have
+    // taken effect, see `reachedBefore`): reconciled now, never resent (a lookup, else AmbiguousOutcomeError).
+    const conflicted = c.class === 'conflict';
+    if (conflicted) this.stats.ambiguous++;
+    const cause = c.class !== 'ambiguous' && !conflicted ? undefined : 'cause' in outcome ? outcome.cause : new Error(c.reason);
+    if (conflicted || (c.class === 'ambiguous' && (spec.lookup === undefined ? !this.opts.providerDedupes : lastAttempt))) {
       const ended = await this.reconcileOwned(owned, spec, deadline, cause);
-      if (ended !== undefined && isTerminal(ended.state)) return { record: ended, live: undefined };
+      if (ended !== undefined && isTerminal(ended.state)) {
+        // (the lookup said absent: the conflict stands)
+        if (ended.error?.code === 'IDEMPOTENCY_CONFLICT') {
+          this.stats.conflicts++;
+          this.emit({ type: 'conflict', scope: spec.scope, at: this.opts.now(), reason: c.reason });
+        }
+        return { record: ended, live: undefined };
+      }
       if (isTerminal(owned.rec.state)) return { record: owned.rec, live: undefined };
     }
     throw new RetryLater(c, cause);
@@ -1014,7 +1025,8 @@ export class Engine {
       if (askedAt >= settleAt) return { ...first, settled: true, askedGeneration };
       // A provider that dedupes (and still remembers the key) makes an early "absent" enough for a same-key
       // resend, but not for a requested cancel: that one needs proof that nothing was delivered.
-      if (this.trustsDedupe(owned.rec) && owned.rec.cancelRequestedAt === null) return { ...first, settled: false, askedGeneration };
+      // Nor for a key conflict on a resend, which is never resent: the "absent" must prove that nothing was delivered.
+      if (this.trustsDedupe(owned.rec) && owned.rec.cancelRequestedAt === null && !conflictUnsettled(owned.rec)) return { ...first, settled: false, askedGeneration };
       const waitMs = Math.max(0, settleAt - this.opts.now());
       if (waitMs > deadline.remaining(this.opts.now())) {
         throw await this.stop(owned, unlessAmbiguous(owned.rec, new DeadlineExceededError(`the lookup of ${text(scope)} said absent, but the attempt may still take effect for ${waitMs} ms, past the deadline; the record stays ambiguous`, { scope })), deadline);
@@ -1058,7 +1070,9 @@ export class Engine {
         const cancelled = owned.rec.cancelRequestedAt !== null;
         // This call's own attempt got a success it could not record (see `held`): never run again.
         const held = this.held.has(deadline);
-        if (trusted && !cancelled && !held) {
+        // A same-key resend was refused as key reuse: resending again cannot settle it, and an earlier attempt may have taken effect.
+        const conflicted = conflictUnsettled(owned.rec);
+        if (trusted && !cancelled && !held && !conflicted) {
           const resend: RecordEvent = { type: 'resend_after_ambiguous', detail: `${result.detail}; the provider dedupes by key` };
           await record(resend, owned.commit(resend));
           return undefined;
@@ -1067,6 +1081,8 @@ export class Engine {
           ? 'a cancel was requested'
           : held
             ? "this call's effect resolved (it took effect), but another owner took the operation over before its success was recorded (it is kept as evidence)"
+            : conflicted
+            ? `the provider refused a same-key resend as key reuse with other content (${owned.rec.attempts.at(-1)?.reason ?? 'key conflict'}): it saw this key before, so an earlier attempt reached it and may have taken effect`
             : !trusted && this.opts.providerDedupes
             ? 'the key is older than the provider retention'
             : 'the provider does not dedupe';

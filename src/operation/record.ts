@@ -433,7 +433,8 @@ export type RecordEvent =
 const NEXT: Readonly<Record<OperationState, readonly OperationState[]>> = {
   pending: ['pending', 'in_flight', 'ambiguous', 'cancelled'],
   in_flight: ['in_flight', 'succeeded', 'failed', 'pending', 'ambiguous'],
-  ambiguous: ['ambiguous', 'succeeded', 'pending', 'cancelled'],
+  // (failed: only a provider's key conflict on a resend, which a settled "absent" left standing)
+  ambiguous: ['ambiguous', 'succeeded', 'pending', 'cancelled', 'failed'],
   succeeded: ['succeeded'],
   failed: ['failed'],
   cancelled: ['cancelled'],
@@ -482,8 +483,11 @@ function targetState(record: OperationRecord, event: RecordEvent): OperationStat
         case 'success':
           return 'succeeded';
         case 'terminal':
-        case 'conflict':
           return 'failed';
+        case 'conflict':
+          // On a resend the provider's "key used with other content" says above all that it saw the key
+          // before: an earlier attempt of ours may have taken effect. Reconciled, never final at once.
+          return reachedBefore(record) ? 'ambiguous' : 'failed';
         case 'not_sent':
         case 'retryable':
           // This attempt acted on nothing; a superseded owner's late delivery still has to be settled.
@@ -501,6 +505,9 @@ function targetState(record: OperationRecord, event: RecordEvent): OperationStat
       // A superseded owner's late success showed delivery: an "absent" contradicts it, settles nothing;
       // and one asked before a late response landed came too early to settle anything.
       if (lateSuccess(record) || lateSince(record, event.askedGeneration)) return 'ambiguous';
+      // A key conflict on a resend: no effect of an earlier attempt, so the conflict stands (nothing is
+      // resent after it); an "absent" asked before settleMs proves nothing and settles nothing.
+      if (conflictUnsettled(record)) return event.settled === false ? 'ambiguous' : record.cancelRequestedAt === null ? 'failed' : 'cancelled';
       // Only a settled "absent" proves that nothing was delivered, which is what cancelled means.
       return record.cancelRequestedAt === null || event.settled === false ? 'pending' : 'cancelled';
     case 'resend_after_ambiguous':
@@ -546,6 +553,32 @@ export function resendNeedsDedupe(record: Pick<OperationRecord, 'attempts' | 'ev
   if (lateDeliveryUnsettled(record)) return true;
   const unsure = record.attempts.findLast((a) => a.finishedAt === null || !(a.class === 'not_sent' || a.class === 'retryable'));
   return unsure !== undefined && !settledAbsentAfter(record, unsure.generation);
+}
+
+/**
+ * Whether an attempt of `record` before its last one may have reached the provider (any outcome but
+ * `not_sent`, or none recorded), or a superseded owner's late response written before the last one
+ * started says one did. Asked when the
+ * last attempt gets a provider's key conflict: then the provider's memory of the key is, above all,
+ * the trace of that earlier attempt of ours, which may have taken effect.
+ */
+export function reachedBefore(record: Pick<OperationRecord, 'attempts' | 'evidence'>): boolean {
+  const last = record.attempts.at(-1);
+  if (last === undefined) return false;
+  // (evidence written before the last attempt started: what its outcome answers, read the same after)
+  return (
+    record.attempts.slice(0, -1).some((a) => a.class !== 'not_sent') ||
+    record.evidence.some((e) => e.generation < last.generation && e.kind === 'late_response' && !e.detail.startsWith('late not_sent'))
+  );
+}
+
+/**
+ * Whether `record` is `ambiguous` on a provider's key conflict that answered a resend ({@link reachedBefore}):
+ * reconciled by a lookup (found: succeeded; a settled "absent": the conflict stands, `failed`), never
+ * resent, not even where the provider dedupes.
+ */
+export function conflictUnsettled(record: Pick<OperationRecord, 'state' | 'attempts'>): boolean {
+  return record.state === 'ambiguous' && record.attempts.at(-1)?.class === 'conflict';
 }
 
 /** The evidence `keepAsEvidence` writes for a superseded owner's late success or ambiguous end. */
@@ -597,6 +630,8 @@ export function applyEvent(record: OperationRecord, event: RecordEvent, now: num
   const from = ALLOWED_FROM[event.type];
   if (from !== undefined && !from.includes(record.state)) throw new IllegalTransitionError(record.state, to, event.type);
   if (event.type === 'reconcile_first' && !resendNeedsDedupe(record)) throw new IllegalTransitionError(record.state, to, event.type);
+  // a key conflict on a resend is never resent: reconciled by a lookup, or left ambiguous
+  if (event.type === 'resend_after_ambiguous' && conflictUnsettled(record)) throw new IllegalTransitionError(record.state, to, event.type);
   const next: OperationRecord = {
     ...record,
     state: to,
@@ -647,7 +682,7 @@ export function applyEvent(record: OperationRecord, event: RecordEvent, now: num
         { ...last, finishedAt: now, class: event.class, status: event.status, reason: event.reason },
       ];
       if (event.result !== null) next.result = event.result;
-      if (event.class === 'conflict') {
+      if (event.class === 'conflict' && to === 'failed') {
         next.error = { code: 'IDEMPOTENCY_CONFLICT', message: `provider reported key reuse: ${event.reason}` };
       } else if (event.class === 'terminal' && event.result === null) {
         next.error = { code: 'OPERATION_FAILED', message: event.reason };
@@ -667,10 +702,16 @@ export function applyEvent(record: OperationRecord, event: RecordEvent, now: num
       note(event.result.source === 'lookup' ? 'lookup' : 'attempt', `found: ${event.detail}`, event.result.status);
       break;
     case 'lookup_absent':
+      if (to === 'failed') {
+        const reason = record.attempts.at(-1)?.reason ?? 'key conflict';
+        next.error = { code: 'IDEMPOTENCY_CONFLICT', message: `provider reported key reuse: ${reason} (on a resend; a lookup then found no effect of an earlier attempt)` };
+      }
       note(
         'lookup',
         to === 'ambiguous'
-          ? `absent, contradicted by a superseded owner's late response: ${event.detail}`
+          ? lateSuccess(record) || lateSince(record, event.askedGeneration)
+            ? `absent, contradicted by a superseded owner's late response: ${event.detail}`
+            : `unknown: absent before settleMs, after a key conflict on a resend (no proof that nothing was delivered): ${event.detail}`
           : event.settled === false
             ? `absent before settleMs (a same-key resend is safe; no proof that nothing was delivered): ${event.detail}`
             : `absent: ${event.detail}`,

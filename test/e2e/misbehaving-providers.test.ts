@@ -235,17 +235,22 @@ describe('a provider that compares the raw body bytes', () => {
     expect(provider.effectsFor('RB-3')).toBe(1);
   });
 
-  it('LIMIT: ...and without a lookup the raw-comparing provider answers 422 to the reordered resend: IdempotencyConflictError, never a second effect', async () => {
+  it('LIMIT: ...and without a lookup the raw-comparing provider answers 422 to the reordered resend: AmbiguousOutcomeError (the order exists), never a second effect', async () => {
     provider.fault({ kind: 'error_after_commit', status: 500 });
     const first = client();
     expect(await failure(order(first.client, 'RB-4', init(body('RB-4', 'a'))))).toBeInstanceOf(AmbiguousOutcomeError);
     const second = client({ providerDedupes: true });
-    expect(await failure(order(second.client, 'RB-4', init(body('RB-4', 'b'))))).toBeInstanceOf(IdempotencyConflictError);
+    // not IdempotencyConflictError ("did not happen"): the 422 answers a same-key resend, so the provider
+    // saw the key before, from attempt 1, which took effect; the record stays ambiguous, never resent
+    const error = await failure(order(second.client, 'RB-4', init(body('RB-4', 'b'))));
+    expect(error).toBeInstanceOf(AmbiguousOutcomeError);
+    expect(error).not.toBeInstanceOf(IdempotencyConflictError);
     expect(provider.requests.map((r) => r.bodyText)).toEqual([body('RB-4', 'a'), body('RB-4', 'b')]);
     expect(keysSent('RB-4').size).toBe(1);
     expect(provider.effectsFor('RB-4')).toBe(1);
-    // the conflict is final: later calls are answered from the store, nothing more is sent
-    expect(await failure(order(second.client, 'RB-4', init(body('RB-4', 'a'))))).toBeInstanceOf(IdempotencyConflictError);
+    expect((await second.client.get({ action: 'create-order', ref: 'RB-4' }))?.state).toBe('ambiguous');
+    // later calls send nothing more: reconciled first, and without a lookup they end ambiguous again
+    expect(await failure(order(second.client, 'RB-4', init(body('RB-4', 'a'))))).toBeInstanceOf(AmbiguousOutcomeError);
     expect(provider.requests).toHaveLength(2);
   });
 });

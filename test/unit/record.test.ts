@@ -42,6 +42,15 @@ describe('state machine', () => {
     ['2xx', [started, finished('success')], 'succeeded'],
     ['terminal 4xx', [started, finished('terminal')], 'failed'],
     ['provider conflict', [started, finished('conflict')], 'failed'],
+    ['provider conflict after attempts that never left', [started, finished('not_sent'), started, finished('conflict')], 'failed'],
+    // a key conflict answering a resend: the provider saw the key before, from an attempt that may have acted
+    ['provider conflict on a resend after an ambiguous attempt', [started, finished('ambiguous'), { type: 'resend_after_ambiguous', detail: 'x' }, started, finished('conflict')], 'ambiguous'],
+    ['provider conflict on a resend after an "absent"', [started, finished('ambiguous'), { type: 'lookup_absent', detail: 'x' }, started, finished('conflict')], 'ambiguous'],
+    ['provider conflict on a resend after a retryable answer', [started, finished('retryable'), started, finished('conflict')], 'ambiguous'],
+    ['provider conflict on a resend, then found', [started, finished('retryable'), started, finished('conflict'), { type: 'lookup_found', result: snapshot, detail: 'x' }], 'succeeded'],
+    ['provider conflict on a resend, then a settled "absent": the conflict stands', [started, finished('retryable'), started, finished('conflict'), { type: 'lookup_absent', detail: 'x' }], 'failed'],
+    ['provider conflict on a resend, then an "absent" asked before settleMs: nothing settled', [started, finished('retryable'), started, finished('conflict'), { type: 'lookup_absent', detail: 'x', settled: false }], 'ambiguous'],
+    ['provider conflict on a resend, a cancel, then a settled "absent"', [started, finished('retryable'), started, finished('conflict'), { type: 'cancel' }, { type: 'lookup_absent', detail: 'x' }], 'cancelled'],
     ['not sent', [started, finished('not_sent')], 'pending'],
     ['retryable', [started, finished('retryable')], 'pending'],
     ['ambiguous', [started, finished('ambiguous')], 'ambiguous'],
@@ -78,6 +87,8 @@ describe('state machine', () => {
   it.each<[string, RecordEvent[]]>([
     ['a second send while one is on the wire', [started, started]],
     ['a send from ambiguous without reconciliation', [started, finished('ambiguous'), started]],
+    ['a same-key resend after a key conflict on a resend', [started, finished('retryable'), started, finished('conflict'), { type: 'resend_after_ambiguous', detail: 'x' }]],
+    ['a send after a key conflict on a resend', [started, finished('retryable'), started, finished('conflict'), started]],
     ['finishing an attempt that never started', [finished('success')]],
     ['anything moving a terminal record', [started, finished('success'), started]],
     ['lookup result on a pending record', [{ type: 'lookup_found', result: snapshot, detail: 'x' }]],
@@ -161,5 +172,20 @@ describe('parseRecord', () => {
       caught = e;
     }
     expect(isOnceError(caught) && caught.code).toBe('STORE_ERROR');
+  });
+});
+
+describe('a provider key conflict', () => {
+  it('on attempt 1 ends failed with IDEMPOTENCY_CONFLICT; on a resend after an attempt that may have acted, no error until reconciled', () => {
+    expect(drive([started, finished('conflict')]).error?.code).toBe('IDEMPOTENCY_CONFLICT');
+    const resend = drive([started, finished('retryable'), started, finished('conflict')]);
+    expect(resend.error).toBeNull();
+    expect(resend.attempts.map((a) => a.class)).toEqual(['retryable', 'conflict']);
+  });
+
+  it('on a resend, then a settled "absent": failed with IDEMPOTENCY_CONFLICT, the lookup noted as absent', () => {
+    const rec = drive([started, finished('retryable'), started, finished('conflict'), { type: 'lookup_absent', detail: 'lookup reported no such operation' }]);
+    expect(rec.error?.code).toBe('IDEMPOTENCY_CONFLICT');
+    expect(rec.evidence.at(-1)?.detail).toBe('absent: lookup reported no such operation');
   });
 });
