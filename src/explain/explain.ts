@@ -42,6 +42,8 @@ function codeOf(r: OperationRecord, f: Facts): DiagnosisCode {
     case 'succeeded':
       return 'succeeded';
     case 'failed':
+      // a key conflict on a resend ended failed (by an earlier version): an earlier attempt may have taken effect
+      if (f.resendConflict) return 'unknown';
       if (last?.class === 'conflict' || r.error?.code === 'IDEMPOTENCY_CONFLICT') return 'payload_changed';
       // A refusal of a same-key resend says nothing of an earlier attempt that may have acted.
       if (f.earlierUnresolved) return 'unknown';
@@ -52,8 +54,8 @@ function codeOf(r: OperationRecord, f: Facts): DiagnosisCode {
       if (f.liveLease) return 'concurrent_duplicates';
       // an attempt whose owner stopped, or a superseded owner's late answer nothing settled
       if ((last !== undefined && last.finishedAt === null) || f.late !== undefined) return 'stale_lease';
-      // (a cancel re-applied on a pending record reopens it whatever its last attempt got)
-      return last?.class === 'ambiguous' || f.deliveryUnresolved ? 'timeout_before_response' : 'unknown';
+      // (a cancel re-applied on a pending record reopens it whatever its last attempt got; a key conflict on a resend: see Facts.resendConflict)
+      return last?.class === 'ambiguous' || f.resendConflict || f.deliveryUnresolved ? 'timeout_before_response' : 'unknown';
     case 'pending':
       // no attempt left, and no superseded owner's late outcome says one reached the provider
       if (!f.anySent) return 'never_sent';
@@ -109,6 +111,7 @@ function summaryOf(code: DiagnosisCode, r: OperationRecord, f: Facts): string {
         ? `Attempt ${n} got 409 "in progress": an earlier request with this key was still being processed; one owner, one key.${cancel === undefined ? '' : ` ${cancel}`}`
         : `Another owner (${r.lease?.owner ?? '?'}) holds the operation under a live lease until ${iso(r.lease?.expiresAt ?? r.updatedAt)}; other calls wait for it.`;
     case 'timeout_before_response':
+      if (f.resendConflict) return `${resendConflictOf(r, f)} Not resent: it is looked up first.`;
       if (f.earlierUnresolved && last?.class !== 'ambiguous' && last?.finishedAt !== null) {
         // only a 409 "in progress" is unresolved (needsDedupe counts none): the next call resends, reconciling nothing first
         if (r.state === 'pending' && cancel === undefined && !f.needsDedupe && f.inProgress409 !== undefined) {
@@ -129,11 +132,23 @@ function summaryOf(code: DiagnosisCode, r: OperationRecord, f: Facts): string {
         ? `The owner ${r.lease?.owner ?? '?'} stopped renewing its lease while attempt ${n} was on the wire (crash?): it may have reached the provider.`
         : `Attempt ${n} never recorded an outcome: its owner ${last?.owner ?? '?'} stopped and the lease was taken over; it may have reached the provider.`;
     case 'unknown':
+      if (f.resendConflict && r.state === 'failed') {
+        return `${resendConflictOf(r, f)} Yet the record ended failed as a plain conflict: the effect may exist; a person must look at it.`;
+      }
       if (f.lateSuccess && (r.state === 'failed' || r.state === 'cancelled')) {
         return `The record ended ${r.state}, but owner ${f.late?.owner ?? '?'} got ${f.late?.status ?? 'a success'} late, after a takeover: the request took effect; a person must look at it.`;
       }
       return `No rule fits this ${r.state} record${f.lateSuccess ? ', and a superseded owner got a success late' : ''}; a person must look at it.`;
   }
+}
+
+/** What a key conflict that answered a same-key resend says (`Facts.resendConflict`). */
+function resendConflictOf(r: OperationRecord, f: Facts): string {
+  const earlier = f.reachedEarlier === undefined ? 'a superseded owner\'s attempt' : `attempt ${f.reachedEarlier.number} (${f.reachedEarlier.reason ?? f.reachedEarlier.class ?? 'no outcome recorded'})`;
+  return (
+    `Attempt ${f.last?.number ?? '?'}, a resend with the same key and the same payload, was refused as key reuse with other content (${f.last?.reason ?? r.error?.message ?? 'key conflict'}): ` +
+    `the provider saw the key before, most likely from ${earlier}, which may have taken effect (or it fingerprints something that varies between sends).`
+  );
 }
 
 function confidenceOf(r: OperationRecord, f: Facts): Confidence {

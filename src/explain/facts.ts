@@ -83,6 +83,17 @@ export interface Facts {
   resendCutoffAt: number;
   /** an attempt may have reached the provider (anything but `not_sent`), or a superseded owner's late outcome says one did */
   anySent: boolean;
+  /**
+   * the last attempt, a same-key resend, got the provider's key conflict ("used with other content")
+   * while an earlier attempt may have reached the provider (record.ts's `reachedBefore`), and nothing
+   * settled it since: the provider's memory of the key is, above all, the trace of that earlier
+   * attempt, which may have taken effect. The engine leaves such a record ambiguous and never resends it
+   * (record.ts's `conflictUnsettled`); a `failed` one with no settled "absent" after the conflict was
+   * ended so by an earlier version. Never a reason for a new ref.
+   */
+  resendConflict: boolean;
+  /** the last attempt before the last one that may have reached the provider (anything but `not_sent`) */
+  reachedEarlier: AttemptRecord | undefined;
   /** some attempt got 409 "in progress" */
   inProgress409: AttemptRecord | undefined;
   /** takeovers and superseded writes: more than one owner acted */
@@ -296,6 +307,13 @@ export function factsOf(record: OperationRecord, now: number, providerRetentionM
   const sends = deduped ? 1 : landed.size;
   const last = record.attempts[record.attempts.length - 1];
   const unresolved = unresolvedOf(record, record.attempts.slice(0, -1), late);
+  // record.ts's `reachedBefore`, written out again for the lazy chunk
+  const reachedEarlier = record.attempts.slice(0, -1).findLast((a) => a.class !== 'not_sent');
+  const resendConflict =
+    last?.class === 'conflict' &&
+    (reachedEarlier !== undefined || record.evidence.some((e) => e.generation < last.generation && e.kind === 'late_response' && !e.detail.startsWith('late not_sent'))) &&
+    // ambiguous: as the engine left it (record.ts's `conflictUnsettled`); failed: by an earlier version, nothing settled since
+    (record.state === 'ambiguous' || (record.state === 'failed' && !settledAbsentAfter(record, last.generation)));
   return {
     last,
     lookups,
@@ -319,6 +337,8 @@ export function factsOf(record: OperationRecord, now: number, providerRetentionM
     keyAgeMs,
     resendCutoffAt,
     anySent: record.attempts.some((a) => a.class !== 'not_sent') || record.evidence.some((e) => e.kind === 'late_response' && !e.detail.startsWith('late not_sent')),
+    resendConflict,
+    reachedEarlier,
     inProgress409,
     concurrency,
     providerReplayed,

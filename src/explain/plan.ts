@@ -67,14 +67,19 @@ const showCmd = (c: Ctx): string =>
 function unsettled(c: Ctx, lead: string[]): Decision {
   const late = c.f.lateSuccess;
   const cancelRequested = c.r.cancelRequestedAt !== null;
+  // a key conflict on a resend is never resent: a lookup settles it (absent: the conflict stands), or a person
+  const conflict = c.f.resendConflict;
   // a pending record recover() skips (one with a cancel requested, say): the next call acts on it
   const pending = !recoverTakes(c);
   const verification = [
     `${atProvider(c, possible(c))} Two would be a duplicate.`,
-    `After reconciliation, ${showCmd(c)} shows succeeded (found) or ${late ? 'still ambiguous' : cancelRequested ? 'cancelled' : 'pending'} (absent) and a new lookup line.`,
+    `After reconciliation, ${showCmd(c)} shows succeeded (found) or ${late ? 'still ambiguous' : cancelRequested ? 'cancelled' : conflict ? 'failed, the conflict standing' : 'pending'} (absent) and a new lookup line.`,
   ];
+  const guard = conflict
+    ? [`Do not send this intent again under a new ref or a new key: ${c.f.reachedEarlier === undefined ? 'an earlier attempt' : `attempt ${c.f.reachedEarlier.number}`} may have taken effect, and a new ref would make a second effect.`]
+    : [];
   // what the engine does on "unknown" (a failed lookup): a call resends with the same key where the provider dedupes
-  const resend = trusts(c) && !cancelRequested;
+  const resend = trusts(c) && !cancelRequested && !conflict;
   if (c.p.lookupRegistered) {
     const unknown = resend
       ? `unknown → a call resends with the same key ${c.key}, which the provider dedupes (client.recover() leaves it ambiguous)`
@@ -82,12 +87,15 @@ function unsettled(c: Ctx, lead: string[]): Decision {
     return {
       plan: [
         ...lead,
+        ...guard,
         `Look up first: ${pending ? 'call again with the same ref and payload (client.recover() skips a pending record)' : 'run client.recover() (or call again with the same ref and payload)'}; the lookup registered for '${c.action}' asks the provider whether it took effect.`,
         late
           ? `found → succeeded, later calls replay it; absent → nothing is sent, it stays ambiguous: check at the provider by hand; ${unknown}.`
           : cancelRequested
             ? `found → succeeded (delivery won over the cancel requested); absent → cancelled, nothing is sent; ${unknown}.`
-            : `found → succeeded, later calls replay it; absent → the next call resends with the same key ${c.key}; ${unknown}.`,
+            : conflict
+              ? `found → succeeded, later calls replay it; absent → the conflict stands: the record ends failed (IdempotencyConflictError), nothing is sent; ${unknown}.`
+              : `found → succeeded, later calls replay it; absent → the next call resends with the same key ${c.key}; ${unknown}.`,
       ],
       verification,
     };
@@ -103,14 +111,17 @@ function unsettled(c: Ctx, lead: string[]): Decision {
   }
   const why = cancelRequested
     ? `a cancel was requested at ${iso(c.r.cancelRequestedAt ?? 0)}, which withdrew the authority to send, and no lookup is registered for '${c.action}'`
-    : c.p.providerDedupes
+    : conflict
+      ? `the provider refused a same-key resend as key reuse (${c.f.last?.reason ?? 'key conflict'}), so a resend cannot settle it, and ${c.r.request === null ? 'client.run() reconciles only with its own lookup' : `no lookup is registered for '${c.action}'`}`
+      : c.p.providerDedupes
       ? `the key is past ${iso(c.f.resendCutoffAt)} (90 % of the provider's retention), so the provider may no longer recognise it`
       : `${c.r.request === null ? 'client.run() reconciles only with its own lookup' : `no lookup is registered for '${c.action}'`} and the provider does not dedupe by key`;
   return {
     plan: [
       `Do not resend: ${why}; a resend could create a second effect.`,
+      ...guard,
       `Check at the provider whether an effect exists for ref '${c.ref}' (key ${c.key}): its API, dashboard or support.`,
-      `Then ${c.r.request === null ? 'call client.run() again with a lookup (spec.lookup)' : `register a lookup for '${c.action}' (createClient({ lookups }))`} that reports what you found${c.r.request === null ? '' : `, and ${pending ? 'call again' : 'run client.recover()'}`}: found settles it as succeeded; ${late ? 'absent leaves it ambiguous' : cancelRequested ? 'absent cancels it' : 'absent lets the next call resend with the same key'}.`,
+      `Then ${c.r.request === null ? 'call client.run() again with a lookup (spec.lookup)' : `register a lookup for '${c.action}' (createClient({ lookups }))`} that reports what you found${c.r.request === null ? '' : `, and ${pending ? 'call again' : 'run client.recover()'}`}: found settles it as succeeded; ${late ? 'absent leaves it ambiguous' : cancelRequested ? 'absent cancels it' : conflict ? 'absent ends it failed, the conflict standing' : 'absent lets the next call resend with the same key'}.`,
     ],
     verification,
     escalation: `The outcome is unknown and nothing can settle it automatically: ${why}.`,
@@ -254,6 +265,18 @@ function decideCode(code: DiagnosisCode, c: Ctx): Decision {
       return unsettled(c, lead);
     }
     case 'unknown':
+      // a key conflict on a resend that an earlier version ended failed: the record says "did not happen", the evidence says it may have
+      if (c.f.resendConflict && r.state === 'failed') {
+        return {
+          plan: [
+            `Do not send this intent again under a new ref or a new key: ${f.reachedEarlier === undefined ? 'an earlier attempt' : `attempt ${f.reachedEarlier.number}`} reached the provider and may have taken effect; a new ref would make a second effect.`,
+            `Check at the provider whether an effect exists for ref '${c.ref}' (key ${c.key}): its API, dashboard or support.`,
+            'If it exists, the operation happened: set right by hand whatever was done because the record said failed. If not, the conflict stands: a new intent needs a new ref.',
+          ],
+          verification: [atProvider(c, '0 or 1')],
+          escalation: `The record ended failed on a key conflict, but the conflict answered a same-key resend (attempt ${f.last?.number ?? '?'}) after ${f.reachedEarlier === undefined ? 'a superseded owner\'s attempt' : `attempt ${f.reachedEarlier.number}`} may have reached the provider: the request may have taken effect; check it.`,
+        };
+      }
       return {
         plan: ['Do not resend.', `Inspect the record (${showCmd(c)}) and the provider's records, then decide by hand.`],
         verification: [atProvider(c, possible(c))],

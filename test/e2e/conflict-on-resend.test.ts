@@ -5,7 +5,7 @@
  * of ours that reached it, and may have taken effect (or it fingerprints something we vary). So the
  * conflict must not read as "the operation did not happen": it is reconciled first (a lookup: found →
  * succeeded; absent → the conflict stands), and without one the call ends AmbiguousOutcomeError, the
- * record ambiguous, never resent. Attempt 1's conflict (the
+ * record ambiguous, never resent; explain never advises a new ref for it. Attempt 1's conflict (the
  * provider holds the key for another request) stays IdempotencyConflictError, record failed.
  *
  * Effects are counted at the loopback provider; a `fetch` wrapper turns the provider's answer to a
@@ -92,7 +92,7 @@ describe.each([
   ['IETF 422', IETF_MISMATCH],
   ['Stripe 400 idempotency_error', STRIPE_MISMATCH],
 ])('a key mismatch (%s) answering a same-key resend after an ambiguous attempt', (_name, mismatch) => {
-  it('without a lookup: AmbiguousOutcomeError, the record ambiguous, never resent; a lookup later finds the one effect', async () => {
+  it('without a lookup: AmbiguousOutcomeError, the record ambiguous, never resent; explain advises no new ref; a lookup later finds the one effect', async () => {
     const ref = `R-${mismatch.status}`;
     const scope = { action: 'create-order', ref };
     provider.fault({ kind: 'error_after_commit', status: 500, match: { ref } });
@@ -106,6 +106,16 @@ describe.each([
     expect(record?.state).toBe('ambiguous');
     expect(record?.attempts.map((a) => a.class)).toEqual(['ambiguous', 'conflict']);
     expect(record?.error?.code).not.toBe('IDEMPOTENCY_CONFLICT');
+
+    const x = await c.explain(scope);
+    expect(x?.diagnosis.code).not.toBe('payload_changed');
+    const plan = x?.plan.join('\n') ?? '';
+    expect(plan).not.toMatch(/send it with a new ref|needs a new ref|Call again/);
+    expect(plan).toMatch(/^Do not resend: /m);
+    expect(plan).toMatch(/^Do not send this intent again under a new ref or a new key: attempt 1 may have taken effect/m);
+    expect(x?.escalate).toBe(true);
+    expect(x?.diagnosis.summary).toMatch(/key reused with other content|mismatch/);
+    expect(x?.handoff.effects).toBe('unknown');
 
     // later calls and recover() send nothing more
     expect(await failure(post(c, ref))).toBeInstanceOf(AmbiguousOutcomeError);

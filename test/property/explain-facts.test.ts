@@ -34,7 +34,7 @@ import { describe, expect, it } from 'vitest';
 import { explain } from '../../src/explain/explain.js';
 import { factsOf } from '../../src/explain/facts.js';
 import type { ExplainPolicy } from '../../src/explain/types.js';
-import { IllegalTransitionError, applyEvent, deliveryUnresolved, isTerminal, lateDeliveryUnsettled, lateSuccess, newRecord, resendNeedsDedupe } from '../../src/operation/record.js';
+import { IllegalTransitionError, applyEvent, conflictUnsettled, deliveryUnresolved, isTerminal, lateDeliveryUnsettled, lateSuccess, newRecord, reachedBefore, resendNeedsDedupe } from '../../src/operation/record.js';
 import type { AttemptRecord, EvidenceRecord, OperationRecord, RecordEvent, ResultSnapshot } from '../../src/operation/record.js';
 import { explainPolicy } from '../helpers/explain-policy.js';
 
@@ -257,6 +257,12 @@ describe('facts.ts agrees with record.ts on records reached through applyEvent',
           expect(f.deliveryUnresolved, `deliveryUnresolved of ${JSON.stringify({ attempts: rec.attempts, evidence: rec.evidence })}`).toBe(deliveryUnresolved(rec));
           expect(f.needsDedupe, `needsDedupe of ${JSON.stringify({ attempts: rec.attempts, evidence: rec.evidence })}`).toBe(resendNeedsDedupe(rec));
           expect(f.terminal, rec.state).toBe(isTerminal(rec.state));
+          // a key conflict on a resend: explain reads it as the engine leaves it (ambiguous, conflictUnsettled),
+          // never on a record the state machine ended failed (a conflict after no send, or once a settled "absent" came)
+          const conflictOf = `resendConflict of ${JSON.stringify({ state: rec.state, attempts: rec.attempts, evidence: rec.evidence })}`;
+          expect(f.resendConflict && !f.terminal, conflictOf).toBe(conflictUnsettled(rec));
+          expect(f.resendConflict && rec.state === 'failed', conflictOf).toBe(false);
+          if (rec.attempts.at(-1)?.class === 'conflict' && !f.terminal) expect(reachedBefore(rec), conflictOf).toBe(true);
           const evidence = JSON.stringify(rec.evidence);
           expect(f.late !== undefined, `late of ${evidence}`).toBe(lateDeliveryUnsettled(rec));
           expect(f.lateSuccess, `lateSuccess of ${evidence}`).toBe(lateSuccess(rec));

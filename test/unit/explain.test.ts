@@ -1103,3 +1103,52 @@ describe('the hand-off of a client.run() operation', () => {
     await client.close();
   });
 });
+
+describe('a key conflict that answered a same-key resend', () => {
+  /** attempt 1 ended ambiguous (a 500 after commit), the provider dedupes: attempt 2 resent, refused as key reuse */
+  const resent = (): Rec =>
+    new Rec().attempt('ambiguous', 500, 'status 500').on({ type: 'resend_after_ambiguous', detail: 'the provider dedupes' }).attempt('conflict', 422, 'idempotency key mismatch');
+
+  it('ambiguous (as the engine leaves it): look up first, never a resend nor a new ref, even where the provider dedupes', () => {
+    const rec = resent().stop('AMBIGUOUS_OUTCOME', 'unknown').rec;
+    expect(rec.state).toBe('ambiguous');
+    for (const over of [{}, { providerDedupes: true }, { lookupRegistered: true }, { providerDedupes: true, lookupRegistered: true }]) {
+      const x = explain(rec, policy(over));
+      expect(x.diagnosis.code).toBe('timeout_before_response');
+      expect(x.diagnosis.summary).toMatch(/^Attempt 2, a resend with the same key and the same payload, was refused as key reuse with other content \(idempotency key mismatch\): the provider saw the key before, most likely from attempt 1/);
+      const plan = x.plan.join('\n');
+      expect(plan).toMatch(/^Do not send this intent again under a new ref or a new key: attempt 1 may have taken effect/m);
+      expect(plan).not.toMatch(/Call again with the same ref|resends with the same key|send it with a new ref|needs a new ref/);
+      expect(x.handoff.effects).toBe('unknown');
+      expect(x.escalate).toBe(!over.lookupRegistered);
+      if (over.lookupRegistered) expect(plan).toMatch(/absent → the conflict stands: the record ends failed/);
+    }
+  });
+
+  it('failed, as an earlier version ended it: not payload_changed (whose advice is a new ref) but unknown, escalated, check at the provider', () => {
+    const r = resent().rec;
+    // what the state machine wrote before: the conflict made the record failed at once
+    const legacy: OperationRecord = { ...r, state: 'failed', lease: null, error: { code: 'IDEMPOTENCY_CONFLICT', message: 'provider reported key reuse: idempotency key mismatch' } };
+    const x = explain(legacy, policy());
+    expect(x.diagnosis.code).toBe('unknown');
+    expect(x.diagnosis.summary).toMatch(/most likely from attempt 1 \(status 500\), which may have taken effect/);
+    expect(x.plan[0]).toMatch(/^Do not send this intent again under a new ref or a new key: attempt 1 reached the provider/);
+    expect(x.escalate).toBe(true);
+    expect(x.escalation).toMatch(/the request may have taken effect; check it/);
+    expect(x.handoff.effects).toBe('unknown');
+  });
+
+  it('after a settled "absent": the conflict stands, payload_changed as on attempt 1', () => {
+    const rec = resent().on({ type: 'lookup_absent', detail: 'lookup reported no such operation' }).rec;
+    expect(rec.state).toBe('failed');
+    const x = explain(rec, policy({ lookupRegistered: true }));
+    expect(x.diagnosis.code).toBe('payload_changed');
+    expect(x.handoff.effects).toBe(0);
+  });
+
+  it('after attempts that never left: payload_changed as on attempt 1', () => {
+    const rec = new Rec().attempt('not_sent', null, 'ECONNREFUSED').attempt('conflict', 422, 'idempotency key mismatch').rec;
+    expect(rec.state).toBe('failed');
+    expect(explain(rec, policy()).diagnosis.code).toBe('payload_changed');
+  });
+});
