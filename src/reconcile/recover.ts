@@ -34,7 +34,11 @@ import { reconcile, settledAt } from './lookup.js';
 export interface RecoveryReport {
   /** settled as succeeded by a lookup */
   resolved: Scope[];
-  /** the lookup (or the record: its last attempt was closed as never sent) says it never happened: back to `pending`, to be re-sent by its caller with the same ref and key */
+  /**
+   * the lookup (or the record: its last attempt was closed as never sent) says it never happened: back to `pending`, to be re-sent by
+   * its caller with the same ref and key (a record with a cancel requested ends `cancelled`; one whose resend the provider refused as
+   * key reuse ends `failed`, the conflict standing)
+   */
   absent: Scope[];
   /**
    * no lookup (always so for a `client.run()` operation), or the lookup could not tell: still
