@@ -124,8 +124,9 @@ export function needsBody(status: number): boolean {
  * 2. 400 / 417 / 422 whose body carries the key-mismatch signal → `conflict`. This is
  *    checked before the server hints: a reused key will never succeed, whatever the hint.
  * 3. `x-should-retry` or `stripe-should-retry`: `true` → `retryable`; `false` → `terminal`,
- *    but for a status whose outcome is unknown (rules 7 and 9: a 500, say), which stays
- *    `ambiguous` ("do not retry" is no word on the effect). When both are present and
+ *    but for a status whose outcome is unknown (rules 7 and 9: a 500, say; and a 409 "in
+ *    progress", a request with this key still being processed), which stays `ambiguous`
+ *    ("do not retry" is no word on the effect). When both are present and
  *    disagree, `false` wins (not resending is the safe side); the reason names the header
  *    that decided.
  * 4. 3xx → `terminal` (a redirect reaching us means `redirect: 'manual'`).
@@ -160,9 +161,11 @@ function classifyFailureStatus(status: number, headers: Headers, bodyText: strin
   if (hint?.class === 'retryable') return hint;
   const verdict = classifyStatus(status, bodyText);
   // "Do not retry" stops resends but says nothing of the effect: an answer whose outcome is
-  // unknown (a 500: Stripe stores one once the endpoint began) stays ambiguous, for a lookup.
+  // unknown (a 500: Stripe stores one once the endpoint began; a 409 "in progress": a request with
+  // this key is being processed, its effect to come) stays ambiguous, for a lookup.
   if (hint === undefined) return verdict;
-  return verdict.class === 'ambiguous' ? { class: 'ambiguous', reason: `${verdict.reason}, ${hint.reason}` } : hint;
+  const unknown = verdict.class === 'ambiguous' || (status === 409 && verdict.class === 'retryable');
+  return unknown ? { class: 'ambiguous', reason: `${verdict.reason}, ${hint.reason}` } : hint;
 }
 
 function classifyStatus(status: number, bodyText: string | undefined): Classification {

@@ -68,3 +68,36 @@ describe.each(['stripe-should-retry', 'x-should-retry'])('a 500 with %s: false a
     expect(posts(ref)).toBe(1);
   });
 });
+
+/** The provider's answers, with the hint added to every 409. */
+const hinted409 = (header: string): typeof globalThis.fetch => async (input, init) => {
+  const res = await globalThis.fetch(input, init);
+  if (res.status !== 409) return res;
+  const headers = new Headers(res.headers);
+  headers.set(header, 'false');
+  return new Response(await res.arrayBuffer(), { status: res.status, statusText: res.statusText, headers });
+};
+
+describe.each(['stripe-should-retry', 'x-should-retry'])('a 409 "in progress" with %s: false (the first request still being processed)', (header) => {
+  it('is no final answer: the first request commits later, the call ends with its 201, never the 409 recorded failed; 1 effect', async () => {
+    const ref = `H409-${header}`;
+    // attempt 1 is held at the provider past its timeout (ambiguous), then commits; the same-key resend meets the key in progress
+    provider.fault({ kind: 'delay_before_commit', delayMs: 400, match: { ref } });
+    const c = createClient({
+      store: memoryStore(),
+      fetch: hinted409(header),
+      settleMs: 20,
+      providerDedupes: true,
+      retry: { attemptTimeoutMs: 150, maxAttempts: 10, baseDelayMs: 100, maxDelayMs: 100, deadlineMs: 10_000 },
+    });
+    clients.push(c);
+    const res = await order(c, ref).then(
+      (r) => r.status,
+      (e: unknown) => (e as { code?: string }).code,
+    );
+    const rec = await c.get({ action: ACTION, ref });
+    expect(rec?.attempts.some((a) => a.status === 409)).toBe(true);
+    expect({ res, state: rec?.state }).toEqual({ res: 201, state: 'succeeded' });
+    expect(provider.effectsFor(ref)).toBe(1);
+  });
+});

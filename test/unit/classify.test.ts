@@ -103,7 +103,10 @@ describe('classifyResponse: status table', () => {
     ['stripe-should-retry: true on 500', 500, { 'stripe-should-retry': 'true' }, undefined, 'retryable'],
     ['stripe-should-retry: true on 400', 400, { 'stripe-should-retry': 'true' }, undefined, 'retryable'],
     ['stripe-should-retry: false on 503', 503, { 'stripe-should-retry': 'false' }, undefined, 'terminal'],
-    ['stripe-should-retry: false on 409 in progress', 409, { 'stripe-should-retry': 'false' }, STRIPE_IN_USE, 'terminal'],
+    // a 409 "in progress": a request with this key is being processed, its effect to come; "do not retry" says nothing of it
+    ['stripe-should-retry: false on 409 in progress', 409, { 'stripe-should-retry': 'false' }, STRIPE_IN_USE, 'ambiguous'],
+    ['x-should-retry: false on 409 IETF in progress', 409, { 'x-should-retry': 'false' }, IETF_IN_PROGRESS, 'ambiguous'],
+    ['x-should-retry: false on 409 plain conflict', 409, { 'x-should-retry': 'false' }, '{"error":"version conflict"}', 'terminal'],
     ['stripe-should-retry: garbage is ignored', 503, { 'stripe-should-retry': 'yes' }, undefined, 'retryable'],
     ['conflict signal beats stripe-should-retry: true', 400, { 'stripe-should-retry': 'true' }, STRIPE_MISMATCH, 'conflict'],
     ['both hints true', 500, { 'x-should-retry': 'true', 'stripe-should-retry': 'true' }, undefined, 'retryable'],
