@@ -267,7 +267,8 @@ class BufferedResponse extends Response {
         if (bytes.byteLength > 0) controller.enqueue(bytes);
         controller.close();
       },
-    });
+      // (pulled by a read only: taking `body` is no read, `bodyUsed` stays false until one, as from fetch)
+    }, { highWaterMark: 0 });
     return this.#stream;
   }
 
@@ -312,7 +313,9 @@ class BufferedResponse extends Response {
   }
 
   override clone(): Response {
-    if (this.#used || this.#stream !== undefined) return super.clone();
+    // (not super's: its body is null, so its clone would be empty, and would not refuse a body read)
+    // Unusable (read, or its stream locked) as fetch refuses it; else the bytes are all here, unread.
+    if (this.#used || this.#stream?.locked === true) throw new TypeError('Response.clone: Body has already been consumed.');
     const copy = new BufferedResponse(this.#bytes.slice(), { status: this.status, statusText: this.statusText, headers: this.headers });
     Object.defineProperty(copy, 'url', { value: this.url });
     if (this.redirected) Object.defineProperty(copy, 'redirected', { value: true });

@@ -23,6 +23,13 @@ function handle(req: IncomingMessage, res: ServerResponse, body: string): void {
       res.writeHead(201, 'Made', { 'content-type': 'application/json', 'x-multi': ['a', 'b'], 'set-cookie': ['s=1', 't=2'] });
       res.end(JSON.stringify({ method: req.method, body, key: req.headers['idempotency-key'] ?? null }));
       return;
+    case '/sized': {
+      // framed by Content-Length and small: the default transport keeps it whole in memory
+      const json = JSON.stringify({ method: req.method, body });
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(json)) });
+      res.end(json);
+      return;
+    }
     case '/gzip': {
       // compressed only when asked, as servers do
       const wants = /gzip/.test(String(req.headers['accept-encoding'] ?? ''));
@@ -136,6 +143,28 @@ describe('requestFetch (the default Node transport)', () => {
     expect(streamed.bodyUsed).toBe(true);
     const blob = await (await fetch(`${base}/echo`, { method: 'POST', body: 'z' })).blob();
     expect(blob.type).toBe('application/json');
+  });
+
+  // Regression (review): a small answer (kept whole in memory) whose body stream was asked for, then
+  // cloned, gave a clone with an empty body; cloned after a read, an empty clone instead of fetch's
+  // TypeError; and asking for the stream read it (bodyUsed true a tick later, nothing read).
+  it('a small body whose stream was taken, then cloned: both read it whole; a clone after a read throws, as from fetch', async () => {
+    for (const f of [fetch, globalThis.fetch]) {
+      const res = await f(`${base}/sized`, { method: 'POST', body: 's' });
+      expect(res.body).not.toBeNull();
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      // taking the stream is no read
+      expect(res.bodyUsed).toBe(false);
+      const copy = res.clone();
+      expect(await copy.json()).toEqual({ method: 'POST', body: 's' });
+      expect(res.bodyUsed).toBe(false);
+      expect(await res.json()).toEqual({ method: 'POST', body: 's' });
+      expect(res.bodyUsed).toBe(true);
+      expect(() => res.clone()).toThrow(TypeError);
+      const read = await f(`${base}/sized`, { method: 'POST', body: 'r' });
+      await read.text();
+      expect(() => read.clone()).toThrow(TypeError);
+    }
   });
 
   // Regression (adversarial run): a caller's accept-encoding got a gzip body with its
