@@ -1044,7 +1044,8 @@ export class Engine {
     switch (result.kind) {
       case 'found': {
         const found: RecordEvent = { type: 'lookup_found', result: result.snapshot, detail: result.detail };
-        return record(found, this.settle(owned, found), true);
+        // (a call that holds its own success records the effect as much as with settleOwn: `own`, see settle)
+        return record(found, this.settle(owned, found, own !== undefined), true);
       }
       case 'absent': {
         const absent: RecordEvent = { type: 'lookup_absent', detail: result.detail, settled: result.settled, askedGeneration: result.askedGeneration };

@@ -17,7 +17,7 @@ import type { OnceClient, OnceClientOptions, OnceStore, OperationRecord } from '
 import { recordId } from '../../src/operation/record.js';
 import type { Provider } from '../../src/testing/provider.js';
 import { keylessProviderEachTest } from '../helpers/keyless-provider.js';
-import { orderInit } from '../helpers/setup.js';
+import { lookupByRef, orderInit } from '../helpers/setup.js';
 
 const ACTION = 'create-order';
 
@@ -281,6 +281,45 @@ describe("a call holding its own success, its lease lost again while it records 
     expect(provider.requests.filter((r) => r.ref === ref)).toHaveLength(1);
     expect(provider.effectsFor(ref)).toBe(1);
     expect(await inner.get(idOf(ref))).toMatchObject({ state: 'succeeded', lease: null, result: { status: 201 } });
+  });
+});
+
+describe("a call holding its own success whose lookup finds the effect, its lease lost again while it records that 'found'", () => {
+  it("as when it records its own 201: A follows C instead of ending with a StoreError; one effect", async () => {
+    // The same sequence as above, but A (alone) has a lookup, which finds the order once A takes the
+    // record back: A writes the lookup's "found" (not its own 201), and that write fails throughout
+    // while C takes the lease over. A still holds its own success: it follows, as it does when it
+    // writes its own 201, and ends with a success, not with the store's failure.
+    const inner = memoryStore();
+    const { store, plan } = scripted(inner);
+    plan.answers = ['fail', 'fail', 'fail', 'fail', 'fail', 'fail'];
+    plan.founds = ['fail', 'fail', 'fail', 'fail'];
+    plan.answerDelayMs = 50;
+    plan.renewals = Array<Step>(100).fill('fail');
+    const ref = 'SL-held-found-lost-twice';
+    const a = clientOn(store, { lookups: { [ACTION]: lookupByRef(provider.url) } });
+    const b = clientOn(store);
+    const c = clientOn(store);
+    const first = outcome(order(a, ref));
+    await until(() => plan.log.filter((l) => l === 'answer:failed').length >= 3);
+    const second = outcome(order(b, ref));
+    const takeovers = async (): Promise<number> => (await inner.get(idOf(ref)))?.evidence.filter((e) => e.kind === 'takeover').length ?? 0;
+    await until(async () => (await takeovers()) >= 1);
+    plan.renewals = [];
+    await until(() => plan.log.includes('renewal:refused'));
+    plan.renewals = Array<Step>(100).fill('fail');
+    expect(await second).toBe('AmbiguousOutcomeError');
+    await until(() => plan.log.filter((l) => l === 'found:failed').length >= 3);
+    const third = outcome(order(c, ref));
+    await until(async () => (await takeovers()) >= 2);
+    plan.renewals = [];
+    const ended = { a: await first, c: await third };
+    expect(plan.log.filter((l) => l === 'found:failed')).toHaveLength(4);
+    // (A returns the effect as its lookup found it: the lookup's 200)
+    expect(ended).toEqual({ a: '200', c: 'AmbiguousOutcomeError' });
+    expect(provider.requests.filter((r) => r.ref === ref)).toHaveLength(1);
+    expect(provider.effectsFor(ref)).toBe(1);
+    expect(await inner.get(idOf(ref))).toMatchObject({ state: 'succeeded', lease: null });
   });
 });
 
