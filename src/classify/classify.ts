@@ -160,7 +160,7 @@ function classifyFailureStatus(status: number, headers: Headers, bodyText: strin
   const hint = shouldRetryHint(headers);
   if (hint?.class === 'retryable') return hint;
   const verdict = classifyStatus(status, bodyText);
-  // "Do not retry" stops resends but says nothing of the effect: an answer whose outcome is
+  // "Do not retry" says nothing of the effect: an answer whose outcome is
   // unknown (a 500: Stripe stores one once the endpoint began; a 409 "in progress": a request with
   // this key is being processed, its effect to come) stays ambiguous, for a lookup.
   if (hint === undefined) return verdict;
