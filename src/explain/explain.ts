@@ -42,8 +42,9 @@ function codeOf(r: OperationRecord, f: Facts): DiagnosisCode {
     case 'succeeded':
       return 'succeeded';
     case 'failed':
+      // a superseded owner's late success beside it (a key conflict that stood, say): the contradiction, never a new ref;
       // a key conflict on a resend ended failed (by an earlier version): an earlier attempt may have taken effect
-      if (f.resendConflict) return 'unknown';
+      if (f.lateSuccess || f.resendConflict) return 'unknown';
       if (last?.class === 'conflict' || r.error?.code === 'IDEMPOTENCY_CONFLICT') return 'payload_changed';
       // A refusal of a same-key resend says nothing of an earlier attempt that may have acted.
       if (f.earlierUnresolved) return 'unknown';
@@ -132,7 +133,8 @@ function summaryOf(code: DiagnosisCode, r: OperationRecord, f: Facts): string {
         ? `The owner ${r.lease?.owner ?? '?'} stopped renewing its lease while attempt ${n} was on the wire (crash?): it may have reached the provider.`
         : `Attempt ${n} never recorded an outcome: its owner ${last?.owner ?? '?'} stopped and the lease was taken over; it may have reached the provider.`;
     case 'unknown':
-      if (f.resendConflict && r.state === 'failed') {
+      // (a late success proves the effect: that contradiction first, not a conflict's "may have")
+      if (f.resendConflict && r.state === 'failed' && !f.lateSuccess) {
         return `${resendConflictOf(r, f)} Yet the record ended failed as a plain conflict: the effect may exist; a person must look at it.`;
       }
       if (f.lateSuccess && (r.state === 'failed' || r.state === 'cancelled')) {

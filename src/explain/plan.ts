@@ -266,7 +266,7 @@ function decideCode(code: DiagnosisCode, c: Ctx): Decision {
     }
     case 'unknown':
       // a key conflict on a resend that an earlier version ended failed: the record says "did not happen", the evidence says it may have
-      if (c.f.resendConflict && r.state === 'failed') {
+      if (c.f.resendConflict && r.state === 'failed' && !f.lateSuccess) {
         return {
           plan: [
             `Do not send this intent again under a new ref or a new key: ${f.reachedEarlier === undefined ? 'an earlier attempt' : `attempt ${f.reachedEarlier.number}`} reached the provider and may have taken effect; a new ref would make a second effect.`,

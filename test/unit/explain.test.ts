@@ -1146,6 +1146,38 @@ describe('a key conflict that answered a same-key resend', () => {
     expect(x.handoff.effects).toBe(0);
   });
 
+  // Review: the conflict stood on a settled "absent" (failed, IDEMPOTENCY_CONFLICT), then the superseded
+  // owner whose attempt 1 was still out got its 201 late (kept as evidence on the terminal record). The
+  // effect exists: payload_changed's plan ("send it with a new ref"; types.ts's `task.ref = randomUUID()`)
+  // would make a second one. Also for the legacy failed record (no "absent" after the conflict).
+  it.each([
+    ['the conflict stood on a settled "absent"', true],
+    ['an earlier version ended it failed at once', false],
+  ])('then a superseded owner got its success late (%s): unknown, the contradiction escalated, never a new ref', (_name, absent) => {
+    const r = new Rec().start();
+    r.t += LEASE_MS;
+    r.on({ type: 'acquire', owner: B, leaseExpiresAt: r.t + LEASE_MS }, B).on({ type: 'lookup_absent', detail: 'lookup reported no such operation', askedGeneration: r.rec.generation }, B);
+    r.start(B).on({ type: 'attempt_finished', class: 'conflict', status: 422, reason: 'idempotency key mismatch', result: null }, B);
+    expect(r.rec.state).toBe('ambiguous');
+    if (absent) r.on({ type: 'lookup_absent', detail: 'lookup reported no such operation', askedGeneration: r.rec.generation }, B);
+    else r.rec = { ...r.rec, state: 'failed', lease: null, error: { code: 'IDEMPOTENCY_CONFLICT', message: 'provider reported key reuse: idempotency key mismatch' } };
+    expect(r.rec).toMatchObject({ state: 'failed', error: { code: 'IDEMPOTENCY_CONFLICT' } });
+    r.on({ type: 'evidence', kind: 'late_response', detail: 'late success outcome (status 201) from a superseded owner', status: 201, reopen: true }, A);
+    expect(r.rec.state).toBe('failed');
+    for (const over of [{}, { lookupRegistered: true }, { providerDedupes: true }]) {
+      const x = explain(r.rec, policy({ ...over, now: r.t }));
+      expect(x.diagnosis.code).toBe('unknown');
+      expect(x.diagnosis.summary).toMatch(/^The record ended failed, but owner owner-a got 201 late, after a takeover: the request took effect/);
+      const plan = x.plan.join('\n');
+      expect(plan).not.toMatch(/send it with a new ref|needs a new ref/);
+      expect(plan).toMatch(/^Do not resend/m);
+      expect(x.escalate).toBe(true);
+      expect(x.escalation).toMatch(/^The evidence contradicts the record's end state \(failed\): the request took effect/);
+      expect(x.verification.join('\n')).not.toMatch(/at most one|0 or 1/);
+      expect(x.handoff.effects).toBe(1);
+    }
+  });
+
   it('after attempts that never left: payload_changed as on attempt 1', () => {
     const rec = new Rec().attempt('not_sent', null, 'ECONNREFUSED').attempt('conflict', 422, 'idempotency key mismatch').rec;
     expect(rec.state).toBe('failed');
