@@ -346,6 +346,12 @@ export class Engine {
     );
   }
 
+  /** A provider's key conflict on a resend that a settled "absent" let stand (`rec` failed by it): counted and emitted as any conflict (`recover()` too). */
+  conflictStood(rec: OperationRecord): void {
+    this.stats.conflicts++;
+    this.emit({ type: 'conflict', scope: scopeOf(rec), at: this.opts.now(), reason: rec.attempts.at(-1)?.reason ?? 'key conflict' });
+  }
+
   private async run(spec: OperationSpec, deadline: CallDeadline, waitFrom?: number): Promise<ExecuteResult> {
     let passes = 0;
     for (;;) {
@@ -857,15 +863,9 @@ export class Engine {
     if (conflicted) this.stats.ambiguous++;
     const cause = c.class !== 'ambiguous' && !conflicted ? undefined : 'cause' in outcome ? outcome.cause : new Error(c.reason);
     if (conflicted || (c.class === 'ambiguous' && (spec.lookup === undefined ? !this.opts.providerDedupes : lastAttempt))) {
+      // (the lookup said absent: the conflict stands, counted where the "absent" is written, see `reconcileOwned`)
       const ended = await this.reconcileOwned(owned, spec, deadline, cause);
-      if (ended !== undefined && isTerminal(ended.state)) {
-        // (the lookup said absent: the conflict stands)
-        if (ended.error?.code === 'IDEMPOTENCY_CONFLICT') {
-          this.stats.conflicts++;
-          this.emit({ type: 'conflict', scope: spec.scope, at: this.opts.now(), reason: c.reason });
-        }
-        return { record: ended, live: undefined };
-      }
+      if (ended !== undefined && isTerminal(ended.state)) return { record: ended, live: undefined };
       if (isTerminal(owned.rec.state)) return { record: owned.rec, live: undefined };
     }
     throw new RetryLater(c, cause);
@@ -1050,7 +1050,11 @@ export class Engine {
       case 'absent': {
         const absent: RecordEvent = { type: 'lookup_absent', detail: result.detail, settled: result.settled, askedGeneration: result.askedGeneration };
         const rec = await record(absent, owned.commit(absent));
-        if (isTerminal(rec.state)) return rec;
+        if (isTerminal(rec.state)) {
+          // a key conflict on a resend that this "absent" let stand: counted here, whichever call settles it
+          if (rec.error?.code === 'IDEMPOTENCY_CONFLICT') this.conflictStood(rec);
+          return rec;
+        }
         if (owned.rec.state === 'ambiguous') {
           // The record refused the "absent": a superseded owner's late success says it was delivered
           // (stop), or a late response was written after the question was asked (ask again: this commit

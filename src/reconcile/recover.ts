@@ -266,7 +266,9 @@ export async function recover(engine: Engine, options: RecoverOptions = {}): Pro
         await owned.commit({ type: 'lookup_found', result: outcome.snapshot, detail: `recover: ${outcome.detail}` });
         report.resolved.push(scope);
       } else if (outcome.kind === 'absent') {
-        await owned.commit({ type: 'lookup_absent', detail: `recover: ${outcome.detail}`, settled: askedAt >= settleAt, askedGeneration: taken.generation });
+        const absent = await owned.commit({ type: 'lookup_absent', detail: `recover: ${outcome.detail}`, settled: askedAt >= settleAt, askedGeneration: taken.generation });
+        // a key conflict on a resend that this "absent" let stand (failed): a conflict, as a call counts it
+        if (absent.state === 'failed' && absent.error?.code === 'IDEMPOTENCY_CONFLICT') engine.conflictStood(absent);
         await owned.commit({ type: 'release' });
         // refused when a superseded owner's late success contradicts it: still ambiguous
         (owned.rec.state === 'ambiguous' ? report.stillAmbiguous : report.absent).push(scope);

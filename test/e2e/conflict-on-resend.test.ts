@@ -177,6 +177,8 @@ describe('a key mismatch on a resend, with a lookup', () => {
     expect(sentFor(ref)).toHaveLength(1); // the 503; the refused resend never reached it
     expect(provider.effectsFor(ref)).toBe(0);
     expect((await c.explain(scope))?.diagnosis.code).toBe('payload_changed');
+    // counted once, in the call that let it stand (review)
+    expect(c.stats().conflicts).toBe(1);
   });
 });
 
@@ -229,5 +231,31 @@ describe('the conflict of attempt 1, and of a resend after attempts that never l
     expect(record?.attempts.map((a) => a.class)).toEqual(['not_sent', 'conflict']);
     expect(lookups).toBe(0);
     expect(sentFor(ref)).toHaveLength(1);
+  });
+});
+
+// Review: the conflict that stands counts as one (stats().conflicts, a 'conflict' event) in whichever
+// call or recover() settles it, not only in the call whose resend got the mismatch.
+describe('a key mismatch on a resend that a later call, or recover(), lets stand: counted as a conflict there', () => {
+  const absentLookup = async (): Promise<null> => null;
+
+  it.each(['a later call', 'recover()'])('%s: stats().conflicts 1 and one conflict event, beside the IdempotencyConflictError / failed record', async (by) => {
+    const ref = `R-later-${by === 'recover()' ? 'recover' : 'call'}`;
+    const scope = { action: 'create-order', ref };
+    provider.fault({ kind: 'status_before_commit', status: 503, match: { ref } });
+    const c = client({ providerDedupes: true, fetch: mismatchOnResend(STRIPE_MISMATCH, 2, false), retry: { maxAttempts: 3 } });
+    expect(await failure(post(c, ref))).toBeInstanceOf(AmbiguousOutcomeError);
+    expect(await c.get(scope)).toMatchObject({ state: 'ambiguous' });
+    expect(c.stats().conflicts).toBe(0);
+
+    const events: string[] = [];
+    const d = client({ store: c.store, settleMs: 0, fetch: mismatchOnResend(STRIPE_MISMATCH, 2, false), lookups: { 'create-order': absentLookup }, onEvent: (e) => void events.push(e.type) });
+    if (by === 'recover()') expect(await d.recover()).toMatchObject({ absent: [{ ref }] });
+    else expect(await failure(post(d, ref))).toBeInstanceOf(IdempotencyConflictError);
+    expect(await d.get(scope)).toMatchObject({ state: 'failed', error: { code: 'IDEMPOTENCY_CONFLICT' } });
+    expect(d.stats().conflicts).toBe(1);
+    expect(events.filter((t) => t === 'conflict')).toHaveLength(1);
+    expect(sentFor(ref)).toHaveLength(1);
+    expect(provider.effectsFor(ref)).toBe(0);
   });
 });
