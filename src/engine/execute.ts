@@ -21,7 +21,7 @@ import {
 } from '../errors.js';
 import type { OnceEvent, OnceStats } from '../events.js';
 import { emptyStats } from '../events.js';
-import { applyEvent, conflictUnsettled, isTerminal, lateSuccess, recordId, resendNeedsDedupe } from '../operation/record.js';
+import { applyEvent, conflictAfterReach, conflictUnsettled, isTerminal, lateSuccess, recordId, resendNeedsDedupe } from '../operation/record.js';
 import type { LiveBody } from '../operation/snapshot.js';
 import type { OperationRecord, RecordEvent, ResultSnapshot, Scope } from '../operation/record.js';
 import type { ResolvedOptions } from '../options.js';
@@ -409,7 +409,13 @@ export class Engine {
       throw new OperationCancelledError(`operation ${scope.tenant}/${scope.action}/${scope.ref} was cancelled before it was sent`, { scope });
     }
     if (record.error?.code === 'IDEMPOTENCY_CONFLICT') {
-      throw new IdempotencyConflictError(`${record.error.message} (operation ${scope.tenant}/${scope.action}/${scope.ref})`, { scope });
+      // (a record an earlier version ended failed on a conflict that answered a resend: the effect may exist)
+      const reached = conflictAfterReach(record);
+      const hint =
+        reached === undefined
+          ? ''
+          : `; it answered a same-key resend after ${reached === 0 ? "a superseded owner's attempt" : `attempt ${reached}`}, which may have taken effect: check at the provider before sending this intent under a new ref`;
+      throw new IdempotencyConflictError(`${record.error.message}${hint} (operation ${scope.tenant}/${scope.action}/${scope.ref})`, { scope });
     }
     if (record.result === null) {
       // A terminal outcome without a response (a thrown error classified terminal).

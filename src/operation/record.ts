@@ -581,6 +581,18 @@ export function conflictUnsettled(record: Pick<OperationRecord, 'state' | 'attem
   return record.state === 'ambiguous' && record.attempts.at(-1)?.class === 'conflict';
 }
 
+/**
+ * For a `failed` record whose key conflict answered a resend ({@link reachedBefore}) with no settled
+ * "absent" after it (as a version before this rule ended it, at once): the earlier attempt that may
+ * have taken effect (its number; 0 for a superseded owner's), else undefined. Such a record is
+ * terminal and replays its conflict, but must not read as "did not happen".
+ */
+export function conflictAfterReach(record: Pick<OperationRecord, 'state' | 'attempts' | 'evidence'>): number | undefined {
+  const last = record.attempts.at(-1);
+  if (record.state !== 'failed' || last?.class !== 'conflict' || !reachedBefore(record) || settledAbsentAfter(record, last.generation)) return undefined;
+  return record.attempts.slice(0, -1).findLast((a) => a.class !== 'not_sent')?.number ?? 0;
+}
+
 /** The evidence `keepAsEvidence` writes for a superseded owner's late success or ambiguous end. */
 const LATE_DELIVERY = /^late (success|ambiguous) outcome/;
 

@@ -259,3 +259,30 @@ describe('a key mismatch on a resend that a later call, or recover(), lets stand
     expect(provider.effectsFor(ref)).toBe(0);
   });
 });
+
+// Review: a record an earlier version ended failed at once on such a conflict (the order may exist at
+// the provider) is terminal: later calls replay its IdempotencyConflictError without a send, and must
+// not read as a plain conflict whose remedy is a new ref.
+describe('a record an earlier version ended failed on a key mismatch that answered a same-key resend', () => {
+  it('a later call replays IdempotencyConflictError, sends nothing, and says the earlier attempt may have taken effect: check before a new ref', async () => {
+    const ref = 'R-legacy';
+    const scope = { action: 'create-order', ref };
+    provider.fault({ kind: 'error_after_commit', status: 500, match: { ref } });
+    const c = client({ providerDedupes: true, fetch: mismatchOnResend(STRIPE_MISMATCH) });
+    expect(await failure(post(c, ref))).toBeInstanceOf(AmbiguousOutcomeError);
+    const now = await c.get(scope);
+    expect(now?.attempts.map((a) => a.class)).toEqual(['ambiguous', 'conflict']);
+    if (now === undefined) throw new Error('no record');
+    // as the previous state machine wrote it: failed at once, IDEMPOTENCY_CONFLICT
+    const legacy = { ...now, state: 'failed' as const, lease: null, generation: now.generation + 1, error: { code: 'IDEMPOTENCY_CONFLICT', message: 'provider reported key reuse: idempotency key mismatch' } };
+    expect((await c.store.compareAndSet(now.id, now.generation, legacy)).ok).toBe(true);
+
+    const error = await failure(post(c, ref));
+    expect(error).toBeInstanceOf(IdempotencyConflictError);
+    expect((error as Error).message).toMatch(/answered a same-key resend after attempt 1, which may have taken effect/);
+    expect((error as Error).message).toMatch(/check at the provider before sending this intent under a new ref/);
+    expect(sentFor(ref)).toHaveLength(2);
+    expect(provider.effectsFor(ref)).toBe(1);
+    // a conflict of attempt 1 keeps its plain message (see 'the conflict of attempt 1' above)
+  });
+});
