@@ -37,7 +37,8 @@ import { sqliteStore } from '../../src/stores/sqlite.js';
 const LEGAL: Readonly<Record<OperationState, readonly OperationState[]>> = {
   pending: ['pending', 'in_flight', 'ambiguous', 'cancelled'],
   in_flight: ['in_flight', 'succeeded', 'failed', 'pending', 'ambiguous'],
-  ambiguous: ['ambiguous', 'succeeded', 'pending', 'cancelled'],
+  // (failed: only a settled "absent" after a key conflict on a resend, see checkApply)
+  ambiguous: ['ambiguous', 'succeeded', 'pending', 'cancelled', 'failed'],
   succeeded: ['succeeded'],
   failed: ['failed'],
   cancelled: ['cancelled'],
@@ -142,6 +143,8 @@ function checkApply(base: OperationRecord, event: RecordEvent, now: number, owne
       // DESIGN §2: only an ambiguous record is settled by a lookup or a same-key resend …
       (SETTLING.has(event.type) && base.state !== 'ambiguous') ||
       (event.type === 'lookup_unknown' && base.state !== 'ambiguous') ||
+      // … a record a key conflict on a resend left ambiguous is never resent (reconciled, or a person) …
+      (event.type === 'resend_after_ambiguous' && base.state === 'ambiguous' && last?.class === 'conflict') ||
       // … and a terminal record takes nothing but evidence (and a lease release).
       (TERMINAL.has(base.state) && event.type !== 'evidence' && event.type !== 'release');
     expect(because, `refused ${from} -> ${to} on ${type} without a reason`).toBe(true);
@@ -158,6 +161,12 @@ function checkApply(base: OperationRecord, event: RecordEvent, now: number, owne
     expect(lateSuccess, `${base.state} -> pending on ${event.type} past a late success`).toBe(false);
   }
   if (event.type === 'evidence') expect(next.state).toBe(event.reopen === true && base.state === 'pending' ? 'ambiguous' : base.state);
+  // ambiguous -> failed: only a settled "absent" after a key conflict on a resend, never past a late success
+  if (base.state === 'ambiguous' && next.state === 'failed') {
+    expect(event.type === 'lookup_absent' && base.attempts.at(-1)?.class === 'conflict', `ambiguous -> failed on ${event.type}`).toBe(true);
+    expect(base.evidence.some((e) => e.kind === 'late_response' && e.detail.startsWith('late success')), 'ambiguous -> failed past a late success').toBe(false);
+    expect(next.error?.code).toBe('IDEMPOTENCY_CONFLICT');
+  }
   expect(next.generation).toBe(base.generation + 1);
   for (const field of ['id', 'key', 'keySource', 'fingerprint', 'tenant', 'action', 'ref', 'createdAt'] as const) {
     expect(next[field], field).toEqual(base[field]);
@@ -288,6 +297,20 @@ const stepsArb = fc.array(stepArb, { minLength: 1, maxLength: 60 }).map((steps) 
 
 describe('state machine: raw owners with stale copies, any interleaving of reads and writes', () => {
   it('memory store: legal states only, stale generations never write, one key, generations grow, terminal state stays', async () => {
+    // Review: a same-key resend refused on a record a key conflict on a resend left ambiguous (39d05f8's
+    // guard) is a refusal with a reason; the property's random runs seldom reach it: pinned here.
+    const counterexamples: [Step[]][] = [
+      [[
+        { op: 'claim', owner: 'A' },
+        { op: 'write', owner: 'A', event: { type: 'attempt_started', attemptId: 'a-1' } },
+        { op: 'write', owner: 'A', event: { type: 'attempt_finished', class: 'ambiguous', status: null, reason: 'ambiguous', result: null } },
+        { op: 'write', owner: 'A', event: { type: 'resend_after_ambiguous', detail: 'dedupes' } },
+        { op: 'write', owner: 'A', event: { type: 'attempt_started', attemptId: 'a-2' } },
+        { op: 'write', owner: 'A', event: { type: 'attempt_finished', class: 'conflict', status: null, reason: 'conflict', result: null } },
+        { op: 'write', owner: 'A', event: { type: 'resend_after_ambiguous', detail: 'dedupes' } },
+        { op: 'write', owner: 'A', event: { type: 'lookup_absent', detail: 'absent' } },
+      ]],
+    ];
     const endings = new Map<OperationState | undefined, number>();
     await fc.assert(
       fc.asyncProperty(stepsArb, async (steps) => {
@@ -296,7 +319,7 @@ describe('state machine: raw owners with stale copies, any interleaving of reads
         endings.set(ending, (endings.get(ending) ?? 0) + 1);
         await store.close();
       }),
-      { numRuns: 300 },
+      { numRuns: 300, examples: counterexamples },
     );
     // the runs reach the endings: not a vacuous pass
     expect(endings.get('succeeded')).toBeGreaterThan(0);
