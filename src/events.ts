@@ -64,7 +64,7 @@ export interface OnceStats {
   replays: number;
   /** local or provider-reported conflicts */
   conflicts: number;
-  /** attempts whose outcome was ambiguous */
+  /** attempts whose outcome was ambiguous, and those whose key conflict answered a resend (recorded `conflict`, the record left ambiguous: counted in `conflicts` too once a settled "absent" lets it stand) */
   ambiguous: number;
   /** lookups run (reconciliations) */
   lookups: number;
