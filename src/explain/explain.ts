@@ -6,7 +6,7 @@
  *
  * @module
  */
-import type { OperationRecord } from '../operation/record.js';
+import type { AttemptRecord, OperationRecord } from '../operation/record.js';
 import type { ResolvedOptions } from '../options.js';
 import type { Facts } from './facts.js';
 import { factsOf, iso, listOf } from './facts.js';
@@ -67,6 +67,18 @@ function codeOf(r: OperationRecord, f: Facts): DiagnosisCode {
   }
 }
 
+/**
+ * What attempt `a` got, when a status came (`undefined` when none did: a timeout, a reset): an answer,
+ * though an ambiguous one (a 502, a 500 with "do not retry", a status whose body did not end) or a 409
+ * "in progress" does not say whether the request took effect.
+ */
+function answerOf(a: AttemptRecord | undefined): string | undefined {
+  if (a?.status == null) return undefined;
+  const why = a.reason === null || a.reason === `status ${a.status}` ? '' : ` (${a.reason})`;
+  const unsaid = a.class === 'ambiguous' || (a.class === 'retryable' && a.status === 409);
+  return `got ${a.status}${why}${unsaid ? ': the provider answered, but its answer does not say whether the request took effect' : ''}`;
+}
+
 function summaryOf(code: DiagnosisCode, r: OperationRecord, f: Facts): string {
   const last = f.last;
   const n = last?.number ?? 0;
@@ -88,7 +100,7 @@ function summaryOf(code: DiagnosisCode, r: OperationRecord, f: Facts): string {
       const dup = f.sends < 2 ? '' : `: possible duplicate with attempt${beside.length > 1 ? 's' : ''} ${listOf(beside)}, unless the provider deduped them by key`;
       const success = r.attempts.findLast((a) => a.class === 'success');
       return r.result?.source === 'lookup'
-        ? `A lookup found the effect (status ${r.result.status})${late === '' ? ` after attempt ${n} ended without an answer` : `; ${late}`}${dup}.`
+        ? `A lookup found the effect (status ${r.result.status})${late === '' ? ` after attempt ${n} ${answerOf(last) ?? 'ended without an answer'}` : `; ${late}`}${dup}.`
         : success === undefined && f.lateSuccess
           ? // (the success of the superseded owner's own attempt, recorded by that owner once it took the record back)
             `${late[0]?.toUpperCase() ?? ''}${late.slice(1)}, and that owner recorded it when it took the record back${dup}; later calls replay it.`
@@ -121,8 +133,8 @@ function summaryOf(code: DiagnosisCode, r: OperationRecord, f: Facts): string {
         return `${f.lateSuccess ? 'A superseded owner got a success late' : 'An earlier attempt may have reached the provider'} and nothing settled it (it was only cleared for a same-key resend); attempt ${n} then got ${last?.reason ?? 'no outcome'}. ${cancel ?? (r.state === 'pending' ? 'Resend only with the same key, where the provider dedupes.' : 'Not resent: it is looked up first.')}`;
       }
       return r.state === 'pending'
-        ? `Attempt ${n} ended without an answer (${last?.reason ?? 'no outcome'}); ${f.clearedByLookup ? 'a lookup then found no effect' : 'it was cleared for a same-key resend (the provider dedupes by key)'}${cancel === undefined ? ', so it may be resent with the same key.' : `. ${cancel}`}`
-        : `Attempt ${n} may have reached the provider but no answer came (${last?.reason ?? 'no outcome'}); not resent.`;
+        ? `Attempt ${n} ${answerOf(last) ?? `ended without an answer (${last?.reason ?? 'no outcome'})`}; ${f.clearedByLookup ? 'a lookup then found no effect' : 'it was cleared for a same-key resend (the provider dedupes by key)'}${cancel === undefined ? ', so it may be resent with the same key.' : `. ${cancel}`}`
+        : `Attempt ${n} ${answerOf(last) ?? `may have reached the provider but no answer came (${last?.reason ?? 'no outcome'})`}; not resent.`;
     case 'stale_lease':
       if (f.late !== undefined && r.state !== 'in_flight') {
         return f.lateSuccess

@@ -12,7 +12,7 @@ import type { OperationState, RecordedClass, Scope } from '../operation/record.j
  *
  * | code | evidence | decision |
  * |---|---|---|
- * | `timeout_before_response` | an attempt may have reached the provider but no answer came (timeout, reset after send, 500/502/504, truncated body), or a same-key resend after it was refused as key reuse with other content (the provider saw the key: that attempt may have taken effect) | look up first; never a new ref |
+ * | `timeout_before_response` | an attempt may have reached the provider and nothing said whether it took effect: no answer came (timeout, reset after send), or one that does not tell (500/502/504, a body that did not end after its status), or a same-key resend after it was refused as key reuse with other content (the provider saw the key: that attempt may have taken effect) | look up first; never a new ref |
  * | `stale_lease` | the owner stopped renewing its lease while an attempt was on the wire (crash), or its late answer came after the takeover and nothing settled it (after a late success no "absent" does: only a lookup that finds it, or, with `providerDedupes`, a same-key resend) | take over, then look up first |
  * | `concurrent_duplicates` | another owner holds the operation, or the provider said "in progress" (409) | one owner: wait for it, never a parallel send |
  * | `payload_changed` | the provider reported the key reused with other content, on the first attempt (or after attempts that never left), or on a resend once a lookup found no effect of the earlier ones (and no superseded owner's late success says one took effect) | conflict: a new intent needs a new ref |

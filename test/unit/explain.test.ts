@@ -558,9 +558,11 @@ describe('succeeded through a lookup after a late success', () => {
     r.on({ type: 'lookup_found', result: snapshot(200, 'lookup'), detail: 'lookup found it (status 200)' }, B);
     const x = explain(r.rec, policy({ lookupRegistered: true }));
     expect(x.diagnosis.summary).toBe('A lookup found the effect (status 200); attempt 1 got its answer late (201, superseded owner owner-a).');
-    // without a late answer the old wording stands
+    // without a late answer: what attempt 1 got (a 500 is an answer, one that does not say whether the request took effect)
     const plain = new Rec().attempt('ambiguous', 500, 'status 500').on({ type: 'lookup_found', result: snapshot(200, 'lookup'), detail: 'found' }).rec;
-    expect(explain(plain, policy()).diagnosis.summary).toBe('A lookup found the effect (status 200) after attempt 1 ended without an answer.');
+    expect(explain(plain, policy()).diagnosis.summary).toBe(
+      'A lookup found the effect (status 200) after attempt 1 got 500: the provider answered, but its answer does not say whether the request took effect.',
+    );
   });
 });
 
@@ -1182,5 +1184,69 @@ describe('a key conflict that answered a same-key resend', () => {
     const rec = new Rec().attempt('not_sent', null, 'ECONNREFUSED').attempt('conflict', 422, 'idempotency key mismatch').rec;
     expect(rec.state).toBe('failed');
     expect(explain(rec, policy()).diagnosis.code).toBe('payload_changed');
+  });
+});
+
+// Regression: an ambiguous attempt that got an HTTP status (a 502, a 500 the provider may have committed,
+// a "do not retry" hint, a 409 "in progress" with a false hint, a status whose body did not end) was
+// explained as if no answer came ("may have reached the provider but no answer came"): an answer came,
+// it just does not say whether the request took effect. Timeouts and resets keep their wording.
+describe('an ambiguous attempt that got a status: an answer came', () => {
+  const NO_ANSWER = /no answer|without an answer|without a response|no response|never answered/i;
+  /** every text explain writes for a person */
+  const texts = (x: Explanation): string[] => [x.diagnosis.summary, ...x.diagnosis.evidence, ...x.plan, ...x.verification, x.escalation ?? ''];
+  const policies: Partial<ExplainPolicy>[] = [{}, { lookupRegistered: true }, { providerDedupes: true }];
+  const answered: [number, string, string][] = [
+    [502, 'status 502', 'Attempt 2 got 502: the provider answered, but its answer does not say whether the request took effect; not resent.'],
+    [500, 'status 500, stripe-should-retry: false', 'Attempt 2 got 500 (status 500, stripe-should-retry: false): the provider answered, but its answer does not say whether the request took effect; not resent.'],
+    [409, 'status 409 in progress, x-should-retry: false', 'Attempt 2 got 409 (status 409 in progress, x-should-retry: false): the provider answered, but its answer does not say whether the request took effect; not resent.'],
+    [
+      200,
+      'reading body: status 200 came, but its body had not ended (12 bytes read) when the attempt was given up: attempt timeout',
+      'Attempt 2 got 200 (reading body: status 200 came, but its body had not ended (12 bytes read) when the attempt was given up: attempt timeout): the provider answered, but its answer does not say whether the request took effect; not resent.',
+    ],
+  ];
+  const rec = (status: number | null, reason: string): OperationRecord =>
+    new Rec().attempt('retryable', 503, 'status 503').attempt('ambiguous', status, reason).stop('AMBIGUOUS_OUTCOME', 'unknown').rec;
+
+  it.each(answered)('ambiguous after %i: says what came, and nowhere that no answer came', (status, reason, summary) => {
+    for (const p of policies) {
+      const x = explain(rec(status, reason), policy(p));
+      expect(x.diagnosis.code).toBe('timeout_before_response');
+      expect(x.diagnosis.summary).toBe(summary);
+      for (const t of texts(x)) expect(t).not.toMatch(NO_ANSWER);
+    }
+  });
+
+  it('pending after a 502 that a lookup then found absent: the answer came, the lookup cleared it', () => {
+    const r = new Rec().attempt('ambiguous', 502, 'status 502').on({ type: 'lookup_absent', detail: 'absent: lookup reported no such operation' }).rec;
+    expect(r.state).toBe('pending');
+    const x = explain(r, policy({ lookupRegistered: true }));
+    expect(x.diagnosis.summary).toBe(
+      'Attempt 1 got 502: the provider answered, but its answer does not say whether the request took effect; a lookup then found no effect, so it may be resent with the same key.',
+    );
+    for (const t of texts(x)) expect(t).not.toMatch(NO_ANSWER);
+  });
+
+  it('succeeded through a lookup after a 502: not "ended without an answer"', () => {
+    const r = new Rec().attempt('ambiguous', 502, 'status 502').on({ type: 'lookup_found', result: snapshot(200, 'lookup'), detail: 'found' }).rec;
+    const x = explain(r, policy({ lookupRegistered: true }));
+    expect(x.diagnosis.summary).toBe(
+      'A lookup found the effect (status 200) after attempt 1 got 502: the provider answered, but its answer does not say whether the request took effect.',
+    );
+    for (const t of texts(x)) expect(t).not.toMatch(NO_ANSWER);
+  });
+
+  it.each([
+    ['headers timeout', 'Attempt 2 may have reached the provider but no answer came (headers timeout); not resent.'],
+    ['socket reset after send', 'Attempt 2 may have reached the provider but no answer came (socket reset after send); not resent.'],
+  ])('a real no-answer case (%s) keeps its wording', (reason, summary) => {
+    for (const p of policies) expect(explain(rec(null, reason), policy(p)).diagnosis.summary).toBe(summary);
+    const pending = new Rec().attempt('ambiguous', null, reason).on({ type: 'lookup_absent', detail: 'absent: none' }).rec;
+    expect(explain(pending, policy({ lookupRegistered: true })).diagnosis.summary).toBe(
+      `Attempt 1 ended without an answer (${reason}); a lookup then found no effect, so it may be resent with the same key.`,
+    );
+    const found = new Rec().attempt('ambiguous', null, reason).on({ type: 'lookup_found', result: snapshot(200, 'lookup'), detail: 'found' }).rec;
+    expect(explain(found, policy({ lookupRegistered: true })).diagnosis.summary).toBe('A lookup found the effect (status 200) after attempt 1 ended without an answer.');
   });
 });
