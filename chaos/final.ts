@@ -12,9 +12,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { StoreError, createClient } from '../src/index.js';
 import type { LookupFn, OperationRecord } from '../src/index.js';
+import { defaultFetch } from '../src/node-defaults.js';
 import { claimOf, orderIdOf, placeOrder } from './call.js';
 import type { HistoryEntry, ReconciledEntry } from './history.js';
-import { DEDUPE_ACTION, STRICT_ACTION, isStrict } from './plan.js';
+import { mismatchingTransport } from './key-mismatch.js';
+import { DEDUPE_ACTION, STRICT_ACTION, isStrict, type RunPlan } from './plan.js';
 import type { ClientTiming } from './protocol.js';
 import { openStore, type StoreSpec } from './store.js';
 
@@ -30,6 +32,9 @@ export interface FinalInput {
   firstOp: number;
   /** the run was interrupted: stop at the next step, leaving the store closed (see `runChaos`) */
   signal?: AbortSignal | undefined;
+  plan: RunPlan;
+  /** the provider that dedupes answers the final calls' held keys with a key mismatch as it does the workers' (see `key-mismatch.ts`) */
+  keyMismatch: number;
 }
 
 /** What it did. */
@@ -44,6 +49,10 @@ export interface FinalReport {
   leftLive: number;
   /** every attempt recorded in the store at the end, by class (`retryable 409` apart) */
   attemptClasses: Record<string, number>;
+  /** key mismatches injected in the final calls' answers, by what they replaced */
+  keyMismatch: Record<string, number>;
+  /** every record at the end with an attempt answered by a key conflict: its ref and state */
+  conflicted: { ref: string; state: string }[];
 }
 
 function lookupByRef(baseUrl: string): LookupFn {
@@ -79,6 +88,7 @@ async function retried<T>(read: () => Promise<T>): Promise<T> {
 /** Runs recover() to a fixed point, reads the truth, calls the indeterminate refs again. */
 export async function finalRecovery(input: FinalInput): Promise<FinalReport> {
   const t = input.timing;
+  const report: FinalReport = { entries: [], rounds: 0, resolved: 0, absent: 0, leftLive: 0, attemptClasses: {}, keyMismatch: {}, conflicted: [] };
   // Every worker is gone: wait until their leases ran out and their last sends can no longer land.
   await sleep(Math.max(t.leaseMs, t.settleMs) + 300, undefined, { signal: input.signal });
   input.signal?.throwIfAborted();
@@ -86,6 +96,9 @@ export async function finalRecovery(input: FinalInput): Promise<FinalReport> {
   const client = createClient({
     store: openStore(input.store),
     owner: 'final',
+    fetch: mismatchingTransport(defaultFetch(), input.dedupeUrl, input.plan, input.keyMismatch, (instead) => {
+      report.keyMismatch[instead] = (report.keyMismatch[instead] ?? 0) + 1;
+    }),
     leaseMs: t.leaseMs,
     settleMs: t.settleMs,
     inFlightWaitMs: t.inFlightWaitMs,
@@ -94,7 +107,6 @@ export async function finalRecovery(input: FinalInput): Promise<FinalReport> {
     retry: { maxAttempts: 8, baseDelayMs: 20, maxDelayMs: 300, attemptTimeoutMs: t.attemptTimeoutMs, deadlineMs: 4 * t.deadlineMs, maxRetryAfterMs: t.maxRetryAfterMs, budget: false },
     lookups: { [DEDUPE_ACTION]: lookupByRef(input.dedupeUrl), [STRICT_ACTION]: lookupByRef(input.strictUrl) },
   });
-  const report: FinalReport = { entries: [], rounds: 0, resolved: 0, absent: 0, leftLive: 0, attemptClasses: {} };
   try {
     for (let round = 0; round < 30; round++) {
       input.signal?.throwIfAborted();
@@ -140,6 +152,7 @@ export async function finalRecovery(input: FinalInput): Promise<FinalReport> {
         const name = a.class === null ? 'unfinished' : a.class === 'retryable' && a.status === 409 ? 'retryable 409' : a.class;
         report.attemptClasses[name] = (report.attemptClasses[name] ?? 0) + 1;
       }
+      if (record.attempts.some((a) => a.class === 'conflict')) report.conflicted.push({ ref: record.ref, state: record.state });
     }
   } finally {
     await client.close();

@@ -92,6 +92,8 @@ export class Fleet {
   resumedInFlight = 0;
   /** store faults the workers injected, by `<kind>` and by `<kind> <method>` */
   readonly storeFaults: Record<string, number> = {};
+  /** key mismatches injected in the workers' answers from the provider that dedupes, by what they replaced (`replay`, `in_progress`) */
+  readonly keyMismatch: Record<string, number> = {};
   /** refs burst so far (each at most once), in order: burst n's calls are operation `burstOp(plan, n)` */
   readonly bursts: string[] = [];
   private readonly slots: Slot[];
@@ -171,6 +173,11 @@ export class Fleet {
       if (line.startsWith('c ')) return this.burst(line.slice(2), BURST_LEAD_MS);
       if (line.startsWith('t ')) return this.countTakeover(slot, line.slice(2));
       if (line === 'u') return void this.resumedInFlight++;
+      if (line.startsWith('k ')) {
+        const instead = line.slice(2);
+        this.keyMismatch[instead] = (this.keyMismatch[instead] ?? 0) + 1;
+        return;
+      }
       if (line.startsWith('f ')) {
         const [kind = '?', method = '?'] = line.slice(2).split(' ');
         for (const k of [kind, `${kind} ${method}`]) this.storeFaults[k] = (this.storeFaults[k] ?? 0) + 1;

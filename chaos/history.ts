@@ -9,9 +9,12 @@
  * - `fail`: the call ended (an error, or a non-2xx `Response`) and the record, read right
  *   after (`checkedAt`, taken before the read), claims that **no attempt with the ref's key can
  *   have taken effect** (claim `none`, see {@link Claim}): no record; `cancelled`; `failed` (a
- *   4xx: not executed); or `pending` where every attempt that may have been delivered (ambiguous,
- *   unfinished, or answered 409 "in progress") was settled by an "absent" lookup trusted only
- *   after `settleMs`. Claim: the ref had no effect at `checkedAt`.
+ *   4xx: not executed; or a key conflict, `IDEMPOTENCY_CONFLICT`, which on a resend the engine
+ *   lets stand only after a settled "absent": `--key-mismatch` injects them, and an engine that
+ *   failed the record at once, an earlier attempt's effect there or to come, breaks rule 3); or
+ *   `pending` where every attempt that may have been delivered (ambiguous, unfinished, or answered
+ *   409 "in progress") was settled by an "absent" lookup trusted only after `settleMs`. Claim: the
+ *   ref had no effect at `checkedAt`.
  * - `indeterminate`: everything else — `AmbiguousOutcomeError`; a deadline, exhausted retries
  *   or `OperationInFlightError` while an attempt may have been delivered (an ambiguous or
  *   unfinished attempt, a record `in_flight`/`ambiguous`, a 409); a `StoreError` (`--store-faults`)

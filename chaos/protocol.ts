@@ -47,11 +47,14 @@ export interface WorkerConfig {
   lookupFaults: LookupFaults;
   /** faults of this worker's store calls (rate 0: the store is used as it is) */
   storeFaults: StoreFaults;
+  /** share of the refs of the provider that dedupes whose held key it answers with a key mismatch (see `key-mismatch.ts`) */
+  keyMismatch: number;
 }
 
 /**
  * What a worker prints on stdout: `p` per finished call, `f <kind> <method>` per injected store
- * fault (`chaos/store-faults.ts`), `c <ref>` to ask for a burst of a ref it left unfinished, then
+ * fault (`chaos/store-faults.ts`), `k <replay|in_progress>` per key mismatch injected in an answer of
+ * the provider that dedupes (`chaos/key-mismatch.ts`), `c <ref>` to ask for a burst of a ref it left unfinished, then
  * one `done` line. On its stdin it reads `c <ref> <op> <at>`: a burst's call to make at `at`.
  */
 export interface DoneLine {

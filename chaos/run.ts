@@ -2,7 +2,8 @@
  * `npm run chaos -- --ops N --seed S [--store sqlite|postgres]`: many operations
  * from several client processes sharing one store (an SQLite file, or a
  * PostgreSQL table in a schema made for the run: `DATABASE_URL`, else
- * postgres://postgres@127.0.0.1:5432/test), against fault-injecting providers, with
+ * postgres://postgres@127.0.0.1:5432/test), against fault-injecting providers (the one
+ * that dedupes answering some refs' held keys with a key mismatch, `--key-mismatch`), with
  * SIGKILLs, restarts and pauses past the lease; every call is recorded and
  * checked against the providers' effect logs. Prints the totals; exits 1 on
  * any violation (printing the command that replays the seed), 2 on a bad
@@ -23,7 +24,8 @@ import { STORE_KINDS, type StoreKind } from './store.js';
 
 const USAGE = `usage: npm run chaos -- [--store sqlite|postgres] [--ops 2000] [--seed N] [--workers 4] [--refs ops/2] [--concurrency 8]
                       [--strict-share 0.25] [--fault-rate 0.3] [--kills ops/200] [--pauses ops/200] [--max-pause-ms 1100]
-                      [--lookup-fail 0.1] [--lookup-slow 0.1] [--lookup-stale 0.1] [--store-faults 0] [--store-slow-ms 300] [--keep] [--json]
+                      [--lookup-fail 0.1] [--lookup-slow 0.1] [--lookup-stale 0.1] [--key-mismatch 0.5] [--store-faults 0] [--store-slow-ms 300] [--keep] [--json]
+--key-mismatch R: the provider that dedupes answers a request whose key it holds (its replay, its 409 "in progress") with a key mismatch instead, for a share R of its refs
 --store-faults R: a fraction R of the workers' store calls fail before reaching the store, lose their acknowledgement after it, or are slow (up to --store-slow-ms)
 --store postgres: DATABASE_URL, else postgres://postgres@127.0.0.1:5432/test; a schema made for the run, dropped after it (unless --keep)`;
 
@@ -53,6 +55,7 @@ export function parseChaosArgs(argv: string[]): ChaosOptions & { json: boolean }
         'lookup-fail': { type: 'string' },
         'lookup-slow': { type: 'string' },
         'lookup-stale': { type: 'string' },
+        'key-mismatch': { type: 'string' },
         pauses: { type: 'string' },
         'store-faults': { type: 'string' },
         'store-slow-ms': { type: 'string' },
@@ -99,6 +102,7 @@ export function parseChaosArgs(argv: string[]): ChaosOptions & { json: boolean }
       staleMs: Math.floor(timing.settleMs * 1.5),
     },
     storeFaults: { rate: numberFlag(values['store-faults'], 'store-faults', 0, 0, 1), maxSlowMs: intFlag(values['store-slow-ms'], 'store-slow-ms', 300, 0, 60_000) },
+    keyMismatch: numberFlag(values['key-mismatch'], 'key-mismatch', 0.5, 0, 1),
     keep: values.keep === true,
     json: values.json === true,
     log: (line) => console.error(line),
@@ -106,12 +110,12 @@ export function parseChaosArgs(argv: string[]): ChaosOptions & { json: boolean }
 }
 
 /** The command that replays a run. */
-export function replayCommand(plan: RunPlan, o: Pick<ChaosOptions, 'store' | 'kills' | 'pauses' | 'pauseMs' | 'faultRate' | 'lookupFaults' | 'storeFaults'>): string {
+export function replayCommand(plan: RunPlan, o: Pick<ChaosOptions, 'store' | 'kills' | 'pauses' | 'pauseMs' | 'faultRate' | 'lookupFaults' | 'storeFaults' | 'keyMismatch'>): string {
   const l = o.lookupFaults;
   return (
     `npm run chaos -- ${o.store === 'sqlite' ? '' : `--store ${o.store} `}--ops ${plan.ops} --seed ${plan.seed} --workers ${plan.workers} --refs ${plan.refs} ` +
     `--concurrency ${plan.concurrency} --strict-share ${plan.strictShare} --fault-rate ${o.faultRate} --kills ${o.kills} --pauses ${o.pauses} --max-pause-ms ${o.pauseMs.max} ` +
-    `--lookup-fail ${l.failRate} --lookup-slow ${l.slowRate} --lookup-stale ${l.staleRate}` +
+    `--lookup-fail ${l.failRate} --lookup-slow ${l.slowRate} --lookup-stale ${l.staleRate} --key-mismatch ${o.keyMismatch}` +
     (o.storeFaults.rate > 0 ? ` --store-faults ${o.storeFaults.rate} --store-slow-ms ${o.storeFaults.maxSlowMs}` : '')
   );
 }
@@ -127,6 +131,20 @@ function storeFaultsText(options: ChaosOptions, r: ChaosResult): string {
   const total = STORE_FAULT_KINDS.reduce((a, k) => a + (f[k] ?? 0), 0);
   const byMethod = Object.entries(f).filter(([k]) => k.includes(' ')).sort().map(([k, v]) => `${k} ${v}`).join(', ');
   return `${total} at rate ${options.storeFaults.rate}: ${kinds} (${byMethod}); slow up to ${options.storeFaults.maxSlowMs} ms`;
+}
+
+function keyMismatchText(options: ChaosOptions, r: ChaosResult): string {
+  if (options.keyMismatch === 0) return 'none (--key-mismatch 0)';
+  const k = r.keyMismatch;
+  const instead = Object.entries(k.instead).sort().map(([what, n]) => `${what} ${n}`).join(', ') || 'nothing';
+  return `${k.injected} (${Math.round(options.keyMismatch * 100)} % of its refs; instead of: ${instead}; to workers ${k.workers}, to the final recovery ${k.final})`;
+}
+
+function conflictEndsText(r: ChaosResult): string {
+  const entries = Object.entries(r.keyMismatch.records).sort();
+  if (entries.length === 0) return 'no record has a conflict attempt';
+  const total = entries.reduce((a, [, v]) => a + v.records, 0);
+  return `${total} records: ${entries.map(([state, v]) => `${state} ${v.records} (with an effect ${v.withEffect})`).join(', ')}`;
 }
 
 /** The totals, as printed. */
@@ -148,6 +166,8 @@ export function formatTotals(options: ChaosOptions, r: ChaosResult): string {
     row('lookups served', r.lookups),
     row('faults injected', `${faultTotal}: ${faults}`),
     row('store faults injected', storeFaultsText(options, r)),
+    row('key mismatches (dedupe provider)', keyMismatchText(options, r)),
+    row('records with a key conflict ended', conflictEndsText(r)),
     row('effects', c.effects),
     row('duplicates', c.duplicates),
     row('ok / fail / indeterminate', `${c.ok} / ${c.fail} / ${c.indeterminate}`),

@@ -42,6 +42,8 @@ export interface ChaosOptions {
   lookupFaults: LookupFaults;
   /** faults of the workers' store calls (never of the final recovery's); rate 0 = none */
   storeFaults: StoreFaults;
+  /** share of the refs of the provider that dedupes whose held key it answers with a key mismatch (see `key-mismatch.ts`); 0 = none */
+  keyMismatch: number;
   /** keep the run directory (database, history, effect logs) and the PostgreSQL schema even when the run passes */
   keep: boolean;
   /** progress lines */
@@ -64,6 +66,19 @@ export interface ChaosResult {
   faults: Record<FaultKind, number>;
   /** store faults the workers injected, by kind (`reject`, `lost_ack`, `slow`) and by `<kind> <method>` */
   storeFaults: Record<string, number>;
+  /**
+   * Key mismatches the provider that dedupes answered held keys with (see `key-mismatch.ts`):
+   * `injected` in all, by what they replaced (`instead`: `replay`, `in_progress`), to the workers'
+   * calls and the final recovery's; and how the records with a conflict attempt ended, by state,
+   * with how many of their refs have an effect at the provider.
+   */
+  keyMismatch: {
+    injected: number;
+    instead: Record<string, number>;
+    workers: number;
+    final: number;
+    records: Record<string, { records: number; withEffect: number }>;
+  };
   kills: number;
   pauses: number;
   /** aimed kills and pauses (see `ChaosEvent.aimed`): hit on their worker's signal, or without it after the wait */
@@ -76,7 +91,7 @@ export interface ChaosResult {
   takeovers: Fleet['takeovers'];
   /** calls that resumed a record still `in_flight` under their own owner name */
   resumedInFlight: number;
-  final: Omit<FinalReport, 'entries'>;
+  final: Omit<FinalReport, 'entries' | 'keyMismatch' | 'conflicted'>;
   /** calls that started while another process's call of the same ref was in progress */
   collisions: number;
   /** largest event-loop delay of the runner (which hosts both providers), ms */
@@ -107,6 +122,20 @@ function countCollisions(history: readonly HistoryEntry[]): number {
 
 function effectsOf(provider: Provider): EffectEntry[] {
   return provider.orders.map((o) => ({ id: o.id, ref: o.ref, createdAt: o.createdAt }));
+}
+
+/** What the key mismatches injected came to (see {@link ChaosResult.keyMismatch}). */
+function keyMismatchOf(workers: Readonly<Record<string, number>>, final: FinalReport, dedupe: Provider): ChaosResult['keyMismatch'] {
+  const instead: Record<string, number> = {};
+  for (const counts of [workers, final.keyMismatch]) for (const [k, v] of Object.entries(counts)) instead[k] = (instead[k] ?? 0) + v;
+  const sum = (counts: Readonly<Record<string, number>>): number => Object.values(counts).reduce((a, b) => a + b, 0);
+  const records: Record<string, { records: number; withEffect: number }> = {};
+  for (const { ref, state } of final.conflicted) {
+    const r = (records[state] ??= { records: 0, withEffect: 0 });
+    r.records++;
+    if (dedupe.effectsFor(ref) > 0) r.withEffect++;
+  }
+  return { injected: sum(instead), instead, workers: sum(workers), final: sum(final.keyMismatch), records };
 }
 
 /** How long an interrupted or crashed run waits for its step in progress to stop before it drops the schema. */
@@ -179,11 +208,11 @@ async function runSteps(options: ChaosOptions, runDir: string, store: StoreSpec,
     await strict.close();
     signal.throwIfAborted();
   }
-  let final: FinalReport = { entries: [], rounds: 0, resolved: 0, absent: 0, leftLive: 0, attemptClasses: {} };
+  let final: FinalReport = { entries: [], rounds: 0, resolved: 0, absent: 0, leftLive: 0, attemptClasses: {}, keyMismatch: {}, conflicted: [] };
   let history: HistoryEntry[] = [];
   let result: CheckResult;
   const fleet = new Fleet(
-    { plan, store, dedupeUrl: dedupe.url, strictUrl: strict.url, timing, lookupFaults: options.lookupFaults, storeFaults: options.storeFaults },
+    { plan, store, dedupeUrl: dedupe.url, strictUrl: strict.url, timing, lookupFaults: options.lookupFaults, storeFaults: options.storeFaults, keyMismatch: options.keyMismatch },
     runDir,
     chaosEvents(plan, options.kills, options.pauses, options.pauseMs),
     options.log,
@@ -194,7 +223,7 @@ async function runSteps(options: ChaosOptions, runDir: string, store: StoreSpec,
     signal?.throwIfAborted();
     history = fleet.history();
     options.log(`[chaos] workers done after ${((Date.now() - startedAt) / 1000).toFixed(1)} s; final recovery…`);
-    final = await finalRecovery({ store, dedupeUrl: dedupe.url, strictUrl: strict.url, timing, history, firstOp: plan.ops, signal });
+    final = await finalRecovery({ store, dedupeUrl: dedupe.url, strictUrl: strict.url, timing, history, firstOp: plan.ops, signal, plan, keyMismatch: options.keyMismatch });
     history = [...history, ...final.entries];
     // Let any request still held by a provider land before the effect logs are read.
     await sleep(options.holdMs + 200, undefined, { signal });
@@ -209,6 +238,7 @@ async function runSteps(options: ChaosOptions, runDir: string, store: StoreSpec,
     await dedupe.close();
     await strict.close();
   }
+  const keyMismatch = keyMismatchOf(fleet.keyMismatch, final, dedupe);
   const faults = Object.fromEntries(FAULT_KINDS.map((k) => [k, dedupe.faultsInjected[k] + strict.faultsInjected[k]])) as Record<FaultKind, number>;
   const out: ChaosResult = {
     check: result,
@@ -224,6 +254,7 @@ async function runSteps(options: ChaosOptions, runDir: string, store: StoreSpec,
     lookups: dedupe.lookups + strict.lookups,
     faults,
     storeFaults: fleet.storeFaults,
+    keyMismatch,
     kills: fleet.kills,
     pauses: fleet.pauses,
     aimed: fleet.aimed,

@@ -25,6 +25,7 @@ import type { LookupFn, OnceClient, OnceEvent, OnceStore } from '../src/index.js
 import { GAVE_UP, placeOrder } from './call.js';
 import { parseHistory } from './checker.js';
 import type { HistoryEntry, OutcomeEntry } from './history.js';
+import { mismatchingTransport } from './key-mismatch.js';
 import { DEDUPE_ACTION, STRICT_ACTION, givesUpOnRetryable, isStrict, mulberry32, ownerName, reliesOnDedupe, schedule, subSeed } from './plan.js';
 import type { DoneLine, LookupFaults, WorkerConfig } from './protocol.js';
 import { faultyStore, lateClaims } from './store-faults.js';
@@ -86,7 +87,11 @@ function aimable(base: typeof fetch): typeof fetch {
     return res;
   };
 }
-const transport = aimable(defaultFetch());
+/**
+ * The provider that dedupes answers the held keys of some refs with a key mismatch (see
+ * `key-mismatch.ts`): each one on stdout at once (`k <instead>`), for the fleet to count.
+ */
+const transport = mismatchingTransport(aimable(defaultFetch()), config.dedupeUrl, config.plan, config.keyMismatch, (instead) => process.stdout.write(`k ${instead}\n`));
 
 /**
  * The scheduled calls of refs that give up at their first retryable answer ({@link givesUpOnRetryable}),

@@ -60,6 +60,8 @@ interface Summary {
   bursts: number;
   invokes: { workers: number; burst: number; final: number };
   takeovers: { total: number; restart: number };
+  keyMismatch: { injected: number; instead: Record<string, number>; records: Record<string, { records: number; withEffect: number }> };
+  final: { attemptClasses: Record<string, number> };
 }
 
 it(`2,000 operations under the full chaos mix (seed ${SEED}): no violation`, { timeout: 240_000 }, async () => {
@@ -81,6 +83,11 @@ it(`2,000 operations under the full chaos mix (seed ${SEED}): no violation`, { t
   expect(summary.check.indeterminate).toBeGreaterThan(0);
   expect(summary.check.reconciled.toOne + summary.check.reconciled.toZero).toBe(summary.check.indeterminate);
   expect(summary.check.ok).toBeGreaterThan(OPS * 0.9);
+  // The provider that dedupes answered held keys with a key mismatch (instead of its replay, or of its
+  // 409 "in progress"), and the engine recorded those conflicts on resends.
+  expect(summary.keyMismatch?.injected).toBeGreaterThan(0);
+  expect(summary.keyMismatch.instead['replay']).toBeGreaterThan(0);
+  expect(summary.final.attemptClasses['conflict']).toBeGreaterThan(0);
 });
 
 const SF_OPS = 400;
