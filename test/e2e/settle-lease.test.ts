@@ -246,80 +246,63 @@ describe("a lost lease, then the store fails settle's last write: a store failur
   });
 });
 
+/**
+ * A holds its own 201 (its lease lost to B, which stops ambiguous); taking the record back, A writes
+ * that success as a "found" (its own 201, or, with `aOptions`' lookup, the lookup's), a write that
+ * fails throughout while C takes the lease over. Returns how A and C ended, the plan's log and the record.
+ */
+async function heldLostTwice(ref: string, aOptions: OnceClientOptions = {}): Promise<{ ended: { a: string; c: string }; log: string[]; record: OperationRecord | undefined }> {
+  const inner = memoryStore();
+  const { store, plan } = scripted(inner);
+  plan.answers = ['fail', 'fail', 'fail', 'fail', 'fail', 'fail'];
+  plan.founds = ['fail', 'fail', 'fail', 'fail'];
+  plan.answerDelayMs = 50;
+  plan.renewals = Array<Step>(100).fill('fail');
+  const a = clientOn(store, aOptions);
+  const b = clientOn(store);
+  const c = clientOn(store);
+  const first = outcome(order(a, ref));
+  await until(() => plan.log.filter((l) => l === 'answer:failed').length >= 3);
+  const second = outcome(order(b, ref));
+  const takeovers = async (): Promise<number> => (await inner.get(idOf(ref)))?.evidence.filter((e) => e.kind === 'takeover').length ?? 0;
+  await until(async () => (await takeovers()) >= 1);
+  plan.renewals = [];
+  // A's renewal finds the lease lost; A follows B (which stops ambiguous) and takes the record back
+  await until(() => plan.log.includes('renewal:refused'));
+  plan.renewals = Array<Step>(100).fill('fail');
+  expect(await second).toBe('AmbiguousOutcomeError');
+  // A's "found" fails three times: its lease (renewals failing) runs out; C takes over
+  await until(() => plan.log.filter((l) => l === 'found:failed').length >= 3);
+  const third = outcome(order(c, ref));
+  await until(async () => (await takeovers()) >= 2);
+  plan.renewals = [];
+  const ended = { a: await first, c: await third };
+  return { ended, log: plan.log, record: await inner.get(idOf(ref)) };
+}
+
 describe("a call holding its own success, its lease lost again while it records that success: it follows again", () => {
   it("A holds its 201 (lease lost to B); taking the record back, its 'found' write fails throughout while C takes the lease over: A follows C and returns its 201, not a StoreError; one effect", async () => {
     // The held call's own success written as a lookup's "found" (settleOwn) is this call's own
     // success as much as its attempt_finished is: a store failure of settle's last write after the
     // lease was lost again follows the new owner (as before 269e46f), so A still ends with its 201.
-    const inner = memoryStore();
-    const { store, plan } = scripted(inner);
-    plan.answers = ['fail', 'fail', 'fail', 'fail', 'fail', 'fail'];
-    plan.founds = ['fail', 'fail', 'fail', 'fail'];
-    plan.answerDelayMs = 50;
-    plan.renewals = Array<Step>(100).fill('fail');
     const ref = 'SL-held-lost-twice';
-    const a = clientOn(store);
-    const b = clientOn(store);
-    const c = clientOn(store);
-    const first = outcome(order(a, ref));
-    await until(() => plan.log.filter((l) => l === 'answer:failed').length >= 3);
-    const second = outcome(order(b, ref));
-    const takeovers = async (): Promise<number> => (await inner.get(idOf(ref)))?.evidence.filter((e) => e.kind === 'takeover').length ?? 0;
-    await until(async () => (await takeovers()) >= 1);
-    plan.renewals = [];
-    // A's renewal finds the lease lost; A follows B (which stops ambiguous) and takes the record back
-    await until(() => plan.log.includes('renewal:refused'));
-    plan.renewals = Array<Step>(100).fill('fail');
-    expect(await second).toBe('AmbiguousOutcomeError');
-    // A's own 201, written as "found", fails three times: its lease (renewals failing) runs out; C takes over
-    await until(() => plan.log.filter((l) => l === 'found:failed').length >= 3);
-    const third = outcome(order(c, ref));
-    await until(async () => (await takeovers()) >= 2);
-    plan.renewals = [];
-    expect({ a: await first, c: await third }).toEqual({ a: '201', c: 'AmbiguousOutcomeError' });
-    expect(plan.log.filter((l) => l === 'found:failed')).toHaveLength(4); // three tries, then the last after the lost lease
+    const { ended, log, record } = await heldLostTwice(ref);
+    expect(ended).toEqual({ a: '201', c: 'AmbiguousOutcomeError' });
+    expect(log.filter((l) => l === 'found:failed')).toHaveLength(4); // three tries, then the last after the lost lease
     expect(provider.requests.filter((r) => r.ref === ref)).toHaveLength(1);
     expect(provider.effectsFor(ref)).toBe(1);
-    expect(await inner.get(idOf(ref))).toMatchObject({ state: 'succeeded', lease: null, result: { status: 201 } });
+    expect(record).toMatchObject({ state: 'succeeded', lease: null, result: { status: 201 } });
   });
-});
 
-describe("a call holding its own success whose lookup finds the effect, its lease lost again while it records that 'found'", () => {
-  it("as when it records its own 201: A follows C instead of ending with a StoreError; one effect", async () => {
-    // The same sequence as above, but A (alone) has a lookup, which finds the order once A takes the
-    // record back: A writes the lookup's "found" (not its own 201), and that write fails throughout
-    // while C takes the lease over. A still holds its own success: it follows, as it does when it
-    // writes its own 201, and ends with a success, not with the store's failure.
-    const inner = memoryStore();
-    const { store, plan } = scripted(inner);
-    plan.answers = ['fail', 'fail', 'fail', 'fail', 'fail', 'fail'];
-    plan.founds = ['fail', 'fail', 'fail', 'fail'];
-    plan.answerDelayMs = 50;
-    plan.renewals = Array<Step>(100).fill('fail');
+  it("the same when A's lookup finds the effect (A writes the lookup's 'found', not its own 201): A follows C instead of ending with a StoreError; one effect", async () => {
     const ref = 'SL-held-found-lost-twice';
-    const a = clientOn(store, { lookups: { [ACTION]: lookupByRef(provider.url) } });
-    const b = clientOn(store);
-    const c = clientOn(store);
-    const first = outcome(order(a, ref));
-    await until(() => plan.log.filter((l) => l === 'answer:failed').length >= 3);
-    const second = outcome(order(b, ref));
-    const takeovers = async (): Promise<number> => (await inner.get(idOf(ref)))?.evidence.filter((e) => e.kind === 'takeover').length ?? 0;
-    await until(async () => (await takeovers()) >= 1);
-    plan.renewals = [];
-    await until(() => plan.log.includes('renewal:refused'));
-    plan.renewals = Array<Step>(100).fill('fail');
-    expect(await second).toBe('AmbiguousOutcomeError');
-    await until(() => plan.log.filter((l) => l === 'found:failed').length >= 3);
-    const third = outcome(order(c, ref));
-    await until(async () => (await takeovers()) >= 2);
-    plan.renewals = [];
-    const ended = { a: await first, c: await third };
-    expect(plan.log.filter((l) => l === 'found:failed')).toHaveLength(4);
+    const { ended, log, record } = await heldLostTwice(ref, { lookups: { [ACTION]: lookupByRef(provider.url) } });
+    expect(log.filter((l) => l === 'found:failed')).toHaveLength(4);
     // (A returns the effect as its lookup found it: the lookup's 200)
     expect(ended).toEqual({ a: '200', c: 'AmbiguousOutcomeError' });
     expect(provider.requests.filter((r) => r.ref === ref)).toHaveLength(1);
     expect(provider.effectsFor(ref)).toBe(1);
-    expect(await inner.get(idOf(ref))).toMatchObject({ state: 'succeeded', lease: null });
+    expect(record).toMatchObject({ state: 'succeeded', lease: null });
   });
 });
 
