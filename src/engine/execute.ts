@@ -846,6 +846,8 @@ export class Engine {
     });
     // (cut off at the deadline: the record as that write leaves it, or the call's error)
     const record = landed === CUT ? this.cutOff(owned, deadline, finished, late, outcome.fault) : landed;
+    // a key conflict that answered a resend, the record left ambiguous (see `reachedBefore`): an ambiguous outcome, counted as one
+    if (c.class === 'conflict' && record.state === 'ambiguous') this.stats.ambiguous++;
     if (outcome.fault !== undefined) {
       // The caller's classify failed: the attempt stands as classified by default; the call ends with that error.
       if (!isTerminal(record.state)) await this.within(owned, deadline, owned.commit({ type: 'release' }).catch(() => undefined));
@@ -866,7 +868,6 @@ export class Engine {
     // A key conflict that answered a resend leaves the record ambiguous (an earlier attempt may have
     // taken effect, see `reachedBefore`): reconciled now, never resent (a lookup, else AmbiguousOutcomeError).
     const conflicted = c.class === 'conflict';
-    if (conflicted) this.stats.ambiguous++;
     const cause = c.class !== 'ambiguous' && !conflicted ? undefined : 'cause' in outcome ? outcome.cause : new Error(c.reason);
     if (conflicted || (c.class === 'ambiguous' && (spec.lookup === undefined ? !this.opts.providerDedupes : lastAttempt))) {
       // (the lookup said absent: the conflict stands, counted where the "absent" is written, see `reconcileOwned`)

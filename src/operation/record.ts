@@ -191,8 +191,8 @@ export interface OperationRecord {
   state: OperationState;
   /**
    * version and fencing token, bumped by one by every write; a new record starts at a random
-   * generation (a large number), so a record deleted and claimed afresh never repeats the
-   * generations of its earlier life
+   * generation (a large number), so a record deleted and claimed afresh does not repeat the
+   * generations of its earlier life (short of 32 random bits repeating)
    */
   generation: number;
   /** who may write it, until when (epoch ms); null when nobody holds it */

@@ -33,7 +33,8 @@ export interface LookupContext {
  * Asks the provider whether the operation took effect.
  * - resolves to a `Response` (status 200 to 599): found — it becomes the operation's result;
  * - resolves to `null`: absent — resent with the same key (but a requested cancel ends `cancelled`,
- *   and a provider's key conflict on a resend then stands: `failed`, `IdempotencyConflictError`);
+ *   and a provider's key conflict on a resend then stands, once the "absent" is settled: `failed`,
+ *   `IdempotencyConflictError`);
  * - throws (or resolves to anything else): unknown — resent only when the provider dedupes,
  *   else the call fails with `AmbiguousOutcomeError` and the record stays `ambiguous`.
  *

@@ -106,6 +106,8 @@ describe.each([
     expect(record?.state).toBe('ambiguous');
     expect(record?.attempts.map((a) => a.class)).toEqual(['ambiguous', 'conflict']);
     expect(record?.error?.code).not.toBe('IDEMPOTENCY_CONFLICT');
+    // the 500 and the conflict that left the record ambiguous; no conflict stood
+    expect(c.stats()).toMatchObject({ ambiguous: 2, conflicts: 0 });
 
     const x = await c.explain(scope);
     expect(x?.diagnosis.code).not.toBe('payload_changed');

@@ -1,6 +1,6 @@
 /**
  * A 500 that says "do not retry" (`stripe-should-retry: false`, `x-should-retry: false`) after the
- * provider committed the order: the hint stops resends but says nothing of the effect, so the call
+ * provider committed the order: the hint says nothing of the effect, so the call
  * reconciles (a lookup finds the order) or ends ambiguous; it never records the operation `failed`
  * and returns the 500 as a final answer, on which a caller would place the order again under a new
  * ref. Counted at the loopback provider.
