@@ -337,9 +337,14 @@ export class Engine {
     return this.inflight.has(id);
   }
 
-  conflict(scope: Scope, reason: string): IdempotencyConflictError {
+  /** Counts a conflict (`stats().conflicts`) and emits its `conflict` event: every conflict, local or the provider's, once. */
+  countConflict(scope: Scope, reason: string): void {
     this.stats.conflicts++;
     this.emit({ type: 'conflict', scope, at: this.opts.now(), reason });
+  }
+
+  conflict(scope: Scope, reason: string): IdempotencyConflictError {
+    this.countConflict(scope, reason);
     return new IdempotencyConflictError(
       `${reason} (operation ${scope.tenant}/${scope.action}/${scope.ref}); nothing was sent. Use a new ref for a new intent.`,
       { scope },
@@ -348,8 +353,7 @@ export class Engine {
 
   /** A provider's key conflict on a resend that a settled "absent" let stand (`rec` failed by it): counted and emitted as any conflict (`recover()` too). */
   conflictStood(rec: OperationRecord): void {
-    this.stats.conflicts++;
-    this.emit({ type: 'conflict', scope: scopeOf(rec), at: this.opts.now(), reason: rec.attempts.at(-1)?.reason ?? 'key conflict' });
+    this.countConflict(scopeOf(rec), rec.attempts.at(-1)?.reason ?? 'key conflict');
   }
 
   private async run(spec: OperationSpec, deadline: CallDeadline, waitFrom?: number): Promise<ExecuteResult> {
@@ -854,10 +858,7 @@ export class Engine {
       throw outcome.fault;
     }
     if (isTerminal(record.state)) {
-      if (c.class === 'conflict') {
-        this.stats.conflicts++;
-        this.emit({ type: 'conflict', scope: spec.scope, at: this.opts.now(), reason: c.reason });
-      }
+      if (c.class === 'conflict') this.countConflict(spec.scope, c.reason);
       return { record, live: outcome.live };
     }
     // The caller (or the deadline) gave up while the attempt was out: the outcome is recorded, the reason wins.

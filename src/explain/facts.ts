@@ -178,6 +178,9 @@ function contradictionsOf(record: OperationRecord, lookups: HandoffLookup[], pro
   return found;
 }
 
+/** A superseded owner's late outcome that says its attempt was sent (every one but a late `not_sent`). */
+const saysSent = (e: EvidenceRecord): boolean => e.kind === 'late_response' && !e.detail.startsWith('late not_sent');
+
 /** Whether a settled "absent" lookup was written after generation `generation` (record.ts's `settledAbsentAfter`). */
 function settledAbsentAfter(record: OperationRecord, generation: number): boolean {
   return record.evidence.some((e) => e.kind === 'lookup' && e.generation > generation && e.detail.startsWith('absent:'));
@@ -311,7 +314,7 @@ export function factsOf(record: OperationRecord, now: number, providerRetentionM
   const reachedEarlier = record.attempts.slice(0, -1).findLast((a) => a.class !== 'not_sent');
   const resendConflict =
     last?.class === 'conflict' &&
-    (reachedEarlier !== undefined || record.evidence.some((e) => e.generation < last.generation && e.kind === 'late_response' && !e.detail.startsWith('late not_sent'))) &&
+    (reachedEarlier !== undefined || record.evidence.some((e) => e.generation < last.generation && saysSent(e))) &&
     // ambiguous: as the engine left it (record.ts's `conflictUnsettled`); failed: by an earlier version, nothing settled since
     (record.state === 'ambiguous' || (record.state === 'failed' && !settledAbsentAfter(record, last.generation)));
   return {
@@ -336,7 +339,7 @@ export function factsOf(record: OperationRecord, now: number, providerRetentionM
     keyPastCutoff: now >= resendCutoffAt,
     keyAgeMs,
     resendCutoffAt,
-    anySent: record.attempts.some((a) => a.class !== 'not_sent') || record.evidence.some((e) => e.kind === 'late_response' && !e.detail.startsWith('late not_sent')),
+    anySent: record.attempts.some((a) => a.class !== 'not_sent') || record.evidence.some(saysSent),
     resendConflict,
     reachedEarlier,
     inProgress409,
