@@ -24,10 +24,10 @@ afterEach(async () => {
   await provider.close();
 });
 
-/** The provider's answers, with the hint added to every 500. */
-const hinted = (header: string): typeof globalThis.fetch => async (input, init) => {
+/** The provider's answers, with the hint added to every answer of status `status`. */
+const hinted = (header: string, status = 500): typeof globalThis.fetch => async (input, init) => {
   const res = await globalThis.fetch(input, init);
-  if (res.status !== 500) return res;
+  if (res.status !== status) return res;
   const headers = new Headers(res.headers);
   headers.set(header, 'false');
   return new Response(await res.arrayBuffer(), { status: res.status, statusText: res.statusText, headers });
@@ -69,15 +69,6 @@ describe.each(['stripe-should-retry', 'x-should-retry'])('a 500 with %s: false a
   });
 });
 
-/** The provider's answers, with the hint added to every 409. */
-const hinted409 = (header: string): typeof globalThis.fetch => async (input, init) => {
-  const res = await globalThis.fetch(input, init);
-  if (res.status !== 409) return res;
-  const headers = new Headers(res.headers);
-  headers.set(header, 'false');
-  return new Response(await res.arrayBuffer(), { status: res.status, statusText: res.statusText, headers });
-};
-
 describe.each(['stripe-should-retry', 'x-should-retry'])('a 409 "in progress" with %s: false (the first request still being processed)', (header) => {
   it('is no final answer: the first request commits later, the call ends with its 201, never the 409 recorded failed; 1 effect', async () => {
     const ref = `H409-${header}`;
@@ -85,7 +76,7 @@ describe.each(['stripe-should-retry', 'x-should-retry'])('a 409 "in progress" wi
     provider.fault({ kind: 'delay_before_commit', delayMs: 400, match: { ref } });
     const c = createClient({
       store: memoryStore(),
-      fetch: hinted409(header),
+      fetch: hinted(header, 409),
       settleMs: 20,
       providerDedupes: true,
       retry: { attemptTimeoutMs: 150, maxAttempts: 10, baseDelayMs: 100, maxDelayMs: 100, deadlineMs: 10_000 },
