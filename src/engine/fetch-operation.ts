@@ -10,7 +10,7 @@ import { applyOverride, classifyError, classifyResponse, needsBody } from '../cl
 import { isSuccessStatus } from '../classify/status.js';
 import type { Classification } from '../classify/classify.js';
 import { AmbiguousOutcomeError } from '../errors.js';
-import { WHOLE_BODY, captureBody, concatBytes } from '../operation/body.js';
+import { captureBody, readBody } from '../operation/body.js';
 import { fingerprintRequest, normaliseUrl } from '../operation/fingerprint.js';
 import type { Scope } from '../operation/record.js';
 import { buildResponse, responseSnapshot } from '../operation/snapshot.js';
@@ -254,7 +254,12 @@ export function responseLookup(lookup: LookupFn, opts: ResolvedOptions): Snapsho
     if (!Number.isInteger(res.status) || res.status < 200 || res.status > 599) {
       throw new TypeError(`lookup resolved to a Response with status ${String(res.status)}: a found effect needs a status from 200 to 599`);
     }
-    const body = new Uint8Array(await res.arrayBuffer());
+    // read through its reader: a lookup given up (the deadline, the caller's abort) cancels its source
+    const body = await readBody(res, ctx.signal, (read) => {
+      const giveUp = (): void => read.cancel(ctx.signal.reason);
+      ctx.signal.addEventListener('abort', giveUp, { once: true });
+      return () => ctx.signal.removeEventListener('abort', giveUp);
+    });
     const snapshot = responseSnapshot(res, body, 'lookup', opts.sensitiveHeaders, opts.maxStoredBodyBytes);
     return typeof snapshot.statusText === 'string' ? snapshot : { ...snapshot, statusText: '' };
   };
@@ -366,56 +371,28 @@ async function sendAttempt(
 }
 
 /**
- * `response`'s body, whole. While it is read, giving the attempt up (its timeout, the deadline, the
- * caller's abort: `ctx.abandoned`) cancels its source with the abort's reason, and the attempt ends
- * ambiguous, saying so: the status came, the body did not end. A custom fetch's body is tied to no
- * signal (one that trickles forever, one that declared `Content-Length: 0` and did not end): not
- * cancelled, its producer would go on, its connection open, for nobody. A reader, not `arrayBuffer()`,
- * which holds the body locked out of a cancel's reach (and is no faster).
+ * `response`'s body, whole (see {@link readBody}). While it is read, giving the attempt up (its
+ * timeout, the deadline, the caller's abort: `ctx.abandoned`) cancels its source with the abort's
+ * reason, and the attempt ends ambiguous, saying so: the status came, the body did not end.
  */
 async function readWhole(opts: ResolvedOptions, response: Response, ctx: AttemptContext): Promise<Uint8Array> {
-  // already whole in memory (the default Node transport's small answers): `body` would build a stream
-  // for nothing (read through it, 20 us a body against 0.6 us)
-  if (WHOLE_BODY in response) return new Uint8Array(await response.arrayBuffer());
-  const body = response.body as ReadableStream<Uint8Array> | null;
-  // no body; one already read (arrayBuffer refuses it as fetch does); another fetch's (node-fetch's Node stream)
-  if (body === null || response.bodyUsed || typeof body.getReader !== 'function') return new Uint8Array(await response.arrayBuffer());
-  const reader = body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  let cut = false;
-  ctx.abandoned = (): AttemptOutcome => {
-    cut = true;
-    const reason: unknown = ctx.signal.reason;
-    // (never throws to the engine: a source's cancel that throws rejects, caught)
-    reader.cancel(reason).catch(() => undefined);
-    let said = 'aborted';
-    try {
-      said = reason instanceof Error ? reason.message : String(reason);
-    } catch {
-      // a reason that cannot be read (a revoked Proxy)
-    }
-    const why = `status ${response.status} came, but its body had not ended (${size} bytes read) when the attempt was given up: ${said}`;
-    const snapshot = { ...responseSnapshot(response, new Uint8Array(0), 'attempt', opts.sensitiveHeaders, opts.maxStoredBodyBytes), bodyTruncated: true };
-    return { classification: { class: 'ambiguous', reason: `reading body: ${why}` }, snapshot, live: reason, cause: new Error(why, { cause: reason }) };
-  };
-  if (ctx.signal.aborted) ctx.abandoned();
-  for (;;) {
-    const next = await reader.read();
-    if (next.done) break;
-    // as arrayBuffer() refuses them; by tag, not `instanceof`: a Uint8Array of another realm (Node's fetch
-    // seen from a Jest test's vm context, whose Uint8Array is its own) is one all the same, as arrayBuffer() takes it
-    if (!ArrayBuffer.isView(next.value) || Object.prototype.toString.call(next.value) !== '[object Uint8Array]') {
-      reader.cancel().catch(() => undefined);
-      throw new TypeError('a response body chunk is not a Uint8Array');
-    }
-    chunks.push(next.value);
-    size += next.value.byteLength;
-  }
+  const bytes = await readBody(response, ctx.signal, (read) => {
+    ctx.abandoned = (): AttemptOutcome => {
+      const reason: unknown = ctx.signal.reason;
+      read.cancel(reason);
+      let said = 'aborted';
+      try {
+        said = reason instanceof Error ? reason.message : String(reason);
+      } catch {
+        // a reason that cannot be read (a revoked Proxy)
+      }
+      const why = `status ${response.status} came, but its body had not ended (${read.size} bytes read) when the attempt was given up: ${said}`;
+      const snapshot = { ...responseSnapshot(response, new Uint8Array(0), 'attempt', opts.sensitiveHeaders, opts.maxStoredBodyBytes), bodyTruncated: true };
+      return { classification: { class: 'ambiguous', reason: `reading body: ${why}` }, snapshot, live: reason, cause: new Error(why, { cause: reason }) };
+    };
+  });
   ctx.abandoned = undefined;
-  if (cut) throw ctx.signal.reason;
-  // (a copy, as arrayBuffer() gives: a chunk may be a window on a larger, pooled or reused buffer)
-  return concatBytes(chunks, size);
+  return bytes;
 }
 
 /** The outcome of an attempt the provider answered with `response`. */

@@ -1,0 +1,194 @@
+/**
+ * A lookup's Response body is read whole for the stored snapshot. Like an attempt's (see
+ * body-read-timeout.test.ts), it is tied to no signal when the lookup did not pass its own on (a
+ * custom transport, or `fetch` called without it): when the lookup is given up (the call's deadline,
+ * the caller's abort, recover()'s signal) while its body still trickles, the body's source must be
+ * cancelled, or its producer goes on (its connection open) for nobody. Regression: it was read with
+ * `arrayBuffer()`, which no abort reaches; the call ended at its deadline, the read went on for good.
+ * Memory store, injected fetch, real short timers; one loopback server.
+ */
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { runInNewContext } from 'node:vm';
+import { describe, expect, it } from 'vitest';
+import { AmbiguousOutcomeError, DeadlineExceededError, createClient, memoryStore } from '../../src/index.js';
+import type { LookupFn, OnceClientOptions } from '../../src/index.js';
+
+const URL_ORDERS = 'https://api.example.test/orders';
+const SCOPE = { action: 'create-order', ref: 'L-1' };
+const post = { method: 'POST', body: '{"sku":"book"}', headers: { 'content-type': 'application/json' } };
+const tick = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** A body that trickles a chunk every 5 ms, forever, until its cancel is called; counts its pulls after that. */
+function trickle() {
+  const seen = { cancelled: false, reason: undefined as unknown, pullsAfterCancel: 0 };
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      if (seen.cancelled) seen.pullsAfterCancel++;
+      await tick(5);
+      controller.enqueue(new TextEncoder().encode('{"id":"o-1"} '));
+    },
+    cancel(reason) {
+      seen.cancelled = true;
+      seen.reason = reason;
+    },
+  });
+  return { body, seen };
+}
+
+/** Waits (at most `ms`) until `done()` holds. */
+async function until(done: () => boolean, ms = 1_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!done() && Date.now() < end) await tick(5);
+}
+
+/** A provider that answers 500 (ambiguous): the call looks the operation up. */
+function setup(options: OnceClientOptions = {}) {
+  let sends = 0;
+  const fetch = (async () => {
+    sends++;
+    return new Response('{"error":"oops"}', { status: 500 });
+  }) as typeof globalThis.fetch;
+  const c = createClient({ store: memoryStore(), fetch, random: () => 0, ...options, retry: { budget: false, maxAttempts: 1, ...options.retry } });
+  return { c, sends: () => sends };
+}
+
+describe("a lookup's body still being read when the lookup is given up", () => {
+  it("at the call's deadline: its source is cancelled with the deadline's error, the call ends with it, the record stays ambiguous", async () => {
+    const { body, seen } = trickle();
+    const { c, sends } = setup({ retry: { deadlineMs: 200 } });
+    const lookup: LookupFn = async () => new Response(body, { status: 200, headers: { 'content-type': 'application/json' } });
+    const started = Date.now();
+    const error = await c.fetch(URL_ORDERS, { ...post, once: { ...SCOPE, lookup } }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(DeadlineExceededError);
+    expect(Date.now() - started).toBeLessThan(2_000);
+    await until(() => seen.cancelled);
+    expect(seen.cancelled).toBe(true);
+    expect(seen.reason).toBe(error);
+    await tick(30);
+    expect(seen.pullsAfterCancel).toBe(0);
+    expect(sends()).toBe(1);
+    expect(await c.get(SCOPE)).toMatchObject({ state: 'ambiguous', lease: null, result: null });
+    await c.close();
+  });
+
+  it("at the caller's abort: its source is cancelled with the caller's reason, the call rejects with it", async () => {
+    const { body, seen } = trickle();
+    const { c } = setup();
+    const caller = new AbortController();
+    const reason = new Error('caller gave up');
+    const lookup: LookupFn = async () => {
+      setTimeout(() => caller.abort(reason), 50);
+      return new Response(body, { status: 200 });
+    };
+    const error = await c.fetch(URL_ORDERS, { ...post, signal: caller.signal, once: { ...SCOPE, lookup } }).catch((e: unknown) => e);
+    expect(error).toBe(reason);
+    await until(() => seen.cancelled);
+    expect({ cancelled: seen.cancelled, reason: seen.reason }).toEqual({ cancelled: true, reason });
+    expect((await c.get(SCOPE))?.state).toBe('ambiguous');
+    await c.close();
+  });
+
+  it("in recover(), at its signal's abort: its source is cancelled with the signal's reason", async () => {
+    const store = memoryStore();
+    const first = setup({ store });
+    await expect(first.c.fetch(URL_ORDERS, { ...post, once: SCOPE })).rejects.toBeInstanceOf(AmbiguousOutcomeError);
+    const { body, seen } = trickle();
+    const reason = new Error('recover stopped');
+    const stop = new AbortController();
+    const lookups = {
+      [SCOPE.action]: (async () => {
+        setTimeout(() => stop.abort(reason), 50);
+        return new Response(body, { status: 200 });
+      }) as LookupFn,
+    };
+    const { c } = setup({ store, lookups, settleMs: 0 });
+    const error = await c.recover({ signal: stop.signal }).catch((e: unknown) => e);
+    expect(error).toBe(reason);
+    await until(() => seen.cancelled);
+    expect({ cancelled: seen.cancelled, reason: seen.reason }).toEqual({ cancelled: true, reason });
+    expect((await c.get(SCOPE))?.state).toBe('ambiguous');
+    await c.close();
+    await first.c.close();
+  });
+
+  it('a loopback answer that sends its headers and then trickles forever: at the deadline its connection is closed', async () => {
+    let open = 0;
+    let closed = 0;
+    const server = createServer((req, res) => {
+      req.resume();
+      open++;
+      res.writeHead(200, { 'content-type': 'application/json' });
+      const timer = setInterval(() => res.write(' '), 5);
+      res.on('close', () => {
+        clearInterval(timer);
+        closed++;
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/orders`;
+      const { c } = setup({ retry: { deadlineMs: 300 } });
+      // the signal not passed on: nothing but oncefetch's read can end this body
+      const lookup: LookupFn = async () => globalThis.fetch(`${url}?ref=${SCOPE.ref}`);
+      const error = await c.fetch(URL_ORDERS, { ...post, once: { ...SCOPE, lookup } }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(DeadlineExceededError);
+      await until(() => closed > 0);
+      expect({ open, closed }).toEqual({ open: 1, closed: 1 });
+      await c.close();
+    } finally {
+      server.closeAllConnections();
+      server.close();
+    }
+  });
+});
+
+describe("a lookup's body that ends", () => {
+  it('is read whole through its stream, chunks of another realm included, and found', async () => {
+    const chunk = (text: string): Uint8Array => runInNewContext(`new Uint8Array([${[...new TextEncoder().encode(text)].join(',')}])`) as Uint8Array;
+    expect(chunk('x') instanceof Uint8Array).toBe(false);
+    let cancelled = false;
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(chunk('{"id":'));
+        controller.enqueue(chunk('"o-1"}'));
+        controller.close();
+      },
+      cancel() {
+        cancelled = true;
+      },
+    });
+    const { c, sends } = setup();
+    const lookup: LookupFn = async () => new Response(body, { status: 200, headers: { 'content-type': 'application/json' } });
+    const res = await c.fetch(URL_ORDERS, { ...post, once: { ...SCOPE, lookup } });
+    expect({ status: res.status, text: await res.text(), cancelled, sends: sends() }).toEqual({ status: 200, text: '{"id":"o-1"}', cancelled: false, sends: 1 });
+    expect((await c.get(SCOPE))?.result).toMatchObject({ source: 'lookup', status: 200 });
+    await c.close();
+  });
+
+  it('a chunk that is no Uint8Array is refused, as arrayBuffer() refuses it: the lookup failed, the record stays ambiguous', async () => {
+    const { c } = setup();
+    const lookup: LookupFn = async () =>
+      new Response(new ReadableStream<unknown>({ start: (controller) => (controller.enqueue('{"id":"o-1"}'), controller.close()) }) as ReadableStream<Uint8Array>, { status: 200 });
+    await expect(c.fetch(URL_ORDERS, { ...post, once: { ...SCOPE, lookup } })).rejects.toBeInstanceOf(AmbiguousOutcomeError);
+    expect((await c.get(SCOPE))?.state).toBe('ambiguous');
+    await c.close();
+  });
+
+  it('one already whole in memory (WHOLE_BODY) is read without touching its `body`', async () => {
+    const { WHOLE_BODY } = await import('../../src/operation/body.js');
+    let touched = 0;
+    const whole = new Response('{"id":"o-1"}', { status: 200 });
+    Object.defineProperty(whole, WHOLE_BODY, { value: true });
+    Object.defineProperty(whole, 'body', {
+      get: () => {
+        touched++;
+        throw new Error('body touched');
+      },
+    });
+    const { c } = setup();
+    const res = await c.fetch(URL_ORDERS, { ...post, once: { ...SCOPE, lookup: async () => whole } });
+    expect({ status: res.status, text: await res.text(), touched }).toEqual({ status: 200, text: '{"id":"o-1"}', touched: 0 });
+    await c.close();
+  });
+});
