@@ -66,6 +66,11 @@ export interface AttemptOutcome {
   classification: Classification;
   /** the result to store for `success` and `terminal` */
   snapshot: ResultSnapshot | null;
+  /**
+   * The status that came when there is no `snapshot` (a body that broke off after its status): the
+   * attempt records it, though no result is kept to replay.
+   */
+  status?: number | undefined;
   /** what the live caller gets (full body, value or error); never stored */
   live: unknown;
   /**
@@ -827,11 +832,12 @@ export class Engine {
     const c = outcome.classification;
     if (c.class !== 'not_sent') this.sent.add(deadline);
     if (c.class === 'ambiguous') this.stats.ambiguous++;
-    this.emit({ type: 'attempt_finished', scope: spec.scope, at: this.opts.now(), attempt, class: c.class, status: outcome.snapshot?.status ?? null, reason: c.reason });
+    const status = outcome.snapshot?.status ?? outcome.status ?? null;
+    this.emit({ type: 'attempt_finished', scope: spec.scope, at: this.opts.now(), attempt, class: c.class, status, reason: c.reason });
     const finished: RecordEvent = {
       type: 'attempt_finished',
       class: c.class,
-      status: outcome.snapshot?.status ?? null,
+      status,
       reason: c.reason,
       result: c.class === 'success' || c.class === 'terminal' ? outcome.snapshot : null,
     };

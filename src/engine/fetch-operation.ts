@@ -424,7 +424,8 @@ async function answered(
   try {
     bytes = await readWhole(opts, response, ctx);
   } catch (error) {
-    return { ...decide({ error }, classifyError(error, 'reading_body')), snapshot: null, live: error, cause: error };
+    // The status came, the body broke off: the attempt records the status, with no result to replay.
+    return { ...decide({ error }, classifyError(error, 'reading_body')), snapshot: null, status: response.status, live: error, cause: error };
   }
   const snapshot = responseSnapshot(response, bytes, 'attempt', opts.sensitiveHeaders, opts.maxStoredBodyBytes);
   const live: LiveBody = { bytes, headers: response.headers, url: response.url, redirected: response.redirected };
