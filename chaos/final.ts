@@ -14,6 +14,7 @@ import { StoreError, createClient } from '../src/index.js';
 import type { LookupFn, OperationRecord } from '../src/index.js';
 import { defaultFetch } from '../src/node-defaults.js';
 import { claimOf, orderIdOf, placeOrder } from './call.js';
+import { conflictBranches } from './conflict-branches.js';
 import type { HistoryEntry, ReconciledEntry } from './history.js';
 import { mismatchingTransport } from './key-mismatch.js';
 import { DEDUPE_ACTION, STRICT_ACTION, isStrict, type RunPlan } from './plan.js';
@@ -53,6 +54,10 @@ export interface FinalReport {
   keyMismatch: Record<string, number>;
   /** every record at the end with an attempt answered by a key conflict: its ref and state */
   conflicted: { ref: string; state: string }[];
+  /** how the key conflicts on a resend that the final calls got ended in those calls, by branch (see `conflict-branches.ts`) */
+  conflictBranches: Record<string, number>;
+  /** leases the final client took over (the workers' takeovers are counted apart, by the fleet): by its `recover()` rounds, by its calls */
+  takeovers: { recover: number; calls: number };
 }
 
 function lookupByRef(baseUrl: string): LookupFn {
@@ -88,7 +93,10 @@ async function retried<T>(read: () => Promise<T>): Promise<T> {
 /** Runs recover() to a fixed point, reads the truth, calls the indeterminate refs again. */
 export async function finalRecovery(input: FinalInput): Promise<FinalReport> {
   const t = input.timing;
-  const report: FinalReport = { entries: [], rounds: 0, resolved: 0, absent: 0, leftLive: 0, attemptClasses: {}, keyMismatch: {}, conflicted: [] };
+  const report: FinalReport = { entries: [], rounds: 0, resolved: 0, absent: 0, leftLive: 0, attemptClasses: {}, keyMismatch: {}, conflicted: [], conflictBranches: {}, takeovers: { recover: 0, calls: 0 } };
+  /** what the final client is doing, for its takeovers: its `recover()` rounds, then its calls */
+  let phase: keyof FinalReport['takeovers'] = 'recover';
+  const branch = conflictBranches((b) => (report.conflictBranches[b] = (report.conflictBranches[b] ?? 0) + 1));
   // Every worker is gone: wait until their leases ran out and their last sends can no longer land.
   await sleep(Math.max(t.leaseMs, t.settleMs) + 300, undefined, { signal: input.signal });
   input.signal?.throwIfAborted();
@@ -106,6 +114,10 @@ export async function finalRecovery(input: FinalInput): Promise<FinalReport> {
     telemetry: false,
     retry: { maxAttempts: 8, baseDelayMs: 20, maxDelayMs: 300, attemptTimeoutMs: t.attemptTimeoutMs, deadlineMs: 4 * t.deadlineMs, maxRetryAfterMs: t.maxRetryAfterMs, budget: false },
     lookups: { [DEDUPE_ACTION]: lookupByRef(input.dedupeUrl), [STRICT_ACTION]: lookupByRef(input.strictUrl) },
+    onEvent: (e) => {
+      if (e.type === 'takeover') report.takeovers[phase]++;
+      branch(e);
+    },
   });
   try {
     for (let round = 0; round < 30; round++) {
@@ -129,6 +141,7 @@ export async function finalRecovery(input: FinalInput): Promise<FinalReport> {
       }
     };
     await read('after_recover');
+    phase = 'calls';
     let op = input.firstOp;
     const queue = [...refs];
     const lane = async (): Promise<void> => {

@@ -94,6 +94,8 @@ export class Fleet {
   readonly storeFaults: Record<string, number> = {};
   /** key mismatches injected in the workers' answers from the provider that dedupes, by what they replaced (`replay`, `in_progress`) */
   readonly keyMismatch: Record<string, number> = {};
+  /** how the key conflicts on a resend that the workers' calls got ended in those calls, by branch (see `conflict-branches.ts`) */
+  readonly conflictBranches: Record<string, number> = {};
   /** refs burst so far (each at most once), in order: burst n's calls are operation `burstOp(plan, n)` */
   readonly bursts: string[] = [];
   private readonly slots: Slot[];
@@ -176,6 +178,11 @@ export class Fleet {
       if (line.startsWith('k ')) {
         const instead = line.slice(2);
         this.keyMismatch[instead] = (this.keyMismatch[instead] ?? 0) + 1;
+        return;
+      }
+      if (line.startsWith('b ')) {
+        const branch = line.slice(2);
+        this.conflictBranches[branch] = (this.conflictBranches[branch] ?? 0) + 1;
         return;
       }
       if (line.startsWith('f ')) {

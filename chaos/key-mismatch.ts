@@ -13,10 +13,16 @@
  * first request is held before its commit (`delay_before_commit`) and the conflict answers the
  * resend before the effect lands.
  *
+ * With `--crash-after-key` the provider can also hold a key without its effect: for a seeded share of
+ * the refs that get the mismatch, the ref's first request records its key and never commits (see
+ * {@link heldKeyFaults}), so every later request with the key is answered "in progress", which the
+ * mismatch replaces; the resend's conflict then meets a lookup that says absent, once settled.
+ *
  * @module
  */
+import type { Fault } from '../src/testing/provider.js';
 import type { RunPlan } from './plan.js';
-import { isStrict, mulberry32, subSeed } from './plan.js';
+import { isStrict, mulberry32, refName, subSeed } from './plan.js';
 
 /** What the injected mismatch replaced: the provider's replay of the key's stored response, or its 409 "in progress". */
 export type MismatchInstead = 'replay' | 'in_progress';
@@ -45,6 +51,41 @@ const MISMATCH_ANSWERS = [
 /** Whether the provider answers the held key of `ref` with a mismatch (a seeded share `rate` of the refs of the provider that dedupes). */
 export function mismatchesKey(plan: RunPlan, ref: string, rate: number): boolean {
   return rate > 0 && !isStrict(ref) && mulberry32(subSeed(plan.seed, 3_000_000 + Number(ref.slice(2))))() < rate;
+}
+
+/**
+ * Whether the provider records the key of `ref`'s first request and never commits it (a seeded share
+ * `rate` of the refs that {@link mismatchesKey}): as a provider that stores the key at the start of a
+ * request and crashes before the effect, leaving the key held with no effect behind it.
+ */
+export function holdsKeyWithoutEffect(plan: RunPlan, ref: string, mismatchRate: number, rate: number): boolean {
+  return rate > 0 && mismatchesKey(plan, ref, mismatchRate) && mulberry32(subSeed(plan.seed, 5_000_000 + Number(ref.slice(2))))() < rate;
+}
+
+/**
+ * Longer than any run (~23 days): a request held this long never commits while the run's effect log
+ * is read; the provider abandons it when it closes. Below a timer's limit (2^31 − 1 ms) with room for
+ * the provider's processing time, which it adds: a longer timer fires at once, and the order is made.
+ */
+export const NEVER_MS = 2_000_000_000;
+
+/**
+ * The scripted faults that make the provider that dedupes hold keys without an effect: one per ref of
+ * the pool that {@link holdsKeyWithoutEffect}, matching that ref, consumed by its first request, which
+ * is held before its commit for {@link NEVER_MS}: its key is recorded "in progress" (the provider
+ * marks a key in the tick that sees it) and no order is ever created for it. The attempt times out
+ * (ambiguous); every later request with the key is answered 409 "in progress", which the mismatch
+ * replaces (the ref is one that {@link mismatchesKey}, or the 409 would never end). A scripted fault
+ * is taken before the seeded random one, whose draws are made all the same: the random faults of the
+ * other requests are those of a run without it.
+ */
+export function heldKeyFaults(plan: RunPlan, mismatchRate: number, rate: number): Fault[] {
+  const faults: Fault[] = [];
+  for (let i = 0; i < plan.refs; i++) {
+    const ref = refName(plan, i);
+    if (holdsKeyWithoutEffect(plan, ref, mismatchRate, rate)) faults.push({ kind: 'delay_before_commit', delayMs: NEVER_MS, match: { ref } });
+  }
+  return faults;
 }
 
 function answerFor(plan: RunPlan, ref: string): (typeof MISMATCH_ANSWERS)[number] {

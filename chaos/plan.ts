@@ -66,6 +66,17 @@ export function reliesOnDedupe(owner: string): boolean {
   return m !== null && Number(m[1]) % 2 === 0;
 }
 
+/**
+ * Whether worker `worker`'s client for the provider that dedupes has no lookup: workers 2, 6, 10…
+ * (every fourth, from the third; none in a run of fewer than three workers). They are among those
+ * that rely on the provider's dedupe ({@link reliesOnDedupe}), so an ambiguous outcome is resent with
+ * the same key; a key conflict that answers such a resend cannot be reconciled by the call that got it
+ * (`AmbiguousOutcomeError`), and is left ambiguous for a call or `recover()` that has a lookup.
+ */
+export function lacksLookup(worker: number): boolean {
+  return worker % 4 === 2;
+}
+
 /** Whether ref number `i` goes to the provider that ignores keys. */
 export function isStrictRef(plan: RunPlan, i: number): boolean {
   return mulberry32(subSeed(plan.seed, 1_000_000 + i))() < plan.strictShare;

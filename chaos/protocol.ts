@@ -54,7 +54,8 @@ export interface WorkerConfig {
 /**
  * What a worker prints on stdout: `p` per finished call, `f <kind> <method>` per injected store
  * fault (`chaos/store-faults.ts`), `k <replay|in_progress>` per key mismatch injected in an answer of
- * the provider that dedupes (`chaos/key-mismatch.ts`), `c <ref>` to ask for a burst of a ref it left unfinished, then
+ * the provider that dedupes (`chaos/key-mismatch.ts`), `b <branch>` per key conflict on a resend, as
+ * its call ended it (`chaos/conflict-branches.ts`), `c <ref>` to ask for a burst of a ref it left unfinished, then
  * one `done` line. On its stdin it reads `c <ref> <op> <at>`: a burst's call to make at `at`.
  */
 export interface DoneLine {

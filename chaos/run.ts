@@ -3,7 +3,8 @@
  * from several client processes sharing one store (an SQLite file, or a
  * PostgreSQL table in a schema made for the run: `DATABASE_URL`, else
  * postgres://postgres@127.0.0.1:5432/test), against fault-injecting providers (the one
- * that dedupes answering some refs' held keys with a key mismatch, `--key-mismatch`), with
+ * that dedupes answering some refs' held keys with a key mismatch, `--key-mismatch`, and holding
+ * some of those keys without an effect, `--crash-after-key`), with
  * SIGKILLs, restarts and pauses past the lease; every call is recorded and
  * checked against the providers' effect logs. Prints the totals; exits 1 on
  * any violation (printing the command that replays the seed), 2 on a bad
@@ -18,14 +19,18 @@ import { constants } from 'node:os';
 import { parseArgs } from 'node:util';
 import { EXIT, UsageError, intFlag, numberFlag, parsing } from '../src/cli/args.js';
 import type { RunPlan } from './plan.js';
+import { CONFLICT_BRANCHES, type ConflictBranch } from './conflict-branches.js';
+import { lacksLookup } from './plan.js';
 import { runChaos, type ChaosOptions, type ChaosResult } from './runner.js';
 import { STORE_FAULT_KINDS } from './store-faults.js';
 import { STORE_KINDS, type StoreKind } from './store.js';
 
 const USAGE = `usage: npm run chaos -- [--store sqlite|postgres] [--ops 2000] [--seed N] [--workers 4] [--refs ops/2] [--concurrency 8]
                       [--strict-share 0.25] [--fault-rate 0.3] [--kills ops/200] [--pauses ops/200] [--max-pause-ms 1100]
-                      [--lookup-fail 0.1] [--lookup-slow 0.1] [--lookup-stale 0.1] [--key-mismatch 0.5] [--store-faults 0] [--store-slow-ms 300] [--keep] [--json]
+                      [--lookup-fail 0.1] [--lookup-slow 0.1] [--lookup-stale 0.1] [--key-mismatch 0.5] [--crash-after-key 0.1] [--store-faults 0] [--store-slow-ms 300] [--keep] [--json]
 --key-mismatch R: the provider that dedupes answers a request whose key it holds (its replay, its 409 "in progress") with a key mismatch instead, for a share R of its refs
+--crash-after-key R: for a share R of those refs, it records the key of the ref's first request and never commits it (as a provider that stores the key, then crashes before
+                     the effect): the key stays held with no effect, every later request with it meets the mismatch, and a settled lookup says absent (0 with --key-mismatch 0)
 --store-faults R: a fraction R of the workers' store calls fail before reaching the store, lose their acknowledgement after it, or are slow (up to --store-slow-ms)
 --store postgres: DATABASE_URL, else postgres://postgres@127.0.0.1:5432/test; a schema made for the run, dropped after it (unless --keep)`;
 
@@ -56,6 +61,7 @@ export function parseChaosArgs(argv: string[]): ChaosOptions & { json: boolean }
         'lookup-slow': { type: 'string' },
         'lookup-stale': { type: 'string' },
         'key-mismatch': { type: 'string' },
+        'crash-after-key': { type: 'string' },
         pauses: { type: 'string' },
         'store-faults': { type: 'string' },
         'store-slow-ms': { type: 'string' },
@@ -103,6 +109,7 @@ export function parseChaosArgs(argv: string[]): ChaosOptions & { json: boolean }
     },
     storeFaults: { rate: numberFlag(values['store-faults'], 'store-faults', 0, 0, 1), maxSlowMs: intFlag(values['store-slow-ms'], 'store-slow-ms', 300, 0, 60_000) },
     keyMismatch: numberFlag(values['key-mismatch'], 'key-mismatch', 0.5, 0, 1),
+    crashAfterKey: numberFlag(values['crash-after-key'], 'crash-after-key', 0.1, 0, 1),
     keep: values.keep === true,
     json: values.json === true,
     log: (line) => console.error(line),
@@ -110,12 +117,12 @@ export function parseChaosArgs(argv: string[]): ChaosOptions & { json: boolean }
 }
 
 /** The command that replays a run. */
-export function replayCommand(plan: RunPlan, o: Pick<ChaosOptions, 'store' | 'kills' | 'pauses' | 'pauseMs' | 'faultRate' | 'lookupFaults' | 'storeFaults' | 'keyMismatch'>): string {
+export function replayCommand(plan: RunPlan, o: Pick<ChaosOptions, 'store' | 'kills' | 'pauses' | 'pauseMs' | 'faultRate' | 'lookupFaults' | 'storeFaults' | 'keyMismatch' | 'crashAfterKey'>): string {
   const l = o.lookupFaults;
   return (
     `npm run chaos -- ${o.store === 'sqlite' ? '' : `--store ${o.store} `}--ops ${plan.ops} --seed ${plan.seed} --workers ${plan.workers} --refs ${plan.refs} ` +
     `--concurrency ${plan.concurrency} --strict-share ${plan.strictShare} --fault-rate ${o.faultRate} --kills ${o.kills} --pauses ${o.pauses} --max-pause-ms ${o.pauseMs.max} ` +
-    `--lookup-fail ${l.failRate} --lookup-slow ${l.slowRate} --lookup-stale ${l.staleRate} --key-mismatch ${o.keyMismatch}` +
+    `--lookup-fail ${l.failRate} --lookup-slow ${l.slowRate} --lookup-stale ${l.staleRate} --key-mismatch ${o.keyMismatch} --crash-after-key ${o.crashAfterKey}` +
     (o.storeFaults.rate > 0 ? ` --store-faults ${o.storeFaults.rate} --store-slow-ms ${o.storeFaults.maxSlowMs}` : '')
   );
 }
@@ -140,11 +147,39 @@ function keyMismatchText(options: ChaosOptions, r: ChaosResult): string {
   return `${k.injected} (${Math.round(options.keyMismatch * 100)} % of its refs; instead of: ${instead}; to workers ${k.workers}, to the final recovery ${k.final})`;
 }
 
+function heldKeysText(options: ChaosOptions, r: ChaosResult): string {
+  const h = r.keyMismatch.heldKeys;
+  if (h.planned === 0) return `none (--crash-after-key ${options.crashAfterKey}${options.keyMismatch === 0 ? ', --key-mismatch 0' : ''})`;
+  return `${h.reached} refs called (of ${h.planned} in the pool, ${Math.round(options.crashAfterKey * 100)} % of the key-mismatch refs): the key recorded, never committed, no effect (their first requests are among delay_before_commit above)`;
+}
+
+const BRANCH_NAMES: Record<ConflictBranch, string> = {
+  found: 'lookup found → succeeded',
+  absent: 'settled absent → failed',
+  no_lookup: 'no lookup → AmbiguousOutcomeError',
+  unknown: 'lookup unknown → AmbiguousOutcomeError',
+  at_once: 'failed at once',
+  other: 'other (deadline, lease lost)',
+};
+
+function branchesText(r: ChaosResult): string {
+  const b = r.keyMismatch.branches;
+  const n = (counts: Readonly<Record<string, number>>): number => Object.values(counts).reduce((a, v) => a + v, 0);
+  if (n(b.all) === 0) return 'none';
+  return `${CONFLICT_BRANCHES.map((k) => `${BRANCH_NAMES[k]} ${b.all[k] ?? 0}`).join(', ')} (in the workers' calls ${n(b.workers)}, the final recovery's ${n(b.final)})`;
+}
+
 function conflictEndsText(r: ChaosResult): string {
   const entries = Object.entries(r.keyMismatch.records).sort();
   if (entries.length === 0) return 'no record has a conflict attempt';
   const total = entries.reduce((a, [, v]) => a + v.records, 0);
   return `${total} records: ${entries.map(([state, v]) => `${state} ${v.records} (with an effect ${v.withEffect})`).join(', ')}`;
+}
+
+/** Which workers' clients for the provider that dedupes have no lookup (see `lacksLookup`), for the processes row. */
+function lookupless(options: ChaosOptions): string {
+  const ids = Array.from({ length: options.plan.workers }, (_, i) => i).filter(lacksLookup);
+  return ids.length === 0 ? '' : ` (no lookup for the provider that dedupes in ${ids.map((i) => `w${i}`).join(', ')})`;
 }
 
 /** The totals, as printed. */
@@ -157,7 +192,7 @@ export function formatTotals(options: ChaosOptions, r: ChaosResult): string {
     `oncefetch chaos run — seed ${options.plan.seed}`,
     row('operations (scheduled calls)', options.plan.ops),
     row('refs called', `${c.refs} (pool ${options.plan.refs}; ${Math.round(options.plan.strictShare * 100)} % to the provider that ignores keys)`),
-    row('processes', `${options.plan.workers} workers × ${options.plan.concurrency} calls at a time, ${options.store === 'sqlite' ? 'one SQLite file' : 'one PostgreSQL table'}`),
+    row('processes', `${options.plan.workers} workers × ${options.plan.concurrency} calls at a time${lookupless(options)}, ${options.store === 'sqlite' ? 'one SQLite file' : 'one PostgreSQL table'}`),
     row('invokes', `${r.invokes.workers + r.invokes.redelivered + r.invokes.burst + r.invokes.final} (workers ${r.invokes.workers}, redelivered after a kill ${r.invokes.redelivered}, bursts ${r.invokes.burst}, final recovery ${r.invokes.final})`),
     row('bursts', `${r.bursts} refs called by every live worker at once, each left unfinished by a call or a kill`),
     row('collisions', `${r.collisions} calls started while another process was calling the same ref`),
@@ -167,6 +202,8 @@ export function formatTotals(options: ChaosOptions, r: ChaosResult): string {
     row('faults injected', `${faultTotal}: ${faults}`),
     row('store faults injected', storeFaultsText(options, r)),
     row('key mismatches (dedupe provider)', keyMismatchText(options, r)),
+    row('keys held without an effect', heldKeysText(options, r)),
+    row('key conflicts on a resend, by branch', branchesText(r)),
     row('records with a key conflict ended', conflictEndsText(r)),
     row('effects', c.effects),
     row('duplicates', c.duplicates),
@@ -181,6 +218,7 @@ export function formatTotals(options: ChaosOptions, r: ChaosResult): string {
       `${r.takeovers.total} (of a lease of the same worker's earlier life ${r.takeovers.restart}, of its other clients ${r.takeovers.sameWorker}, ` +
         `of another worker ${r.takeovers.otherWorker}, other ${r.takeovers.other}); in_flight resumed under the same owner name ${r.resumedInFlight}`,
     ),
+    row('takeovers (final recovery)', `${r.finalTakeovers.recover + r.finalTakeovers.calls} (by recover() ${r.finalTakeovers.recover}, by its calls ${r.finalTakeovers.calls}; not in the figure above)`),
     row('workers: takeovers / replays / ambiguous', `${s('takeovers')} / ${s('replays')} / ${s('ambiguous')} (finished lives only)`),
     row('runner event-loop delay (max)', `${r.runnerLagMs} ms`),
     row('elapsed', `${(r.elapsedMs / 1000).toFixed(1)} s`),

@@ -17,6 +17,7 @@ import { FAULT_KINDS, startProvider, type FaultKind, type Provider } from '../sr
 import { check } from './checker.js';
 import { finalRecovery, type FinalReport } from './final.js';
 import { Fleet } from './fleet.js';
+import { heldKeyFaults } from './key-mismatch.js';
 import type { CheckResult, EffectEntry, HistoryEntry } from './history.js';
 import { chaosEvents, faultMix, subSeed, type RunPlan } from './plan.js';
 import type { ClientTiming, LookupFaults } from './protocol.js';
@@ -44,6 +45,11 @@ export interface ChaosOptions {
   storeFaults: StoreFaults;
   /** share of the refs of the provider that dedupes whose held key it answers with a key mismatch (see `key-mismatch.ts`); 0 = none */
   keyMismatch: number;
+  /**
+   * share of those refs (`keyMismatch`) whose first request the provider that dedupes records the key of
+   * and never commits: the key held, no effect (see `heldKeyFaults`); 0 = none
+   */
+  crashAfterKey: number;
   /** keep the run directory (database, history, effect logs) and the PostgreSQL schema even when the run passes */
   keep: boolean;
   /** progress lines */
@@ -78,6 +84,13 @@ export interface ChaosResult {
     workers: number;
     final: number;
     records: Record<string, { records: number; withEffect: number }>;
+    /**
+     * how the key conflicts on a resend ended in the calls that got them (see `conflict-branches.ts`),
+     * by branch: all, the workers' calls, the final recovery's
+     */
+    branches: { all: Record<string, number>; workers: Record<string, number>; final: Record<string, number> };
+    /** refs whose key the provider holds without an effect (`crashAfterKey`): planned (of the whole pool), and reached (their first request came) */
+    heldKeys: { planned: number; reached: number };
   };
   kills: number;
   pauses: number;
@@ -89,9 +102,11 @@ export interface ChaosResult {
   recoveredOnRestart: number;
   /** takeovers by the workers' clients, every life (see `Fleet.takeovers`) */
   takeovers: Fleet['takeovers'];
+  /** takeovers by the final recovery's client: by its `recover()` rounds, by its calls (not in `takeovers`) */
+  finalTakeovers: FinalReport['takeovers'];
   /** calls that resumed a record still `in_flight` under their own owner name */
   resumedInFlight: number;
-  final: Omit<FinalReport, 'entries' | 'keyMismatch' | 'conflicted'>;
+  final: Omit<FinalReport, 'entries' | 'keyMismatch' | 'conflicted' | 'conflictBranches' | 'takeovers'>;
   /** calls that started while another process's call of the same ref was in progress */
   collisions: number;
   /** largest event-loop delay of the runner (which hosts both providers), ms */
@@ -124,10 +139,17 @@ function effectsOf(provider: Provider): EffectEntry[] {
   return provider.orders.map((o) => ({ id: o.id, ref: o.ref, createdAt: o.createdAt }));
 }
 
+/** `a` + `b`, key by key. */
+function added(a: Readonly<Record<string, number>>, b: Readonly<Record<string, number>>): Record<string, number> {
+  const sum: Record<string, number> = { ...a };
+  for (const [k, v] of Object.entries(b)) sum[k] = (sum[k] ?? 0) + v;
+  return sum;
+}
+
 /** What the key mismatches injected came to (see {@link ChaosResult.keyMismatch}). */
-function keyMismatchOf(workers: Readonly<Record<string, number>>, final: FinalReport, dedupe: Provider): ChaosResult['keyMismatch'] {
-  const instead: Record<string, number> = {};
-  for (const counts of [workers, final.keyMismatch]) for (const [k, v] of Object.entries(counts)) instead[k] = (instead[k] ?? 0) + v;
+function keyMismatchOf(fleet: Fleet, final: FinalReport, dedupe: Provider, heldKeys: ChaosResult['keyMismatch']['heldKeys']): ChaosResult['keyMismatch'] {
+  const workers = fleet.keyMismatch;
+  const instead = added(workers, final.keyMismatch);
   const sum = (counts: Readonly<Record<string, number>>): number => Object.values(counts).reduce((a, b) => a + b, 0);
   const records: Record<string, { records: number; withEffect: number }> = {};
   for (const { ref, state } of final.conflicted) {
@@ -135,7 +157,8 @@ function keyMismatchOf(workers: Readonly<Record<string, number>>, final: FinalRe
     r.records++;
     if (dedupe.effectsFor(ref) > 0) r.withEffect++;
   }
-  return { injected: sum(instead), instead, workers: sum(workers), final: sum(final.keyMismatch), records };
+  const branches = { all: added(fleet.conflictBranches, final.conflictBranches), workers: { ...fleet.conflictBranches }, final: { ...final.conflictBranches } };
+  return { injected: sum(instead), instead, workers: sum(workers), final: sum(final.keyMismatch), records, branches, heldKeys };
 }
 
 /** How long an interrupted or crashed run waits for its step in progress to stop before it drops the schema. */
@@ -201,6 +224,9 @@ async function runSteps(options: ChaosOptions, runDir: string, store: StoreSpec,
   const faultTiming = { attemptTimeoutMs: timing.attemptTimeoutMs, holdMs: options.holdMs };
   const dedupe = await startProvider({ processingMs: 2, randomFaults: { seed: subSeed(plan.seed, 10), rate: options.faultRate, kinds: faultMix(subSeed(plan.seed, 11), faultTiming) } });
   const strict = await startProvider({ processingMs: 2, ignoreKeys: true, randomFaults: { seed: subSeed(plan.seed, 12), rate: options.faultRate, kinds: faultMix(subSeed(plan.seed, 13), faultTiming) } });
+  // Keys the provider that dedupes will hold without an effect: scripted, each for its ref's first request.
+  const held = heldKeyFaults(plan, options.keyMismatch, options.crashAfterKey);
+  dedupe.faults(held);
   if (signal?.aborted === true) {
     // interrupted while the providers started: start no worker
     lag.disable();
@@ -208,7 +234,8 @@ async function runSteps(options: ChaosOptions, runDir: string, store: StoreSpec,
     await strict.close();
     signal.throwIfAborted();
   }
-  let final: FinalReport = { entries: [], rounds: 0, resolved: 0, absent: 0, leftLive: 0, attemptClasses: {}, keyMismatch: {}, conflicted: [] };
+  let final: FinalReport = { entries: [], rounds: 0, resolved: 0, absent: 0, leftLive: 0, attemptClasses: {}, keyMismatch: {}, conflicted: [], conflictBranches: {}, takeovers: { recover: 0, calls: 0 } };
+  let heldReached = 0;
   let history: HistoryEntry[] = [];
   let result: CheckResult;
   const fleet = new Fleet(
@@ -227,6 +254,8 @@ async function runSteps(options: ChaosOptions, runDir: string, store: StoreSpec,
     history = [...history, ...final.entries];
     // Let any request still held by a provider land before the effect logs are read.
     await sleep(options.holdMs + 200, undefined, { signal });
+    // (the held requests never commit: no effect of theirs is in the log, and none is to come)
+    heldReached = held.length - dedupe.pendingFaults;
     const effects = [...effectsOf(dedupe), ...effectsOf(strict)];
     const requests = [...dedupe.requests, ...strict.requests].map((r) => ({ ref: r.ref, key: r.key }));
     result = check({ history, effects, requests });
@@ -238,7 +267,7 @@ async function runSteps(options: ChaosOptions, runDir: string, store: StoreSpec,
     await dedupe.close();
     await strict.close();
   }
-  const keyMismatch = keyMismatchOf(fleet.keyMismatch, final, dedupe);
+  const keyMismatch = keyMismatchOf(fleet, final, dedupe, { planned: held.length, reached: heldReached });
   const faults = Object.fromEntries(FAULT_KINDS.map((k) => [k, dedupe.faultsInjected[k] + strict.faultsInjected[k]])) as Record<FaultKind, number>;
   const out: ChaosResult = {
     check: result,
@@ -262,6 +291,7 @@ async function runSteps(options: ChaosOptions, runDir: string, store: StoreSpec,
     workerStats: fleet.workerStats,
     recoveredOnRestart: fleet.recoveredOnRestart,
     takeovers: fleet.takeovers,
+    finalTakeovers: final.takeovers,
     resumedInFlight: fleet.resumedInFlight,
     final: { rounds: final.rounds, resolved: final.resolved, absent: final.absent, leftLive: final.leftLive, attemptClasses: final.attemptClasses },
     collisions: countCollisions(history),

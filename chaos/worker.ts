@@ -2,7 +2,8 @@
  * One client process of the chaos run. Two clients on the shared store
  * (one per provider: the one that dedupes by key, and the one that does not;
  * a third, for the provider that does not, makes the bursts' calls),
- * lookups that are slow, stale or failing at random (seeded), and this worker's
+ * lookups that are slow, stale or failing at random (seeded; none for the provider that dedupes in
+ * every fourth worker, see `lacksLookup`), and this worker's
  * part of the schedule, `plan.concurrency` calls at a time.
  *
  * Every call appends an `invoke` line to the worker's history file before it
@@ -24,9 +25,10 @@ import { defaultFetch } from '../src/node-defaults.js';
 import type { LookupFn, OnceClient, OnceEvent, OnceStore } from '../src/index.js';
 import { GAVE_UP, placeOrder } from './call.js';
 import { parseHistory } from './checker.js';
+import { conflictBranches } from './conflict-branches.js';
 import type { HistoryEntry, OutcomeEntry } from './history.js';
 import { mismatchingTransport } from './key-mismatch.js';
-import { DEDUPE_ACTION, STRICT_ACTION, givesUpOnRetryable, isStrict, mulberry32, ownerName, reliesOnDedupe, schedule, subSeed } from './plan.js';
+import { DEDUPE_ACTION, STRICT_ACTION, givesUpOnRetryable, isStrict, lacksLookup, mulberry32, ownerName, reliesOnDedupe, schedule, subSeed } from './plan.js';
 import type { DoneLine, LookupFaults, WorkerConfig } from './protocol.js';
 import { faultyStore, lateClaims } from './store-faults.js';
 import { openStore } from './store.js';
@@ -115,8 +117,13 @@ function tell(e: OnceEvent): void {
   else if (e.type === 'operation_resumed' && e.state === 'in_flight') process.stdout.write('u\n');
 }
 
+/** How each key conflict on a resend ended in this process's calls (`b <branch>`, see `conflict-branches.ts`), on stdout at once. */
+const tellBranch = conflictBranches((branch) => process.stdout.write(`b ${branch}\n`));
+
 function client(action: string, url: string, store: OnceStore, owner = ownerName(config.id, config.incarnation, action === DEDUPE_ACTION ? 'd' : 's'), onEvent?: (e: OnceEvent) => void): OnceClient {
   const t = config.timing;
+  // (some workers' clients for the provider that dedupes have no lookup: see `lacksLookup`)
+  const lookup = action === DEDUPE_ACTION && lacksLookup(config.id) ? undefined : chaosLookup(url, config.lookupFaults);
   return createClient({
     store,
     fetch: transport,
@@ -136,9 +143,10 @@ function client(action: string, url: string, store: OnceStore, owner = ownerName
       maxRetryAfterMs: t.maxRetryAfterMs,
       budget: { ratio: 0.3, reserve: 20 },
     },
-    lookups: { [action]: chaosLookup(url, config.lookupFaults) },
+    lookups: lookup === undefined ? {} : { [action]: lookup },
     onEvent: (e) => {
       tell(e);
+      tellBranch(e);
       onEvent?.(e);
     },
   });

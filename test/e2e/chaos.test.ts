@@ -60,12 +60,19 @@ interface Summary {
   bursts: number;
   invokes: { workers: number; burst: number; final: number };
   takeovers: { total: number; restart: number };
-  keyMismatch: { injected: number; instead: Record<string, number>; records: Record<string, { records: number; withEffect: number }> };
+  finalTakeovers: { recover: number; calls: number };
+  keyMismatch: {
+    injected: number;
+    instead: Record<string, number>;
+    records: Record<string, { records: number; withEffect: number }>;
+    branches: { all: Record<string, number> };
+    heldKeys: { planned: number; reached: number };
+  };
   final: { attemptClasses: Record<string, number> };
 }
 
 it(`2,000 operations under the full chaos mix (seed ${SEED}): no violation`, { timeout: 240_000 }, async () => {
-  const { summary } = await passingRun(['--ops', String(OPS), '--seed', String(SEED)]);
+  const { summary, lines } = await passingRun(['--ops', String(OPS), '--seed', String(SEED)]);
 
   // The chaos happened: every call scheduled, every fault kind, kills, pauses, collisions, ambiguity.
   expect(summary.invokes.workers).toBe(OPS);
@@ -88,6 +95,15 @@ it(`2,000 operations under the full chaos mix (seed ${SEED}): no violation`, { t
   expect(summary.keyMismatch?.injected).toBeGreaterThan(0);
   expect(summary.keyMismatch.instead['replay']).toBeGreaterThan(0);
   expect(summary.final.attemptClasses['conflict']).toBeGreaterThan(0);
+  // Some of those keys the provider held without an effect (--crash-after-key): their resends' conflicts
+  // met a settled "absent" and stood (failed); a worker without a lookup (w2) left its conflicts ambiguous.
+  expect(summary.keyMismatch.heldKeys.reached).toBeGreaterThan(0);
+  expect(summary.keyMismatch.branches.all['absent']).toBeGreaterThan(0);
+  expect(summary.keyMismatch.branches.all['no_lookup']).toBeGreaterThan(0);
+  expect(summary.keyMismatch.records['failed']?.withEffect).toBe(0);
+  expect(lines).toContainEqual(expect.stringMatching(/^key conflicts on a resend, by branch +lookup found → succeeded \d+, settled absent → failed [1-9]\d*, no lookup → AmbiguousOutcomeError [1-9]/));
+  // The final recovery's takeovers, apart from the workers'.
+  expect(lines).toContainEqual(expect.stringMatching(/^takeovers \(final recovery\) +\d+ \(by recover\(\) \d+, by its calls \d+; not in the figure above\)$/));
 });
 
 const SF_OPS = 400;

@@ -2,12 +2,13 @@
  * The chaos run's key mismatches (`--key-mismatch`, chaos/key-mismatch.ts): for a seeded share of
  * the refs of the provider that dedupes, an answer showing the provider held the key (its replay,
  * its 409 "in progress") reaches the client as a key mismatch the engine classifies `conflict`;
- * the request still reached the provider; nothing else is touched.
+ * the request still reached the provider; nothing else is touched. With `--crash-after-key`, a
+ * seeded share of those refs have their key held by the provider without an effect.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { orderBody } from '../../chaos/call.js';
-import { mismatchesKey, mismatchingTransport, type MismatchInstead } from '../../chaos/key-mismatch.js';
-import type { RunPlan } from '../../chaos/plan.js';
+import { NEVER_MS, heldKeyFaults, holdsKeyWithoutEffect, mismatchesKey, mismatchingTransport, type MismatchInstead } from '../../chaos/key-mismatch.js';
+import { refName, type RunPlan } from '../../chaos/plan.js';
 import { classifyResponse } from '../../src/classify/classify.js';
 import { startProvider, type Provider } from '../../src/testing/provider.js';
 
@@ -96,5 +97,69 @@ describe('mismatchingTransport', () => {
     }
     expect(seen).toEqual([]);
     expect(mismatchingTransport(fetch, provider.url, plan, 0, () => undefined)).toBe(fetch);
+  });
+});
+
+describe('holdsKeyWithoutEffect, heldKeyFaults (--crash-after-key)', () => {
+  it('picks a seeded share of the refs that get the mismatch, and no other', () => {
+    const mismatched = refs('D').filter((r) => mismatchesKey(plan, r, 0.5));
+    const held = refs('D').filter((r) => holdsKeyWithoutEffect(plan, r, 0.5, 0.2));
+    expect(held.length).toBeGreaterThan(mismatched.length * 0.12);
+    expect(held.length).toBeLessThan(mismatched.length * 0.28);
+    for (const ref of held) expect(mismatched).toContain(ref);
+    expect(refs('D').filter((r) => holdsKeyWithoutEffect(plan, r, 0, 1))).toEqual([]);
+    expect(refs('D').filter((r) => holdsKeyWithoutEffect(plan, r, 0.5, 0))).toEqual([]);
+    expect(refs('D').filter((r) => holdsKeyWithoutEffect(plan, r, 0.5, 1))).toEqual(mismatched);
+    expect(refs('S').filter((r) => holdsKeyWithoutEffect(plan, r, 1, 1))).toEqual([]);
+  });
+
+  it('one scripted fault per picked ref of the pool, held before the commit for longer than any run', () => {
+    const faults = heldKeyFaults(plan, 0.5, 0.2);
+    const pool = Array.from({ length: plan.refs }, (_, i) => refName(plan, i));
+    expect(faults.map((f) => f.match?.ref)).toEqual(pool.filter((r) => holdsKeyWithoutEffect(plan, r, 0.5, 0.2)));
+    expect(faults.length).toBeGreaterThan(0);
+    for (const f of faults) expect(f).toMatchObject({ kind: 'delay_before_commit', delayMs: NEVER_MS });
+    expect(heldKeyFaults(plan, 0.5, 0)).toEqual([]);
+  });
+});
+
+describe('a key held without an effect, behind the mismatching transport', () => {
+  let provider: Provider;
+  let seen: { instead: MismatchInstead; ref: string }[];
+  let transport: typeof fetch;
+
+  beforeEach(async () => {
+    provider = await startProvider({ processingMs: 2 });
+    seen = [];
+    transport = mismatchingTransport(fetch, provider.url, plan, 0.5, (instead, ref) => seen.push({ instead, ref }));
+  });
+  afterEach(async () => provider.close());
+
+  const post = (ref: string, key: string, signal?: AbortSignal) =>
+    transport(`${provider.url}/orders`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'idempotency-key': key },
+      body: new TextEncoder().encode(orderBody(ref)),
+      ...(signal === undefined ? {} : { signal }),
+    });
+
+  it('the first request records the key and never commits; every later one with the key meets a mismatch; no effect, the lookup says absent', async () => {
+    const faults = heldKeyFaults(plan, 0.5, 0.2);
+    const ref = faults[0]?.match?.ref;
+    expect(ref).toBeDefined();
+    provider.faults(faults);
+    // the attempt times out, as the engine's would (ambiguous: it reached the provider)
+    await expect(post(ref!, 'k-h', AbortSignal.timeout(150))).rejects.toThrow();
+    for (let i = 0; i < 3; i++) {
+      const resend = await post(ref!, 'k-h');
+      expect(classifyResponse({ status: resend.status, headers: resend.headers, bodyText: await resend.text() }, Date.now()).class).toBe('conflict');
+    }
+    expect(seen).toEqual(Array.from({ length: 3 }, () => ({ instead: 'in_progress', ref })));
+    await new Promise((r) => setTimeout(r, 100));
+    expect(provider.effectsFor(ref!)).toBe(0);
+    expect((await fetch(`${provider.url}/orders?ref=${ref!}`)).status).toBe(404);
+    // the other refs' scripted faults wait for their first request
+    expect(provider.pendingFaults).toBe(faults.length - 1);
+    expect(provider.faultsInjected.delay_before_commit).toBe(1);
   });
 });
