@@ -166,12 +166,21 @@ export async function readBody(response: Response, signal: AbortSignal, watch: (
   const reader = body.getReader();
   const chunks: Uint8Array[] = [];
   let cut = false;
+  // A source's cancel that throws rejects, caught. A reader not the platform's (a polyfill's, a
+  // Response-like shape's) may throw at once or return no promise: called from an abort listener,
+  // that would be an uncaught exception, and stop the engine's own give-up before it rejects.
+  const stop = (reason?: unknown): void => {
+    try {
+      Promise.resolve(reader.cancel(reason)).catch(() => undefined);
+    } catch {
+      // not cancelled: the loop stops at its next chunk all the same
+    }
+  };
   const read: BodyRead = {
     size: 0,
     cancel: (reason) => {
       cut = true;
-      // (a source's cancel that throws rejects, caught)
-      reader.cancel(reason).catch(() => undefined);
+      stop(reason);
     },
   };
   const unwatch = watch(read);
@@ -179,11 +188,12 @@ export async function readBody(response: Response, signal: AbortSignal, watch: (
     if (signal.aborted) read.cancel(signal.reason);
     for (;;) {
       const next = await reader.read();
-      if (next.done) break;
+      // (given up: a source whose cancel failed is read no further, for nobody)
+      if (next.done || cut) break;
       // as arrayBuffer() refuses them; by tag, not `instanceof`: a Uint8Array of another realm (Node's fetch
       // seen from a Jest test's vm context, whose Uint8Array is its own) is one all the same, as arrayBuffer() takes it
       if (!ArrayBuffer.isView(next.value) || Object.prototype.toString.call(next.value) !== '[object Uint8Array]') {
-        reader.cancel().catch(() => undefined);
+        stop();
         throw new TypeError('a response body chunk is not a Uint8Array');
       }
       chunks.push(next.value);
