@@ -89,7 +89,9 @@ export interface OnceClientOptions {
   /**
    * lookups per action, used by `client.fetch` (and `wrap()`) calls without their own and by
    * `recover()`; an action with none ends an unsettled ambiguity with `AmbiguousOutcomeError`
-   * (unless `providerDedupes`). A `client.run()` operation uses only its spec's `lookup`.
+   * (unless `providerDedupes`). A `client.run()` operation uses only its spec's `lookup`, and a call
+   * whose ref oncefetch minted (no `once.ref`, no `Idempotency-Key` header) only its own: the
+   * provider never saw that ref, so a lookup by ref could only say "absent".
    * @default {}
    */
   lookups?: Record<string, LookupFn>;

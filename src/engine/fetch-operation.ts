@@ -36,7 +36,7 @@ export interface OnceOptions {
   ref?: string;
   /** tenant @default the client's */
   tenant?: string;
-  /** reconciliation after an ambiguous outcome @default the client's `lookups[action]` */
+  /** reconciliation after an ambiguous outcome @default the client's `lookups[action]`, when the call gives its ref (`ref`, or an `Idempotency-Key` header) */
   lookup?: LookupFn;
   /** override the default classification per call @default undefined (the built-in classification) */
   classify?: ClassifyOverride;
@@ -153,7 +153,10 @@ export async function onceFetch(engine: Engine, input: string | URL | Request, i
   // A custom fetch may ignore its signal: its request, still out after its attempt ended, is the next attempt's.
   const calls = lateCalls(engine, scope, fingerprint, cancelBody);
   // An own property only: an action named 'constructor' or 'toString' has no lookup of Object.prototype's.
-  const lookupFn = onceOptions.lookup ?? (Object.hasOwn(opts.lookups, scope.action) ? opts.lookups[scope.action] : undefined);
+  // Not for a ref minted here (no `once.ref`, no key header): the provider never saw it, so a registered
+  // lookup by ref would answer "absent" for an effect that happened, and the call resend it.
+  const refGiven = onceOptions.ref !== undefined || key !== undefined;
+  const lookupFn = onceOptions.lookup ?? (refGiven && Object.hasOwn(opts.lookups, scope.action) ? opts.lookups[scope.action] : undefined);
   const spec: OperationSpec = {
     scope,
     fingerprint,

@@ -117,6 +117,29 @@ describe('client.fetch against the loopback provider', () => {
     expect(provider.lookups).toBe(2);
   });
 
+  it('a ref minted for the call (no once.ref, no key header) is not looked up by the registered lookup, which could only answer "absent"; a lookup given with the call is asked', async () => {
+    await provider.close();
+    provider = await startProvider({ ignoreKeys: true });
+    provider.fault({ kind: 'error_after_commit' });
+    const { client: c } = client({ settleMs: 0, lookups: { 'create-order': lookupByRef(provider.url) } });
+    const err = await c.fetch(`${provider.url}/orders`, { ...orderInit('T-5m'), once: { action: 'create-order' } }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(AmbiguousOutcomeError);
+    expect(provider.lookups).toBe(0);
+    expect(provider.requests.length).toBe(1);
+    expect(provider.effects).toBe(1);
+    // the call's own lookup is its caller's choice (one by key, say): asked
+    provider.fault({ kind: 'error_after_commit' });
+    const byKey = async (): Promise<Response | null> => {
+      await fetch(`${provider.url}/orders?ref=nobody`); // counted as a lookup by the provider
+      return Response.json({ found: 'by key' });
+    };
+    const res = await c.fetch(`${provider.url}/orders`, { ...orderInit('T-5n'), once: { action: 'create-order', lookup: byKey } });
+    expect(await res.json()).toEqual({ found: 'by key' });
+    expect(provider.lookups).toBe(1);
+    expect(provider.effects).toBe(2);
+    expect(provider.requests.length).toBe(2);
+  });
+
   it('without a lookup, an ambiguous outcome against a provider that ignores keys is reported, never resent', async () => {
     await provider.close();
     provider = await startProvider({ ignoreKeys: true });

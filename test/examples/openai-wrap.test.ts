@@ -69,6 +69,22 @@ describe('openai-node with client.wrap()', () => {
     expect(once?.stats()).toMatchObject({ attempts: 1, ambiguous: 1, lookups: 1 });
   });
 
+  it('500 after commit, a registered lookup, no Idempotency-Key: the lookup is not asked about a ref nobody gave (it would answer "absent" and a second completion be made)', async () => {
+    fake.fault('error_after_commit');
+    const openai = sdk({
+      lookups: {
+        [`POST ${fake.origin}/v1/chat/completions`]: async ({ scope }) => {
+          const page = await openai.chat.completions.list({ metadata: { ref: scope.ref } });
+          return page.data[0] === undefined ? null : Response.json(page.data[0]);
+        },
+      },
+    });
+    await expect(openai.chat.completions.create({ ...MESSAGE, store: true, metadata: { ref: 'task-9' } })).rejects.toMatchObject({ cause: { code: 'AMBIGUOUS_OUTCOME' } });
+    expect(fake.effects).toBe(1);
+    expect(fake.requests).toHaveLength(1);
+    expect(fake.lookups).toBe(0);
+  });
+
   it('500 after commit, no lookup, provider does not dedupe: an error, never a second completion', async () => {
     fake.fault('error_after_commit');
     const openai = sdk({});
