@@ -168,6 +168,12 @@ export class Engine {
    * settled with it (see `reconcileOwned`).
    */
   private readonly held = new WeakMap<CallDeadline, { snapshot: ResultSnapshot | null; live: unknown; key: string; recorded?: OperationRecord }>();
+  /**
+   * By call (its deadline): the attempt it opened and never sent, whose close (`never_sent`) the store
+   * failed after another owner took the record over (see `settle`): the call follows that owner and,
+   * taking the record back with that attempt still open, closes it (only this call knows it was never sent).
+   */
+  private readonly unsentLost = new WeakMap<CallDeadline, string>();
   /** the calls (by their deadline) an attempt of which was answered as anything but not_sent: a record they follow is no replay for them */
   private readonly sent = new WeakSet<CallDeadline>();
   /** by record id: the abandon of a write given up on before the send, pending until it lands (see `bounded`), and until when a call waits for it */
@@ -368,6 +374,8 @@ export class Engine {
       const got = await acquire(this, spec, deadline, passes++ === 0 ? waitFrom : undefined);
       // (not a replay for a call that sent, its lease then lost: its own success, see `held`, or any other answer)
       if (got.kind === 'replay') return this.followed(got.record, deadline) ?? this.finish(got.record, undefined, !this.sent.has(deadline));
+      const last = got.owned.rec.attempts.at(-1);
+      if (last !== undefined && last.finishedAt === null && last.id === this.unsentLost.get(deadline)) got.owned.unsentAttempt = true;
       try {
         const done = await this.attempts(got.owned, spec, deadline);
         return this.followed(done.record, deadline) ?? this.finish(done.record, done.live, false);
@@ -733,7 +741,12 @@ export class Engine {
         // first closes it unsent — nothing left the process — and then cancels as before any send.
         // (a call that holds its success, see `held`, never sends: reconciled below, or settled with it)
         if (held || spec.cancelSignal?.aborted === true || rec.cancelRequestedAt !== null) {
-          await this.closeUnsent(owned, held ? 'the call holds the success of its earlier attempt' : 'cancelled before it was sent', deadline.signal);
+          const opened = rec.attempts.at(-1)?.id ?? '';
+          await this.closeUnsent(owned, held ? 'the call holds the success of its earlier attempt' : 'cancelled before it was sent', deadline.signal).catch((error: unknown) => {
+            // (the lease lost and the close not written: closed when this call takes the record back, see `run`)
+            if (isA(error, LeaseLostError)) this.unsentLost.set(deadline, opened);
+            throw error;
+          });
           continue;
         }
         return this.sendOnce(owned, spec, deadline, n);
@@ -901,7 +914,8 @@ export class Engine {
    * lost ends the tries (the new owner's view wins, the answer kept on its record as evidence), and
    * so does the client's close.
    */
-  private async settle(owned: OwnedRecord, event: RecordEvent, own = event.type === 'attempt_finished' && event.class === 'success'): Promise<OperationRecord> {
+  private async settle(owned: OwnedRecord, event: RecordEvent): Promise<OperationRecord> {
+    const follows = event.type === 'lookup_found' || event.type === 'never_sent' || (event.type === 'attempt_finished' && event.class === 'success');
     const startedAt = this.opts.now();
     /** Throws `error` unless it is a StoreError and a try after `delayMs` more would begin within the budget. */
     const unlessRetry = (error: unknown, delayMs: number): void => {
@@ -924,13 +938,16 @@ export class Engine {
         // keeps the answer as evidence on its record (never applied there), then LeaseLostError. A
         // late success the store failed to keep ends the call: started over from a pending record, it
         // would send again. A store failure of that write (a plain StoreError) reads as one, as when
-        // every try fails under a lease kept; but for this call's own success (`own`: its attempt's,
-        // on no record yet, or the one it holds, see `held`, written as a "found"): the call follows
-        // the new owner with it in hand, whose record then keeps it, so that no early "absent" clears
-        // that record for a second send, and the call still ends with it.
+        // every try fails under a lease kept (a terminal 4xx in hand: the new owner would only call it
+        // unknown); but the call follows the new owner (`follows`) with what following cannot lose:
+        // its own success (its attempt's, on no record yet: it holds it, see `held`, whose record then
+        // keeps it, so that no early "absent" clears that record for a second send), a lookup's
+        // "found" (the new owner's answer, or the call's own lookup again once it takes the record
+        // back: the effect, never a send), and an attempt never sent (closed when it takes the
+        // record back, see `unsentLost`: it sends nothing, as cancelled, or as holding its success).
         if (lost.aborted) {
           return owned.commit(event).catch((error: unknown) => {
-            throw own && error instanceof StoreError && !(error instanceof LateOutcomeNotKeptError) ? lost.reason : error;
+            throw follows && error instanceof StoreError && !(error instanceof LateOutcomeNotKeptError) ? lost.reason : error;
           });
         }
         const nextDelayMs = SETTLE_RETRY_MS[i + 1];
@@ -1018,7 +1035,7 @@ export class Engine {
     const own = mine !== undefined && mine.key === owned.rec.key ? (mine.snapshot ?? undefined) : undefined;
     const settleOwn = async (result: ResultSnapshot): Promise<OperationRecord> => {
       const found: RecordEvent = { type: 'lookup_found', result, detail: "this call's own attempt got it; its write had lost the lease to another owner" };
-      const rec = await record(found, this.settle(owned, found, true), true);
+      const rec = await record(found, this.settle(owned, found), true);
       if (mine !== undefined) mine.recorded = rec;
       return rec;
     };
@@ -1058,8 +1075,7 @@ export class Engine {
     switch (result.kind) {
       case 'found': {
         const found: RecordEvent = { type: 'lookup_found', result: result.snapshot, detail: result.detail };
-        // (a call that holds its own success records the effect as much as with settleOwn: `own`, see settle)
-        return record(found, this.settle(owned, found, own !== undefined), true);
+        return record(found, this.settle(owned, found), true);
       }
       case 'absent': {
         const absent: RecordEvent = { type: 'lookup_absent', detail: result.detail, settled: result.settled, askedGeneration: result.askedGeneration };

@@ -246,6 +246,84 @@ describe("a lost lease, then the store fails settle's last write: a store failur
   });
 });
 
+describe("a lookup's 'found', its write failing throughout while the lease is taken over: the call follows the new owner", () => {
+  it("A's 500 after commit, its lookup finds the order; the 'found' write fails throughout and B takes over (no lookup: it stops ambiguous): A follows, takes the record back, finds it again and returns it, not a StoreError; nothing resent", async () => {
+    // Before: settle's last write after the lost lease failed with a plain StoreError, which A ended
+    // with, though its lookup had found the effect (only a held success of its own followed).
+    const inner = memoryStore();
+    const { store, plan } = scripted(inner);
+    plan.founds = ['fail', 'fail', 'fail', 'fail'];
+    plan.answerDelayMs = 50;
+    plan.renewals = Array<Step>(100).fill('fail');
+    const ref = 'SL-found-lost-store-fails';
+    provider.fault({ kind: 'error_after_commit', match: { ref } });
+    const a = clientOn(store, { lookups: { [ACTION]: lookupByRef(provider.url) } });
+    const b = clientOn(store);
+    const first = order(a, ref).then(
+      (res) => res.status,
+      (error: unknown) => error,
+    );
+    await until(() => plan.log.filter((l) => l === 'found:failed').length >= 3);
+    const second = outcome(order(b, ref));
+    await until(async () => (await inner.get(idOf(ref)))?.evidence.some((e) => e.kind === 'takeover') === true);
+    plan.renewals = [];
+    // B: the record ambiguous under an expired lease, no lookup, no provider dedupe: it stops so
+    expect(await second).toBe('AmbiguousOutcomeError');
+    // A: the order its lookup found (the lookup's 200), recorded once it took the record back
+    expect(await first).toBe(200);
+    expect(plan.log.filter((l) => l === 'found:failed')).toHaveLength(4); // three tries, then the last after the lost lease
+    expect(plan.log).toContain('found:ok');
+    expect(provider.requests.filter((r) => r.ref === ref)).toHaveLength(1);
+    expect(provider.effectsFor(ref)).toBe(1);
+    const record = (await inner.get(idOf(ref))) as OperationRecord;
+    expect(record).toMatchObject({ state: 'succeeded', lease: null, result: { source: 'lookup', status: 200 } });
+    // the "found" recorded once A took the record back after B's stop, never over B's lease
+    const stopped = record.evidence.find((e) => e.kind === 'stop')?.generation ?? Infinity;
+    expect(record.evidence.find((e) => e.kind === 'lookup' && e.detail.startsWith('found: '))?.generation).toBeGreaterThan(stopped);
+  });
+});
+
+describe("a cancel's never_sent, its write failing throughout while the lease is taken over: the call follows, and closes its attempt when it takes the record back", () => {
+  it("A is cancelled during its claim (attempt 1 opened, nothing sent); closing that attempt fails throughout and B takes over (no lookup: it stops ambiguous): A takes the record back, closes its attempt as never sent and ends cancelled, not with a StoreError; nothing sent", async () => {
+    // Before: settle's last write after the lost lease failed with a plain StoreError, which A ended
+    // with; its attempt stayed open on the record, read as possibly sent (ambiguous) for good.
+    const inner = memoryStore();
+    const { store, plan } = scripted(inner);
+    // (the never_sent closes the open attempt: an 'answer' to the scripted store) the early write,
+    // settle's first try, two more, then the last after the lost lease
+    plan.answers = ['fail', 'fail', 'fail', 'fail', 'fail'];
+    plan.answerDelayMs = 50;
+    plan.renewals = Array<Step>(100).fill('fail');
+    const ref = 'SL-cancel-unsent-lost-store-fails';
+    const cancel = new AbortController();
+    const claim = store.claim.bind(store);
+    // the cancel comes while the claim (which opens attempt 1) is on its way to the store
+    store.claim = (record) => {
+      cancel.abort();
+      return claim(record);
+    };
+    const a = clientOn(store);
+    const b = clientOn(store);
+    const first = a.fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref, signal: cancel.signal } }).then(
+      (res) => res.status,
+      (error: unknown) => error,
+    );
+    await until(() => plan.log.filter((l) => l === 'answer:failed').length >= 3);
+    const second = outcome(order(b, ref));
+    await until(async () => (await inner.get(idOf(ref)))?.evidence.some((e) => e.kind === 'takeover') === true);
+    plan.renewals = [];
+    // B: in_flight under an expired lease (A's open attempt), no lookup, no provider dedupe: it stops ambiguous
+    expect(await second).toBe('AmbiguousOutcomeError');
+    const error = await first;
+    expect((error as Error).name).toBe('OperationCancelledError');
+    expect(plan.log.filter((l) => l === 'answer:failed')).toHaveLength(5);
+    expect(provider.requests.filter((r) => r.ref === ref)).toHaveLength(0);
+    const record = (await inner.get(idOf(ref))) as OperationRecord;
+    expect(record).toMatchObject({ state: 'cancelled', lease: null });
+    expect(record.attempts.map((x) => [x.class, x.reason])).toEqual([['not_sent', 'cancelled before it was sent']]);
+  });
+});
+
 /**
  * A holds its own 201 (its lease lost to B, which stops ambiguous); taking the record back, A writes
  * that success as a "found" (its own 201, or, with `aOptions`' lookup, the lookup's), a write that
