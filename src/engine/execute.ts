@@ -163,9 +163,10 @@ export class Engine {
   private readonly unrecorded = new WeakSet<OperationRecord>();
   /**
    * By call (its deadline): the success this call's own attempt got whose write lost the lease to
-   * another owner (see `run`). The call follows that owner, and never sends again. `key`: the key it
-   * was sent with (a record deleted and claimed afresh has another); `recorded`: the record this call
-   * settled with it (see `reconcileOwned`).
+   * another owner, or which the store failed to keep on that owner's record (see `sendOnce`). The
+   * call follows that owner, and never sends again. `key`: the key it was sent with (a record deleted
+   * and claimed afresh has another); `recorded`: the record this call settled with it (see
+   * `reconcileOwned`).
    */
   private readonly held = new WeakMap<CallDeadline, { snapshot: ResultSnapshot | null; live: unknown; key: string; recorded?: OperationRecord }>();
   /**
@@ -380,8 +381,9 @@ export class Engine {
         const done = await this.attempts(got.owned, spec, deadline);
         return this.followed(done.record, deadline) ?? this.finish(done.record, done.live, false);
       } catch (error) {
-        // Someone else now owns or finished the operation: start over and follow them.
-        if (isA(error, LeaseLostError)) {
+        // Someone else now owns or finished the operation: start over and follow them. (So does a call
+        // whose success the store failed to keep on that owner's record: it holds it, see `sendOnce`.)
+        if (isA(error, LeaseLostError) || (isA(error, LateOutcomeNotKeptError) && this.held.has(deadline))) {
           this.emit({ type: 'late_evidence', scope: spec.scope, at: this.opts.now(), detail: error.message });
           // (an attempt this call opened is the new owner's to read now: see `unsent`)
           this.handedOff(deadline);
@@ -733,7 +735,7 @@ export class Engine {
       // for a send (or a cancel) and the next call would run the effect again.
       if (held && !lateSuccess(rec)) {
         const detail = "late success outcome (this call's attempt; its write lost the lease to another owner)";
-        await this.early(owned, deadline.signal, { type: 'evidence', kind: 'late_response', detail, status: this.held.get(deadline)?.snapshot?.status ?? null, reopen: true });
+        await this.known(owned, deadline.signal, { type: 'evidence', kind: 'late_response', detail, status: this.held.get(deadline)?.snapshot?.status ?? null, reopen: true });
         continue;
       }
       if (owned.unsentAttempt) {
@@ -793,9 +795,13 @@ export class Engine {
    * (a blip, a lost ack) is tried again as an answer in hand is (`settle`), else the attempt would
    * read as possibly sent for good without a lookup or provider dedupe.
    */
-  private async closeUnsent(owned: OwnedRecord, reason: string, signal?: AbortSignal): Promise<unknown> {
+  private closeUnsent(owned: OwnedRecord, reason: string, signal?: AbortSignal): Promise<unknown> {
     owned.unsentAttempt = false;
-    const event: RecordEvent = { type: 'never_sent', attemptId: owned.rec.attempts.at(-1)?.id ?? '', reason };
+    return this.known(owned, signal, { type: 'never_sent', attemptId: owned.rec.attempts.at(-1)?.id ?? '', reason });
+  }
+
+  /** `early`'s write of what only this process knows (an attempt never sent, a success it holds): on a StoreError, tried again as an answer in hand is (`settle`). */
+  private async known(owned: OwnedRecord, signal: AbortSignal | undefined, event: RecordEvent): Promise<unknown> {
     try {
       return await this.early(owned, signal, event);
     } catch (error) {
@@ -858,10 +864,12 @@ export class Engine {
     const write = answer ? this.settle(owned, finished) : owned.commit(finished);
     const late = deadline.passed !== undefined;
     const landed = await this.within(owned, deadline, write, true, answer ? finished : undefined).catch((error: unknown) => {
-      // Another owner took the operation over before this success was recorded: the call follows it (see `run`), the answer in hand.
+      // Another owner took the operation over before this success was recorded: the call follows it (see `run`), the answer in hand,
+      // also when the store failed to keep it there as evidence (LateOutcomeNotKeptError): the record, perhaps cleared for a
+      // send, would not say it was delivered; the call keeps it there when it takes the record back (see `step`), never sending.
       // (a fetch's live body is kept only where the snapshot cut it, see `followed`; an event stream never is:
       // not kept reachable, unread, for the rest of the call)
-      if (c.class === 'success' && isA(error, LeaseLostError)) {
+      if (c.class === 'success' && (isA(error, LeaseLostError) || isA(error, LateOutcomeNotKeptError))) {
         const s = outcome.snapshot;
         this.held.set(deadline, { snapshot: s, key: owned.rec.key, live: s?.kind === 'value' || (s?.bodyTruncated === true && (outcome.live as LiveBody | undefined)?.stream === undefined) ? outcome.live : undefined });
       }
@@ -936,10 +944,10 @@ export class Engine {
         this.closed.throwIfAborted();
         // A renewal found the lease lost: no more tries, the new owner's view wins. One last write
         // keeps the answer as evidence on its record (never applied there), then LeaseLostError. A
-        // late success the store failed to keep ends the call: started over from a pending record, it
-        // would send again. A store failure of that write (a plain StoreError) reads as one, as when
-        // every try fails under a lease kept (a terminal 4xx in hand: the new owner would only call it
-        // unknown); but the call follows the new owner (`follows`) with what following cannot lose:
+        // late outcome the store failed to keep there (LateOutcomeNotKeptError) is thrown as is: a
+        // success is then held (see `sendOnce`), an ambiguous end ends the call. A store failure of
+        // that write (a plain StoreError) reads as one, as when every try fails under a lease kept (a
+        // terminal 4xx in hand: the new owner would only call it unknown); but the call follows the new owner (`follows`) with what following cannot lose:
         // its own success (its attempt's, on no record yet: it holds it, see `held`, whose record then
         // keeps it, so that no early "absent" clears that record for a second send), a lookup's
         // "found" (the new owner's answer, or the call's own lookup again once it takes the record

@@ -29,8 +29,10 @@ export class LeaseLostError extends Error {
 
 /**
  * A superseded owner's late success or ambiguous end that the store failed to keep on the record:
- * the request reached the provider, and only this call knows it. The call ends with this error; it
- * must not start over from the record (a pending record would send again).
+ * the request reached the provider, and only this call knows it. It must not start over from the
+ * record as a fresh call (a pending record would send again): after an ambiguous end the call ends
+ * with this error; a success it holds, following the record without ever sending again, and keeps
+ * on the record when it takes it back (see `Engine.held`).
  */
 export class LateOutcomeNotKeptError extends StoreError {}
 
