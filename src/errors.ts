@@ -328,6 +328,26 @@ export class StoreError extends OnceError {
 }
 
 /**
+ * A {@link StoreError}: a superseded owner's late ambiguous end that the store failed to keep on the
+ * record (as evidence on the new owner's record). The request may have reached the provider, and only
+ * this call knows it: the call ends with this error and must not start over from the record (a
+ * pending record would send again). Reconcile the operation (`client.recover()`, its lookup) before
+ * anything else. (A late success the store failed to keep does not end the call: the call holds it,
+ * follows the record without sending again, and keeps it there when it takes the record back.)
+ *
+ * @example
+ * ```ts
+ * try { await client.fetch(url, init) } catch (err) {
+ *   if (err instanceof LateOutcomeNotKeptError) alertOps('an answer the store could not keep', err.scope)
+ *   throw err
+ * }
+ * ```
+ */
+export class LateOutcomeNotKeptError extends StoreError {
+  override name = 'LateOutcomeNotKeptError';
+}
+
+/**
  * Options of {@link StoreError}: a custom store's `purge` that fails part-way passes how many
  * records it had already removed.
  *

@@ -44,6 +44,7 @@ export {
   AmbiguousOutcomeError,
   DeadlineExceededError,
   IdempotencyConflictError,
+  LateOutcomeNotKeptError,
   OnceError,
   OperationCancelledError,
   OperationFailedError,

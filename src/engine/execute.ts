@@ -13,6 +13,7 @@ import {
   AmbiguousOutcomeError,
   DeadlineExceededError,
   IdempotencyConflictError,
+  LateOutcomeNotKeptError,
   OperationCancelledError,
   OperationFailedError,
   RetriesExhaustedError,
@@ -28,7 +29,7 @@ import type { ResolvedOptions } from '../options.js';
 import { reconcile, settledAt } from '../reconcile/lookup.js';
 import type { ReconcileOutcome, SnapshotLookup } from '../reconcile/lookup.js';
 import { CallDeadline } from './deadline.js';
-import { LateOutcomeNotKeptError, LeaseLostError, OwnedRecord } from './owned.js';
+import { LeaseLostError, OwnedRecord } from './owned.js';
 import { LET_GO_WAIT_MS, acquire, awaitAbandon, bounded, trackAbandon, untilOf } from './acquire.js';
 import type { Telemetry } from '../telemetry.js';
 

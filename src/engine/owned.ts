@@ -6,7 +6,7 @@
  * @module
  */
 import { MAX_TIMER_MS } from '../backoff/sleep.js';
-import { StoreError } from '../errors.js';
+import { LateOutcomeNotKeptError, StoreError } from '../errors.js';
 import { canonicalJson } from '../operation/canonical-json.js';
 import { IllegalTransitionError, applyEvent, isTerminal } from '../operation/record.js';
 import type { OperationRecord, RecordEvent } from '../operation/record.js';
@@ -26,15 +26,6 @@ export class LeaseLostError extends Error {
     this.name = 'LeaseLostError';
   }
 }
-
-/**
- * A superseded owner's late success or ambiguous end that the store failed to keep on the record:
- * the request reached the provider, and only this call knows it. It must not start over from the
- * record as a fresh call (a pending record would send again): after an ambiguous end the call ends
- * with this error; a success it holds, following the record without ever sending again, and keeps
- * on the record when it takes it back (see `Engine.held`).
- */
-export class LateOutcomeNotKeptError extends StoreError {}
 
 const MAX_REAPPLY = 8;
 
