@@ -25,6 +25,7 @@
 import type { OnceClient, PlatformDefaults } from './client.js';
 import { createClientWith } from './client.js';
 import type { OnceClientOptions } from './options.js';
+import { wrapOptions } from './options.js';
 import { indexedDbStore } from './stores/indexeddb.js';
 import { webLocks } from './web-locks.js';
 
@@ -66,9 +67,14 @@ function absolute(input: string | URL | Request): string | URL | Request {
  * ```
  */
 export function createClient(options: OnceClientOptions = {}): OnceClient {
-  const fetch = options.fetch;
+  return browserClient(options, 'createClient');
+}
+
+function browserClient(options: OnceClientOptions, where: string): OnceClient {
+  // (null reaches createClientWith, which names it)
+  const fetch = options?.fetch;
   const resolved = typeof fetch === 'function' ? { ...options, fetch: unbound(fetch) } : options;
-  const client = createClientWith(resolved, { ...browserDefaults, exclusive: webLocks() });
+  const client = createClientWith(resolved, { ...browserDefaults, exclusive: webLocks() }, where);
   const wrapped = client.wrap();
   return {
     ...client,
@@ -88,7 +94,7 @@ export function createClient(options: OnceClientOptions = {}): OnceClient {
  * ```
  */
 export function wrapFetch(fetch: typeof globalThis.fetch, options: Omit<OnceClientOptions, 'fetch'> = {}): typeof globalThis.fetch {
-  return createClient({ ...options, fetch }).wrap();
+  return browserClient(wrapOptions(fetch, options), 'wrapFetch').wrap();
 }
 
 // Everything else is the same in every entry.

@@ -19,7 +19,7 @@ import { onceRun } from './engine/run-operation.js';
 import { applyEvent, isTerminal, recordId } from './operation/record.js';
 import type { OperationRecord, Scope } from './operation/record.js';
 import type { OnceClientOptions } from './options.js';
-import { resolveOptions } from './options.js';
+import { checkKeys, checkObject, checkStrings, resolveOptions } from './options.js';
 import type { OnceStore } from './stores/contract.js';
 import type { RecoverOptions, RecoveryReport } from './reconcile/recover.js';
 import { recover } from './reconcile/recover.js';
@@ -186,11 +186,20 @@ export interface PlatformDefaults {
   telemetry?: (() => Telemetry) | undefined;
 }
 
-/** @internal Builds a client on the given platform defaults. */
-export function createClientWith(options: OnceClientOptions, platform: PlatformDefaults): OnceClient {
-  const opts = resolveOptions(options, platform);
+/** @internal Builds a client on the given platform defaults; `where` (createClient, wrapFetch) names the caller in option errors. */
+export function createClientWith(options: OnceClientOptions, platform: PlatformDefaults, where?: string): OnceClient {
+  const opts = resolveOptions(options, platform, where);
   const engine = new Engine(opts, platform.exclusive, opts.telemetry ? platform.telemetry?.() : undefined);
-  const toScope = (s: ScopeInput): Scope => ({ tenant: s.tenant ?? opts.tenant, action: s.action, ref: s.ref });
+  /**
+   * A TypeError naming `client.<method>` for a scope that is not one. Other keys are let through: a
+   * run spec, a record, an error's `scope` or a recovery report's entry each names its scope.
+   */
+  const toScope = (method: string, s: ScopeInput): Scope => {
+    checkObject(`client.${method}`, 'scope', s);
+    const scope = { tenant: s.tenant ?? opts.tenant, action: s.action, ref: s.ref };
+    checkStrings(`client.${method}`, 'scope', scope);
+    return scope;
+  };
   const shutdown = shutdownOf(engine);
   const { admit } = shutdown;
   const client: OnceClient = {
@@ -198,13 +207,19 @@ export function createClientWith(options: OnceClientOptions, platform: PlatformD
     fetch: (input, init) => admit('fetch', () => onceFetch(engine, input, init)),
     wrap: () => ((input: string | URL | Request, init?: RequestInit) => admit('wrap', () => wrappedFetch(engine, input, init))) as typeof globalThis.fetch,
     run: (spec, effect) => admit('run', () => onceRun(engine, spec, effect)),
-    get: (scope) => admit('get', () => opts.store.get(recordId(toScope(scope)))),
-    cancel: (scope, o) => admit('cancel', () => cancel(engine, recordId(toScope(scope)), o?.waitMs ?? opts.inFlightWaitMs)),
+    // (async: a bad scope rejects, as every other method's bad argument does)
+    get: (scope) => admit('get', async () => opts.store.get(recordId(toScope('get', scope)))),
+    cancel: (scope, o) =>
+      admit('cancel', async () => {
+        const id = recordId(toScope('cancel', scope));
+        checkWaitOptions('cancel', o);
+        return cancel(engine, id, o?.waitMs ?? opts.inFlightWaitMs);
+      }),
     recover: (o) => admit('recover', () => recover(engine, o)),
     purge: () => admit('purge', () => opts.store.purge(opts.now())),
     explain: (scope) =>
       admit('explain', async () => {
-        const record = await opts.store.get(recordId(toScope(scope)));
+        const record = await opts.store.get(recordId(toScope('explain', scope)));
         if (record === undefined) return undefined;
         // explain() loads its code on first use: a browser bundle splits it off the entry. It shares no
         // module with the entry (see Facts.terminal), so the split adds no shared chunk to the page load.
@@ -212,7 +227,7 @@ export function createClientWith(options: OnceClientOptions, platform: PlatformD
         return explain(record, explainPolicy(opts, record.action, opts.now()));
       }),
     stats: () => ({ ...engine.stats }),
-    close: (o) => shutdown.close(o?.waitMs),
+    close: (o) => shutdown.close(o),
   };
   return client;
 }
@@ -235,7 +250,7 @@ function fanOut(signal: AbortSignal, n: number): { signals: AbortSignal[]; off: 
   return { signals: each.map((c) => c.signal), off: () => signal.removeEventListener('abort', abort) };
 }
 
-function shutdownOf(engine: Engine): { admit: <T>(method: string, start: () => Promise<T>) => Promise<T>; close: (waitMs: unknown) => Promise<void> } {
+function shutdownOf(engine: Engine): { admit: <T>(method: string, start: () => Promise<T>) => Promise<T>; close: (options: CloseOptions | undefined) => Promise<void> } {
   /** the client's calls in progress */
   const work = new Set<Promise<unknown>>();
   /** aborted when a close()'s `waitMs` runs out */
@@ -334,14 +349,15 @@ function shutdownOf(engine: Engine): { admit: <T>(method: string, start: () => P
       running.then(done, done);
       return running;
     },
-    close: (waitMs) => {
+    close: (options) => {
+      // (a rejection, as cancel's)
+      try {
+        checkWaitOptions('close', options);
+      } catch (error) {
+        return Promise.reject(error as Error);
+      }
+      const waitMs = options?.waitMs;
       if (waitMs !== undefined) {
-        // (a rejection, as cancel's)
-        try {
-          checkWaitMs('close', waitMs);
-        } catch (error) {
-          return Promise.reject(error as Error);
-        }
         // (each close()'s bound counts from that call; the first to run out stops the wait)
         const reason = new StoreError(`client.close({ waitMs: ${waitMs} }) stopped this work when its wait ran out, and closed the store`);
         if (waitMs === 0) stop.abort(reason);
@@ -350,6 +366,14 @@ function shutdownOf(engine: Engine): { admit: <T>(method: string, start: () => P
       return (closing ??= shutdown());
     },
   };
+}
+
+/** Throws a TypeError or RangeError naming `client.<method>` unless `options` is undefined or `{ waitMs? }` with a valid `waitMs`. */
+function checkWaitOptions(method: string, options: unknown): void {
+  if (options === undefined) return;
+  checkKeys(`client.${method}`, 'options', options, ['waitMs']);
+  const { waitMs } = options as CloseOptions;
+  if (waitMs !== undefined) checkWaitMs(method, waitMs);
 }
 
 /** Throws a TypeError or RangeError naming option `waitMs` of `client.<method>` unless it is a non-negative integer. */

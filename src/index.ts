@@ -23,6 +23,7 @@ import type { OnceClient } from './client.js';
 import { createClientWith } from './client.js';
 import { nodeDefaults } from './node-defaults.js';
 import type { OnceClientOptions } from './options.js';
+import { wrapOptions } from './options.js';
 
 /**
  * Creates a once-only client. On Node the store defaults to SQLite at
@@ -49,7 +50,7 @@ export function createClient(options: OnceClientOptions = {}): OnceClient {
  * ```
  */
 export function wrapFetch(fetch: typeof globalThis.fetch, options: Omit<OnceClientOptions, 'fetch'> = {}): typeof globalThis.fetch {
-  return createClient({ ...options, fetch }).wrap();
+  return createClientWith(wrapOptions(fetch, options), nodeDefaults, 'wrapFetch').wrap();
 }
 
 // Everything else is the same in every entry.

@@ -210,33 +210,70 @@ const optionsCheck = s.obj(
   true,
 );
 
-/** Throws a TypeError or RangeError naming the first bad option. */
+/** What a value is, for a message: `null`, `an array` or its `typeof`. */
+const got = (v: unknown): string => (v === null ? 'null' : Array.isArray(v) ? 'an array' : typeof v);
+
+/** Throws a TypeError naming `what` of `where` unless `value` is an object (not null, not an array). */
+export function checkObject(where: string, what: string, value: unknown): asserts value is Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new TypeError(`${where}: ${what} must be an object, got ${got(value)}`);
+}
+
+/** Throws a TypeError naming `<what>.<field>` of `where` for the first of `fields` that is not a non-empty string. */
+export function checkStrings(where: string, what: string, fields: Record<string, unknown>): void {
+  for (const [name, value] of Object.entries(fields)) if (typeof value !== 'string' || value === '') throw new TypeError(`${where}: ${what}.${name} must be a non-empty string`);
+}
+
+/**
+ * Throws a TypeError naming `what` of `where` unless `value` is an object whose own keys are all
+ * `known`, as createClient's options are checked: a misspelt key must not pass silently (`once:
+ * { reff }` minted a new ref per call, so each call made its own effect).
+ */
+export function checkKeys(where: string, what: string, value: unknown, known: readonly string[]): void {
+  checkObject(where, what, value);
+  const issue = s.unknownKeys(value, (k) => known.includes(k));
+  if (issue !== undefined) throw new TypeError(`${where}: ${what} ${issue.message}`);
+}
+
+/** Throws a TypeError or RangeError naming the first bad option; `undefined` is no options. */
 export function validateOptions(options: unknown, where: string): void {
-  const issue = optionsCheck(options ?? {});
+  if (options === undefined) return;
+  checkObject(where, 'options', options);
+  const issue = optionsCheck(options);
   if (!(issue instanceof s.Issue)) return;
   const path = issue.path.join('.');
   const message = `${where}: ${path === '' ? 'options' : `option "${path}"`} ${issue.message}`;
   throw issue.kind === 'range' ? new RangeError(message) : new TypeError(message);
 }
 
-/** Applies the defaults; `store` and `fetch` come from the platform entry. */
+/**
+ * `wrapFetch(fetch, options)` as createClient's options; a TypeError naming wrapFetch when `fetch`
+ * is not a function or `options` not an object (a spread would take null or 5 for no options).
+ */
+export function wrapOptions(fetch: unknown, options: unknown): OnceClientOptions {
+  if (typeof fetch !== 'function') throw new TypeError(`wrapFetch: fetch must be a function, got ${got(fetch)}`);
+  if (options !== undefined) checkObject('wrapFetch', 'options', options);
+  return { ...options, fetch: fetch as typeof globalThis.fetch };
+}
+
+/** Applies the defaults; `store` and `fetch` come from the platform entry. `where` names the caller in errors. */
 export function resolveOptions(
   options: OnceClientOptions,
   platform: { store: () => OnceStore; fetch: () => typeof globalThis.fetch },
+  where = 'createClient',
 ): ResolvedOptions {
-  validateOptions(options, 'createClient');
+  validateOptions(options, where);
   const retry = options.retry ?? {};
   const maxDelayMs = retry.maxDelayMs ?? 10 * SECOND;
   const baseDelayMs = retry.baseDelayMs ?? 200;
   if (baseDelayMs > maxDelayMs) {
-    throw new RangeError('createClient: option "retry.baseDelayMs" must not exceed "retry.maxDelayMs"');
+    throw new RangeError(`${where}: option "retry.baseDelayMs" must not exceed "retry.maxDelayMs"`);
   }
   // (each field alone is checked above; the pair here, defaults included, so the message names the options)
   if (retry.budget !== undefined && retry.budget !== false) {
     const reserve = retry.budget.reserve ?? BUDGET_DEFAULTS.reserve;
     const maxTokens = retry.budget.maxTokens ?? BUDGET_DEFAULTS.maxTokens;
     if (reserve > maxTokens) {
-      throw new RangeError(`createClient: option "retry.budget.reserve" (${reserve}) must not exceed "retry.budget.maxTokens" (${maxTokens})`);
+      throw new RangeError(`${where}: option "retry.budget.reserve" (${reserve}) must not exceed "retry.budget.maxTokens" (${maxTokens})`);
     }
   }
   const sensitive = ['authorization', 'cookie', 'proxy-authorization', 'set-cookie', 'set-cookie2'];

@@ -148,10 +148,7 @@ export function obj<S extends Shape>(shape: S, strict = false): Check<ObjectOf<S
     }
     let own = 0;
     for (const key in o) if (hasOwn.call(o, key)) own++;
-    if (own > present && strict) {
-      const unknown = Object.keys(o).filter((k) => !hasOwn.call(shape, k));
-      return new Issue(`has unknown keys ${unknown.join(', ')}`, 'keys');
-    }
+    if (own > present && strict) return unknownKeys(o, (k) => hasOwn.call(shape, k))!;
     const proto: unknown = Object.getPrototypeOf(o);
     if (!changed && own === present && (proto === Object.prototype || proto === null)) return o as ObjectOf<S>;
     // A stripped or converted copy; the checks are pure, so running them again is safe (and rare).
@@ -159,4 +156,10 @@ export function obj<S extends Shape>(shape: S, strict = false): Check<ObjectOf<S
     for (let i = 0; i < keys.length; i++) if (keys[i]! in o) out[keys[i]!] = checks[i]!(o[keys[i]!]);
     return out as ObjectOf<S>;
   };
+}
+
+/** The issue naming the own keys of `o` that are not `known`, or undefined when there are none. */
+export function unknownKeys(o: object, known: (key: string) => boolean): Issue | undefined {
+  const unknown = Object.keys(o).filter((k) => !known(k));
+  return unknown.length === 0 ? undefined : new Issue(`has unknown keys ${unknown.join(', ')}`, 'keys');
 }

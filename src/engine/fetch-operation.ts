@@ -16,6 +16,7 @@ import type { Scope } from '../operation/record.js';
 import { buildResponse, responseSnapshot } from '../operation/snapshot.js';
 import type { LiveBody } from '../operation/snapshot.js';
 import type { ResolvedOptions } from '../options.js';
+import { checkKeys } from '../options.js';
 import type { LookupFn, SnapshotLookup } from '../reconcile/lookup.js';
 import type { AttemptContext, AttemptOutcome, Engine, OperationSpec } from './execute.js';
 import { lateCalls } from './late-call.js';
@@ -206,10 +207,14 @@ export function quoteKey(key: string): string {
   return `"${key.replace(/["\\]/g, '\\$&')}"`;
 }
 
-/** `once` as given: `true`/`undefined` (defaults) or an options object whose fields have their types. */
+/** Every key of {@link OnceOptions} (wrap.ts reads `ref` too): any other is a misspelling, refused. */
+const ONCE_KEYS = ['action', 'ref', 'tenant', 'lookup', 'classify', 'signal'];
+
+/** `once` as given: `true`/`undefined` (defaults) or an options object with only its keys, whose fields have their types. */
 function checkOnce(once: OnceOptions | boolean | undefined): OnceOptions {
   if (once === undefined || once === true) return {};
   if (typeof once !== 'object' || once === null) throw new TypeError(`client.fetch: once must be an options object, true or false, got ${once === null ? 'null' : typeof once}`);
+  checkKeys('client.fetch', 'once', once, ONCE_KEYS);
   for (const name of ['tenant', 'action', 'ref'] as const) {
     const value: unknown = once[name];
     if (value !== undefined && (typeof value !== 'string' || value === '')) throw new TypeError(`client.fetch: once.${name} must be a non-empty string`);

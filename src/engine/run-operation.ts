@@ -15,6 +15,7 @@ import { errorSnapshot, unstoredBytes, valueSnapshot } from '../operation/snapsh
 import type { LookupContext, SnapshotLookup } from '../reconcile/lookup.js';
 import type { AttemptContext, AttemptOutcome, Engine } from './execute.js';
 import { lateCalls } from './late-call.js';
+import { checkKeys, checkStrings } from '../options.js';
 
 /**
  * What `client.run` needs to know about the effect.
@@ -198,11 +199,13 @@ async function askForValue(
 }
 
 /** `client.run`. */
+/** Every key of {@link RunSpec}: any other is a misspelling, refused. */
+const SPEC_KEYS = ['action', 'ref', 'tenant', 'key', 'payload', 'lookup', 'classify', 'signal'];
+
 export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx: RunContext) => Promise<T>): Promise<T> {
+  checkKeys('client.run', 'spec', spec, SPEC_KEYS);
   const scope: Scope = { tenant: spec.tenant ?? engine.opts.tenant, action: spec.action, ref: spec.ref };
-  for (const [name, value] of Object.entries({ action: spec.action, ref: spec.ref })) {
-    if (typeof value !== 'string' || value === '') throw new TypeError(`client.run: spec.${name} must be a non-empty string`);
-  }
+  checkStrings('client.run', 'spec', { action: spec.action, ref: spec.ref });
   if (spec.key !== undefined && (typeof spec.key !== 'string' || spec.key === '')) throw new TypeError('client.run: spec.key must be a non-empty string (or left out: oncefetch mints one)');
   if (typeof effect !== 'function') throw new TypeError('client.run: effect must be a function');
   const fingerprint = await fingerprintPayload(spec.payload ?? null);

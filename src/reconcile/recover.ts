@@ -19,6 +19,7 @@ import { applyEvent, resendNeedsDedupe, scopeOfId } from '../operation/record.js
 import type { OperationRecord, Scope } from '../operation/record.js';
 import type { CorruptRow, OnceStore } from '../stores/contract.js';
 import { reconcile, settledAt } from './lookup.js';
+import { checkKeys } from '../options.js';
 
 /**
  * What `client.recover()` did, per operation scope. `absent` operations wait
@@ -194,6 +195,7 @@ async function releaseTaken(engine: Engine, taken: OperationRecord, owner: strin
 
 /** Reconciles stale `in_flight`/`ambiguous` records, and `pending` ones only a dedupe this client does not trust cleared. */
 export async function recover(engine: Engine, options: RecoverOptions = {}): Promise<RecoveryReport> {
+  checkKeys('client.recover', 'options', options, ['limit', 'signal', 'tenant']);
   const { store, now, leaseMs, lookups } = engine.opts;
   // Its own lease holder: a call of this client that meets a record recover() holds waits for it,
   // as it would for another process, instead of sharing the lease and racing its writes.
