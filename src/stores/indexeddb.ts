@@ -25,6 +25,7 @@
  */
 import { get, promisifyRequest, type UseStore } from 'idb-keyval';
 import { StoreError } from '../errors.js';
+import { checkKeys } from '../options.js';
 import type { OperationRecord } from '../operation/record.js';
 import { TERMINAL_STATES, scopeOfId } from '../operation/record.js';
 import type { ClaimResult, CompareAndSetResult, ListQuery, OnceStore } from './contract.js';
@@ -128,6 +129,7 @@ const isRow = (value: unknown): value is Row =>
  * ```
  */
 export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
+  checkKeys('indexedDbStore', 'options', options, ['dbName', 'storeName', 'durability', 'groupCommit']);
   const dbName = options.dbName ?? 'oncefetch';
   const storeName = options.storeName ?? 'records';
   const durability = options.durability ?? 'strict';

@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { checkKeys } from '../options.js';
 import type { OperationRecord } from '../operation/record.js';
 import { isTerminal } from '../operation/record.js';
 import type { ClaimResult, CompareAndSetResult, ListQuery, OnceStore } from './contract.js';
@@ -32,14 +33,16 @@ interface Row extends RecordColumns {
 const rowsOf = new WeakMap<OnceStore, Map<string, Row>>();
 
 /**
- * Creates an in-memory {@link OnceStore}. Nothing survives the process.
+ * Creates an in-memory {@link OnceStore}. Nothing survives the process. It takes no options: an
+ * object with a key (`{ path }`, expecting a file) is a TypeError, not a store that forgets.
  *
  * @example
  * ```ts
  * const client = createClient({ tenant: 't1', store: memoryStore() });
  * ```
  */
-export function memoryStore(): OnceStore {
+export function memoryStore(options?: Record<string, never>): OnceStore {
+  if (options !== undefined) checkKeys('memoryStore', 'options', options, []);
   // Its own name: it shares its records with no other store, so its records' Web Locks are shared with none either
   // (two tabs' or two clients' memory stores never wait on each other for one scope).
   const name = `memory:${Math.random().toString(36).slice(2, 10)}`;

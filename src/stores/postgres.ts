@@ -31,6 +31,7 @@ import {
 } from './common.js';
 import { TERMINAL_SQL, migrate, names, storeError, type Names, type PostgresPool } from './postgres-schema.js';
 import { installRecordPrecheck } from '../operation/record-shape.js';
+import { checkKeys } from '../options.js';
 
 // Node entry point: the exact-shape pre-check in front of the record schema (record.ts, usePrecheck).
 installRecordPrecheck();
@@ -173,9 +174,23 @@ function identifier(value: string | undefined, fallback: string, option: string,
 }
 
 function resolveOptions(options: PostgresStoreOptions): Resolved {
-  if (typeof options !== 'object' || options === null) throw new TypeError('postgresStore: options are required');
+  checkKeys('postgresStore', 'options', options, [
+    'pool',
+    'connectionString',
+    'schema',
+    'table',
+    'poolMax',
+    'connectTimeoutMs',
+    'statementTimeoutMs',
+    'queryTimeoutMs',
+    'purgeBatchSize',
+  ]);
   const hasPool = options.pool !== undefined;
   const hasUrl = options.connectionString !== undefined;
+  // `{ connectionString: process.env.DATABASE_URL }` with the variable unset: say that, not "pass one"
+  if (!hasPool && !hasUrl && Object.hasOwn(options, 'connectionString')) {
+    throw new TypeError('postgresStore: connectionString is undefined; pass a connection string or a pool');
+  }
   if (hasPool === hasUrl) throw new TypeError('postgresStore: pass exactly one of pool and connectionString');
   if (hasPool && (typeof options.pool?.query !== 'function' || typeof options.pool.connect !== 'function')) {
     throw new TypeError('postgresStore: pool must be a pg.Pool (with query and connect)');

@@ -12,6 +12,7 @@ import { dirname, resolve } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
 import { StoreError, isOnceError } from '../errors.js';
 import { TERMINAL_STATES } from '../operation/record.js';
+import { checkKeys } from '../options.js';
 import type { SqliteStoreOptions } from './sqlite.js';
 
 type Database = BetterSqlite3.Database;
@@ -124,7 +125,7 @@ export interface Resolved {
 
 /** Validates options: a bad one is a `TypeError`/`RangeError` naming it. */
 export function resolveOptions(options: SqliteStoreOptions): Resolved {
-  if (typeof options !== 'object' || options === null) throw new TypeError('sqliteStore: options are required');
+  checkKeys('sqliteStore', 'options', options, ['path', 'durability', 'busyTimeoutMs', 'database']);
   if (typeof options.path !== 'string' || options.path.length === 0) {
     throw new TypeError('sqliteStore: path must be a non-empty string');
   }

@@ -1,0 +1,39 @@
+/**
+ * The store factories' options: a misspelt key is a TypeError naming it (as createClient's
+ * options), null is a TypeError, and postgresStore says when its connectionString is undefined
+ * (`process.env.DATABASE_URL` unset) instead of "pass exactly one of pool and connectionString".
+ */
+import { describe, expect, it } from 'vitest';
+import { memoryStore } from '../../src/index.js';
+import { indexedDbStore } from '../../src/stores/indexeddb.js';
+import { postgresStore } from '../../src/stores/postgres.js';
+import { sqliteStore } from '../../src/stores/sqlite.js';
+
+function thrown(fn: () => unknown): Error {
+  try {
+    fn();
+  } catch (error) {
+    return error as Error;
+  }
+  return new Error('expected a throw');
+}
+
+describe('store factories', () => {
+  it.each<[string, () => unknown, string]>([
+    ['sqliteStore({ durabilty })', () => sqliteStore({ path: ':memory:', durabilty: 'power-loss' } as never), 'sqliteStore: options has unknown keys durabilty'],
+    ['indexedDbStore({ dbname })', () => indexedDbStore({ dbname: 'shop' } as never), 'indexedDbStore: options has unknown keys dbname'],
+    ['indexedDbStore(null)', () => indexedDbStore(null as never), 'indexedDbStore: options must be an object, got null'],
+    ['postgresStore({ scheme })', () => postgresStore({ connectionString: 'postgres://db/app', scheme: 'agents' } as never), 'postgresStore: options has unknown keys scheme'],
+    ['memoryStore({ path })', () => memoryStore({ path: './x.db' } as never), 'memoryStore: options has unknown keys path'],
+  ])('%s is a TypeError naming the key', (_label, make, message) => {
+    const error = thrown(make);
+    expect(error).toBeInstanceOf(TypeError);
+    expect(error.message).toBe(message);
+  });
+
+  it('postgresStore({ connectionString: undefined }) says so, not "pass exactly one"', () => {
+    const error = thrown(() => postgresStore({ connectionString: process.env['ONCEFETCH_TEST_UNSET_VARIABLE'] }));
+    expect(error).toBeInstanceOf(TypeError);
+    expect(error.message).toBe('postgresStore: connectionString is undefined; pass a connection string or a pool');
+  });
+});
