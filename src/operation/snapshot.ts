@@ -127,6 +127,12 @@ export function errorSnapshot(message: string, status: number, maxStoredBodyByte
 }
 
 const NULL_BODY_STATUS = new Set([101, 103, 204, 205, 304]);
+/**
+ * A Content-Encoding (lower-cased) made only of codings every fetch decodes (browsers', undici's), so that a body under it
+ * was handed over decoded; fetch hands a body under any other list over as received. zstd, last (applied last), is
+ * captured: only some fetches decode it (Chromium, Firefox, Node's where node:zlib has it).
+ */
+const FETCH_DECODES = /^(?:\s*(?:(?:x-)?gzip|deflate|br)\s*,)*\s*(?:(?:x-)?gzip|deflate|br|(zstd))\s*$/;
 
 /** The live result of one attempt: the body read whole and the headers as received (secrets included). */
 export interface LiveBody {
@@ -147,17 +153,21 @@ export function buildResponse(snapshot: ResultSnapshot, live: LiveBody | undefin
   const headers = new Headers(live?.headers ?? snapshot.headers);
   // Response copies the bytes it is given, so one live body can serve several callers.
   const bytes = (live?.bytes ?? fromBase64(snapshot.body)) as Uint8Array<ArrayBuffer>;
-  // The body we hand back is already decoded and complete (or capped); stale framing headers would lie.
+  // The body we hand back is complete (or capped), and decoded where fetch decodes; stale framing headers would lie.
   // A Content-Length that still describes it is kept: the bytes as received, or none (a HEAD, a 304).
+  // A Content-Encoding fetch did not decode (`compress`) still says what the body is: kept, as fetch keeps it.
   // The body given is cut only where it is the stored one, or a stream's empty stand-in for a call that
   // joined it: the live bytes (the live caller's, and a joined call's) are whole.
   const cut = snapshot.bodyTruncated && (live === undefined || (live.stream !== undefined && replayed));
   const length = headers.get('content-length');
-  const encoding = headers.get('content-encoding');
-  if ((encoding !== null && encoding.trim().toLowerCase() !== 'identity') || cut || (bytes.byteLength !== 0 && length !== String(bytes.byteLength))) {
+  const encoding = headers.get('content-encoding')?.toLowerCase() ?? '';
+  const coded = FETCH_DECODES.exec(encoding);
+  // (a zstd body tells whether this fetch decoded it: still a zstd frame when it did not)
+  const decoded = coded !== null && (coded[1] === undefined || bytes[0] !== 0x28 || bytes[1] !== 0xb5 || bytes[2] !== 0x2f || bytes[3] !== 0xfd);
+  if (decoded || cut || (bytes.byteLength !== 0 && length !== String(bytes.byteLength))) {
     headers.delete('content-length');
   }
-  headers.delete('content-encoding');
+  if (decoded || /^\s*(?:identity)?\s*$/.test(encoding)) headers.delete('content-encoding');
   headers.delete('transfer-encoding');
   if (replayed) headers.set(REPLAYED_HEADER, 'true');
   // A cut body says so to every call it answers: a replay, a joined call of a stream, or the call whose

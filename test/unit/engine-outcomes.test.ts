@@ -941,6 +941,29 @@ describe('content-length', () => {
     }
   });
 
+  // Regression (user trial): the content-encoding of a body fetch hands over as received (a coding it
+  // does not decode) was deleted all the same, so nothing said the body was still encoded.
+  it('a body fetch did not decode keeps its encoding (and a length that matches), live and replayed; zstd only where still a zstd frame', async () => {
+    const frame = new Uint8Array([0x28, 0xb5, 0x2f, 0xfd, 0x20, 0x02, 0x11, 0x00, 0x00, 0x6f, 0x6b]);
+    const cases: Array<[encoding: string, body: Uint8Array<ArrayBuffer>, kept: boolean]> = [
+      ['compress', new TextEncoder().encode('as sent'), true],
+      ['gzip, identity', new TextEncoder().encode('as sent'), true],
+      ['zstd', frame, true],
+      ['gzip, zstd', frame, true],
+      ['zstd', new TextEncoder().encode('{"id":"o-1"}'), false],
+      ['zstd, gzip', new TextEncoder().encode('{"id":"o-1"}'), true],
+    ];
+    for (const [encoding, body, kept] of cases) {
+      const { fetch } = scriptedFetch([new Response(body, { status: 201, headers: { 'content-encoding': encoding, 'content-length': String(body.byteLength) } })]);
+      const { client } = makeClient(fetch);
+      for (let i = 0; i < 2; i++) {
+        const res = await client.fetch(URL_ORDERS, orderInit());
+        expect([encoding, res.headers.get('content-encoding'), lengthOf(res)]).toEqual([encoding, kept ? encoding : null, kept ? String(body.byteLength) : null]);
+        expect(new Uint8Array(await res.arrayBuffer())).toEqual(body);
+      }
+    }
+  });
+
   it('a replay whose stored body was capped loses it; the live answer keeps it', async () => {
     const body = 'x'.repeat(100);
     const { fetch } = scriptedFetch([new Response(body, { status: 201, headers: { 'content-length': '100' } })]);
