@@ -7,7 +7,9 @@
  * @module
  */
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
+import { pipeline, Transform } from 'node:stream';
+import type { Readable, TransformCallback } from 'node:stream';
+import zlib from 'node:zlib';
 import { Agent, fetch as undiciFetch, request } from 'undici';
 import type { Dispatcher } from 'undici';
 import { FAILED_AFTER_RESPONSE } from './classify/network-error.js';
@@ -123,10 +125,68 @@ function answerNoted(handler: Dispatcher.DispatchHandler, onAnswer: () => void):
   return out as Dispatcher.DispatchHandler;
 }
 
+/** What a body read fails with when the body breaks off (or fails to decode), as from fetch. */
+function bodyFailure(error: unknown, signal: AbortSignal | null | undefined): unknown {
+  return signal?.aborted === true ? signal.reason : new TypeError('terminated', { cause: error });
+}
+
 /** A body stream that fails like fetch's does when the connection breaks mid-body. */
 function failedBody(error: unknown, signal: AbortSignal | null | undefined): ReadableStream<Uint8Array> {
-  const reason = signal?.aborted === true ? signal.reason : new TypeError('terminated', { cause: error });
+  const reason = bodyFailure(error, signal);
   return new ReadableStream({ start: (controller) => controller.error(reason) });
+}
+
+/** As undici's fetch: more content codings than this fail the request (a decoder chain is resources). */
+const MAX_CODINGS = 5;
+/** As undici's fetch (and curl): lenient with a stream that ends without its trailer. */
+const LENIENT = { flush: zlib.constants.Z_SYNC_FLUSH, finishFlush: zlib.constants.Z_SYNC_FLUSH };
+
+/** `deflate` as undici's fetch takes it: zlib-wrapped or, as some servers send it, raw; its first byte tells. */
+class Inflate extends Transform {
+  #inner: zlib.Inflate | zlib.InflateRaw | undefined;
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, done: TransformCallback): void {
+    if (this.#inner === undefined) {
+      if (chunk.byteLength === 0) return done();
+      const inner = ((chunk[0] ?? 0) & 0x0f) === 0x08 ? zlib.createInflate(LENIENT) : zlib.createInflateRaw(LENIENT);
+      inner.on('data', (data: Buffer) => this.push(data));
+      inner.on('error', (error) => this.destroy(error));
+      this.#inner = inner;
+    }
+    this.#inner.write(chunk, () => done());
+  }
+
+  override _flush(done: TransformCallback): void {
+    if (this.#inner === undefined) return done();
+    this.#inner.once('end', () => done());
+    this.#inner.end();
+  }
+}
+
+const zstd = (zlib as { createZstdDecompress?: (options: object) => Transform }).createZstdDecompress;
+const zstdConstants = zlib.constants as Partial<Record<string, number>>;
+
+/** The decoders of the content codings undici's fetch decodes (zstd where node:zlib has it, as there). */
+const DECODERS = new Map<string, () => Transform>([
+  ['gzip', () => zlib.createGunzip(LENIENT)],
+  ['x-gzip', () => zlib.createGunzip(LENIENT)],
+  ['deflate', () => new Inflate()],
+  ['br', () => zlib.createBrotliDecompress({ flush: zlib.constants.BROTLI_OPERATION_FLUSH, finishFlush: zlib.constants.BROTLI_OPERATION_FLUSH })],
+]);
+if (zstd !== undefined) DECODERS.set('zstd', () => zstd({ flush: zstdConstants['ZSTD_e_continue'], finishFlush: zstdConstants['ZSTD_e_end'] }));
+
+/**
+ * The decoders a body under `Content-Encoding: header` goes through, as undici's fetch picks them: the last coding
+ * (applied last) first; none when a coding is one it does not know (the body is handed over as received).
+ */
+function decoders(codings: readonly string[]): Transform[] {
+  const makers: Array<() => Transform> = [];
+  for (let i = codings.length - 1; i >= 0; i--) {
+    const make = DECODERS.get((codings[i] ?? '').trim());
+    if (make === undefined) return [];
+    makers.push(make);
+  }
+  return makers.map((make) => make());
 }
 
 /**
@@ -143,7 +203,11 @@ function failedBody(error: unknown, signal: AbortSignal | null | undefined): Rea
  * rejects with `signal.reason`, a body cut short fails its read with
  * `TypeError('terminated')`. Unlike fetch, it does not ask for compressed
  * responses; a request that sets `accept-encoding` goes to undici's `fetch`,
- * which decodes what comes back;
+ * which decodes what comes back. A server that compresses unasked gets its
+ * body decoded as undici's fetch decodes it (gzip, x-gzip, deflate, br, zstd
+ * where node:zlib has it, a list of them; any other coding is handed over as
+ * received), the headers left as received; a body that fails to decode fails
+ * its read with `TypeError('terminated')`;
  * small bodies (`content-length` ≤ 64 KiB) are read before the promise resolves.
  *
  * @example
@@ -343,14 +407,19 @@ const unreachable = new FinalizationRegistry<Readable>(discard);
  * stream does it), and one never read keeps its connection for good. A cancel here destroys the
  * body, as a collection of the stream unread does, as fetch's own Response does.
  */
-function webBody(body: Readable): ReadableStream<Uint8Array> {
+function webBody(body: Readable, failure: (error: unknown) => unknown = (error) => error): ReadableStream<Uint8Array> {
   const chunks = body[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
   const token = {};
   const stream = new ReadableStream<Uint8Array>(
     {
       pull: async (controller) => {
-        // (a body that fails rejects here: the stream errors with undici's error, as toWeb's did)
-        const next = await chunks.next();
+        // (a body that fails rejects here: the stream errors with undici's error, as toWeb's did, or with what `failure` makes of it)
+        let next: IteratorResult<Buffer>;
+        try {
+          next = await chunks.next();
+        } catch (error) {
+          throw failure(error);
+        }
         if (next.done === true) {
           unreachable.unregister(token);
           controller.close();
@@ -369,14 +438,30 @@ function webBody(body: Readable): ReadableStream<Uint8Array> {
   return stream;
 }
 
+/** The content codings of `header`, lower-cased; more than fetch takes fail the request (its body closed): it was answered. */
+function codings(header: string | string[], body: Readable, signal: AbortSignal | undefined): string[] {
+  const list = (typeof header === 'string' ? header : header.join(', ')).toLowerCase().split(',');
+  if (list.length <= MAX_CODINGS) return list;
+  discard(body);
+  throw networkError(afterResponse(new Error(`too many content-encodings in response: ${list.length}, maximum allowed is ${MAX_CODINGS}`)), signal);
+}
+
 async function toResponse(res: Dispatcher.ResponseData, method: string, url: string, redirected: boolean, signal: AbortSignal | undefined): Promise<Response> {
   const status = res.statusCode;
   const init: ResponseInit = { status, statusText: (res as { statusText?: string }).statusText ?? '', headers: responseHeaders(res.headers) };
   let response: Response;
   const length = Number(res.headers['content-length']);
-  if (NULL_BODY_STATUS.has(status) || method === 'HEAD') {
+  const nullBody = NULL_BODY_STATUS.has(status) || method === 'HEAD';
+  const encoding = nullBody ? undefined : res.headers['content-encoding'];
+  // Decoded as fetch decodes it (the headers stay as received, as from fetch): a server may compress unasked.
+  const decode = encoding === undefined ? [] : decoders(codings(encoding, res.body, signal));
+  if (nullBody) {
     await res.body.dump().catch(() => undefined);
     response = new Response(null, init);
+  } else if (decode.length > 0) {
+    // (streamed through the decoders whatever its size; one that fails to decode fails its read, as one cut short)
+    const decoded = pipeline([res.body, ...decode], () => undefined) as unknown as Readable;
+    response = new Response(webBody(decoded, (error) => bodyFailure(error, signal)), init);
   } else if (Number.isSafeInteger(length) && length <= BUFFERED_BODY_BYTES) {
     // Small and framed: read it now, which is what makes this path cheap.
     let bytes: Uint8Array<ArrayBuffer> | undefined;
