@@ -405,20 +405,21 @@ const unreachable = new FinalizationRegistry<Readable>(discard);
  * while data still arrives throws ERR_INVALID_STATE ("Controller is already closed") as an
  * uncaught exception, which ends the process (nodejs/node#54205; a caller stopping an event
  * stream does it), and one never read keeps its connection for good. A cancel here destroys the
- * body, as a collection of the stream unread does, as fetch's own Response does.
+ * body, as a collection of the stream unread does, as fetch's own Response does. A read that fails
+ * rejects as fetch's does: `TypeError('terminated')` (cause undici's or zlib's error), or `signal.reason`.
  */
-function webBody(body: Readable, failure: (error: unknown) => unknown = (error) => error): ReadableStream<Uint8Array> {
+function webBody(body: Readable, signal: AbortSignal | undefined): ReadableStream<Uint8Array> {
   const chunks = body[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
   const token = {};
   const stream = new ReadableStream<Uint8Array>(
     {
       pull: async (controller) => {
-        // (a body that fails rejects here: the stream errors with undici's error, as toWeb's did, or with what `failure` makes of it)
+        // (a body that fails, cut short or failing to decode, rejects here: the stream errors as fetch's does)
         let next: IteratorResult<Buffer>;
         try {
           next = await chunks.next();
         } catch (error) {
-          throw failure(error);
+          throw bodyFailure(error, signal);
         }
         if (next.done === true) {
           unreachable.unregister(token);
@@ -461,7 +462,7 @@ async function toResponse(res: Dispatcher.ResponseData, method: string, url: str
   } else if (decode.length > 0) {
     // (streamed through the decoders whatever its size; one that fails to decode fails its read, as one cut short)
     const decoded = pipeline([res.body, ...decode], () => undefined) as unknown as Readable;
-    response = new Response(webBody(decoded, (error) => bodyFailure(error, signal)), init);
+    response = new Response(webBody(decoded, signal), init);
   } else if (Number.isSafeInteger(length) && length <= BUFFERED_BODY_BYTES) {
     // Small and framed: read it now, which is what makes this path cheap.
     let bytes: Uint8Array<ArrayBuffer> | undefined;
@@ -476,7 +477,7 @@ async function toResponse(res: Dispatcher.ResponseData, method: string, url: str
     }
     response = bytes === undefined ? new Response(failedBody(failure, signal), init) : new BufferedResponse(bytes, init);
   } else {
-    response = new Response(webBody(res.body), init);
+    response = new Response(webBody(res.body, signal), init);
   }
   Object.defineProperty(response, 'url', { value: url });
   if (redirected) Object.defineProperty(response, 'redirected', { value: true });

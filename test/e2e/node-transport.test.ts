@@ -52,10 +52,15 @@ function handle(req: IncomingMessage, res: ServerResponse, body: string): void {
       res.end(Buffer.alloc(200_000, 7));
       return;
     case '/truncated':
-      res.writeHead(200, { 'content-type': 'application/json', 'content-length': '100' });
+    case '/truncated-chunked':
+    case '/truncated-large': {
+      // framed and small (read whole by the transport), chunked, framed and large (both streamed)
+      const length = { '/truncated': '100', '/truncated-chunked': undefined, '/truncated-large': String(200_000) }[url.pathname];
+      res.writeHead(200, { 'content-type': 'application/json', ...(length === undefined ? {} : { 'content-length': length }) });
       res.write('{"partial":');
       setTimeout(() => res.socket?.destroy(), 5);
       return;
+    }
     case '/slow':
       setTimeout(() => {
         if (!res.destroyed) res.end('late');
@@ -281,8 +286,10 @@ describe('requestFetch (the default Node transport)', () => {
     expect(classifyError(error, 'awaiting_response').class).toBe('not_sent');
   });
 
-  it('a body cut short fails its read with TypeError("terminated"), classified ambiguous', async () => {
-    const res = await fetch(`${base}/truncated`, { method: 'POST', body: '{}' });
+  // Regression (review): a streamed body (chunked, or framed over 64 KiB) failed its read with undici's own
+  // SocketError ('other side closed'), not fetch's TypeError('terminated'); only a buffered one said 'terminated'.
+  it.each(['/truncated', '/truncated-chunked', '/truncated-large'])('a body cut short fails its read with TypeError("terminated"), classified ambiguous (%s)', async (path) => {
+    const res = await fetch(`${base}${path}`, { method: 'POST', body: '{}' });
     expect(res.status).toBe(200);
     const error = await res.arrayBuffer().then(
       () => undefined,
@@ -290,6 +297,7 @@ describe('requestFetch (the default Node transport)', () => {
     );
     expect(error).toBeInstanceOf(TypeError);
     expect((error as Error).message).toBe('terminated');
+    expect(((error as Error).cause as { code?: string } | undefined)?.code).toBe('UND_ERR_SOCKET');
     expect(classifyError(error, 'reading_body').class).toBe('ambiguous');
     expect(classifyError(error, 'awaiting_response').class).toBe('ambiguous');
   });
