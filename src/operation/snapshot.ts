@@ -162,8 +162,11 @@ export function buildResponse(snapshot: ResultSnapshot, live: LiveBody | undefin
   const length = headers.get('content-length');
   const encoding = headers.get('content-encoding')?.toLowerCase() ?? '';
   const coded = FETCH_DECODES.exec(encoding);
-  // (a zstd body tells whether this fetch decoded it: still a zstd frame when it did not)
-  const decoded = coded !== null && (coded[1] === undefined || bytes[0] !== 0x28 || bytes[1] !== 0xb5 || bytes[2] !== 0x2f || bytes[3] !== 0xfd);
+  // A live stream goes to its caller unread: its bytes are an empty stand-in here.
+  const streamed = live?.stream !== undefined && !replayed;
+  // (a zstd body tells whether this fetch decoded it: still a zstd frame when it did not; a live stream's
+  // does not, and keeps the header as fetch gave it)
+  const decoded = coded !== null && (coded[1] === undefined || (!streamed && (bytes[0] !== 0x28 || bytes[1] !== 0xb5 || bytes[2] !== 0x2f || bytes[3] !== 0xfd)));
   if (decoded || cut || (bytes.byteLength !== 0 && length !== String(bytes.byteLength))) {
     headers.delete('content-length');
   }
@@ -175,7 +178,7 @@ export function buildResponse(snapshot: ResultSnapshot, live: LiveBody | undefin
   if (cut) headers.set(TRUNCATED_HEADER, 'true');
   const init: ResponseInit = { status: snapshot.status, statusText: snapshot.statusText, headers };
   // A live stream has one reader: the live caller; joined callers get the (truncated) snapshot.
-  const body = live?.stream !== undefined && !replayed ? live.stream : bytes;
+  const body = streamed ? live.stream : bytes;
   const response = new Response(NULL_BODY_STATUS.has(snapshot.status) ? null : body, init);
   // The live caller sees where the request ended up, as from fetch (a replay has no live URL).
   if (live?.url !== undefined && live.url !== '') Object.defineProperty(response, 'url', { value: live.url });
