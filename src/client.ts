@@ -349,7 +349,11 @@ function shutdownOf(engine: Engine): { admit: <T>(method: string, start: () => P
       running.then(done, done);
       return running;
     },
-    close: (options) => {
+    close: (given) => {
+      // Passed as an event handler (`process.on('SIGTERM', client.close)`, a page's `pagehide`), it gets
+      // the signal's name or the event: no options. A plain object is options, checked.
+      const proto: unknown = typeof given === 'object' && given !== null ? Object.getPrototypeOf(given) : undefined;
+      const options = proto === Object.prototype || proto === null ? given : undefined;
       // (a rejection, as cancel's)
       try {
         checkWaitOptions('close', options);

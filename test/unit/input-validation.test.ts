@@ -102,6 +102,21 @@ describe('unknown keys in per-call options', () => {
   });
 });
 
+describe('close() passed as an event handler', () => {
+  // `process.on('SIGTERM', client.close)` calls it with the signal's name, a page's
+  // `addEventListener('pagehide', client.close)` with the event (an object, `isTrusted` its own key):
+  // no options, and the client closes, as before unknown keys were refused.
+  it.each<[string, unknown]>([
+    ["a signal's name", 'SIGTERM'],
+    ['an event', new Event('pagehide')],
+    ['an event with an own isTrusted, as a browser gives', Object.defineProperty(new Event('pagehide'), 'isTrusted', { value: true, enumerable: true })],
+  ])('given %s, it closes the client', async (_label, arg) => {
+    const { client } = counted();
+    await expect((client.close as (a: unknown) => Promise<void>)(arg)).resolves.toBeUndefined();
+    await expect(client.get({ action: 'a', ref: 'r' })).rejects.toThrow(/after client.close\(\)/);
+  });
+});
+
 describe('scopes given to get, cancel and explain', () => {
   it.each<[string, unknown, string]>([
     ['{}', {}, 'scope.action must be a non-empty string'],
