@@ -164,7 +164,8 @@ export class Engine {
   private readonly unrecorded = new WeakSet<OperationRecord>();
   /**
    * By call (its deadline): the success this call's own attempt got whose write lost the lease to
-   * another owner, or which the store failed to keep on that owner's record (see `sendOnce`). The
+   * another owner, or which the store failed to keep on that owner's record (see `sendOnce`); or its
+   * lookup's "found", proof of the effect all the same, whose write so lost the lease (see `reconcileOwned`). The
    * call follows that owner, and never sends again. `key`: the key it was sent with (a record deleted
    * and claimed afresh has another); `recorded`: the record this call settled with it (see
    * `reconcileOwned`).
@@ -735,7 +736,7 @@ export class Engine {
       // the record (a store error): kept now, before anything else, or the record would read as cleared
       // for a send (or a cancel) and the next call would run the effect again.
       if (held && !lateSuccess(rec)) {
-        const detail = "late success outcome (this call's attempt; its write lost the lease to another owner)";
+        const detail = `late success outcome (this call's ${this.held.get(deadline)?.snapshot?.source === 'lookup' ? 'lookup found it' : 'attempt'}; its write lost the lease to another owner)`;
         await this.known(owned, deadline.signal, { type: 'evidence', kind: 'late_response', detail, status: this.held.get(deadline)?.snapshot?.status ?? null, reopen: true });
         continue;
       }
@@ -1084,7 +1085,14 @@ export class Engine {
     switch (result.kind) {
       case 'found': {
         const found: RecordEvent = { type: 'lookup_found', result: result.snapshot, detail: result.detail };
-        return record(found, this.settle(owned, found), true);
+        return record(found, this.settle(owned, found), true).catch((error: unknown) => {
+          // Its write lost the lease to another owner (not refused on a record that moved under ours: a
+          // never_sent closed the attempt): the call follows (see `run`) holding this proof of the effect as
+          // it holds its own success (`held`), so that an "absent" a later owner wrote (a lookup not caught
+          // up) does not clear the record for its send.
+          if (isA(error, LeaseLostError) && error.current.lease?.owner !== owned.owner && !this.held.has(deadline)) this.held.set(deadline, { snapshot: result.snapshot, key: owned.rec.key, live: undefined });
+          throw error;
+        });
       }
       case 'absent': {
         const absent: RecordEvent = { type: 'lookup_absent', detail: result.detail, settled: result.settled, askedGeneration: result.askedGeneration };

@@ -281,6 +281,38 @@ describe("a lookup's 'found', its write failing throughout while the lease is ta
     const stopped = record.evidence.find((e) => e.kind === 'stop')?.generation ?? Infinity;
     expect(record.evidence.find((e) => e.kind === 'lookup' && e.detail.startsWith('found: '))?.generation).toBeGreaterThan(stopped);
   });
+
+  it("the same, but the new owner is a recover() whose lookup says absent (an index not caught up) and puts the record back to pending: A, whose lookup found the order, does not send it again", async () => {
+    // Before: A followed the pending record and sent attempt 2 (a second order at a provider that ignores
+    // keys), though its own lookup had found the first; before 5a3006a it ended with the StoreError.
+    const inner = memoryStore();
+    const { store, plan } = scripted(inner);
+    plan.founds = ['fail', 'fail', 'fail', 'fail'];
+    plan.answerDelayMs = 50;
+    plan.renewals = Array<Step>(100).fill('fail');
+    const ref = 'SL-found-lost-recover-absent';
+    provider.fault({ kind: 'error_after_commit', match: { ref } });
+    const a = clientOn(store, { lookups: { [ACTION]: lookupByRef(provider.url) } });
+    const b = clientOn(store, { settleMs: 0, lookups: { [ACTION]: async () => null } });
+    const first = order(a, ref).then(
+      (res) => res.status,
+      (error: unknown) => (error instanceof Error ? error.name : error),
+    );
+    await until(() => plan.log.filter((l) => l === 'found:failed').length >= 3);
+    await until(async () => ((await inner.get(idOf(ref)))?.lease?.expiresAt ?? Infinity) < Date.now());
+    const report = await b.recover();
+    expect(report.absent).toHaveLength(1);
+    plan.renewals = [];
+    const ended = await first;
+    expect(provider.requests.filter((r) => r.ref === ref)).toHaveLength(1);
+    expect(provider.effectsFor(ref)).toBe(1);
+    expect(ended).toBe(200);
+    // taking the record back, A kept its found on it (the record no longer cleared for a send) and found the order again
+    const record = (await inner.get(idOf(ref))) as OperationRecord;
+    expect(record).toMatchObject({ state: 'succeeded', lease: null, result: { source: 'lookup', status: 200 } });
+    expect(record.attempts).toHaveLength(1);
+    expect(record.evidence.some((e) => e.kind === 'late_response' && e.detail.startsWith("late success outcome (this call's lookup found it"))).toBe(true);
+  });
 });
 
 describe("a cancel's never_sent, its write failing throughout while the lease is taken over: the call follows, and closes its attempt when it takes the record back", () => {
