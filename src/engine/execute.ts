@@ -802,14 +802,18 @@ export class Engine {
     return this.known(owned, signal, { type: 'never_sent', attemptId: owned.rec.attempts.at(-1)?.id ?? '', reason });
   }
 
-  /** `early`'s write of what only this process knows (an attempt never sent, a success it holds): on a StoreError, tried again as an answer in hand is (`settle`). */
+  /**
+   * `early`'s write of what only this process knows (an attempt never sent, a success it holds): on a
+   * StoreError, tried again as an answer in hand is (`settle`), those tries going on in the background
+   * once `signal` aborts: a try the store does not answer does not hold the call past its deadline.
+   */
   private async known(owned: OwnedRecord, signal: AbortSignal | undefined, event: RecordEvent): Promise<unknown> {
     try {
       return await this.early(owned, signal, event);
     } catch (error) {
       // (given up on at an abort: `bounded` abandons it once it lands)
       if (!(error instanceof StoreError) || signal?.aborted === true) throw error;
-      return this.settle(owned, event);
+      return signal === undefined ? this.settle(owned, event) : untilAborted(this.settle(owned, event), signal);
     }
   }
 
