@@ -27,7 +27,7 @@ export async function acquire(engine: Engine, spec: OperationSpec, deadline: Cal
     const claimedAt = now();
     const fresh = newRecord({
       scope: spec.scope,
-      key: spec.callerKey ?? globalThis.crypto.randomUUID(),
+      key: spec.callerKey ?? spec.mintedRef ?? globalThis.crypto.randomUUID(),
       keySource: spec.callerKey === undefined ? 'minted' : 'caller',
       fingerprint: spec.fingerprint,
       request: spec.request,

@@ -93,6 +93,8 @@ export interface OperationSpec {
   fingerprint: string;
   /** a key given by the caller, adopted instead of minting one */
   callerKey: string | undefined;
+  /** the ref oncefetch minted for this call, minted as its key too (see `refMinted`) */
+  mintedRef?: string | undefined;
   request: { method: string; url: string } | null;
   send(ctx: AttemptContext): Promise<AttemptOutcome>;
   lookup: SnapshotLookup | undefined;

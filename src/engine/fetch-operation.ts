@@ -146,22 +146,24 @@ export async function onceFetch(engine: Engine, input: string | URL | Request, i
     req.headers.set('content-type', captured.impliedContentType);
   }
   const fingerprint = await fingerprintRequest({ method: req.method, url: normalised, body: captured.bytes, contentType: req.headers.get('content-type') });
+  // A ref minted here (no `once.ref`, no key header) is minted as the key too, so the record tells it (`refMinted`).
+  const mintedRef = onceOptions.ref === undefined && key === undefined ? globalThis.crypto.randomUUID() : undefined;
   const scope: Scope = {
     tenant: onceOptions.tenant ?? opts.tenant,
     action: onceOptions.action ?? `${req.method} ${u.origin}${u.pathname}`,
-    ref: onceOptions.ref ?? key ?? globalThis.crypto.randomUUID(),
+    ref: onceOptions.ref ?? key ?? (mintedRef as string),
   };
   // A custom fetch may ignore its signal: its request, still out after its attempt ended, is the next attempt's.
   const calls = lateCalls(engine, scope, fingerprint, cancelBody);
   // An own property only: an action named 'constructor' or 'toString' has no lookup of Object.prototype's.
   // Not for a ref minted here (no `once.ref`, no key header): the provider never saw it, so a registered
   // lookup by ref would answer "absent" for an effect that happened, and the call resend it.
-  const refGiven = onceOptions.ref !== undefined || key !== undefined;
-  const lookupFn = onceOptions.lookup ?? (refGiven && Object.hasOwn(opts.lookups, scope.action) ? opts.lookups[scope.action] : undefined);
+  const lookupFn = onceOptions.lookup ?? (mintedRef === undefined && Object.hasOwn(opts.lookups, scope.action) ? opts.lookups[scope.action] : undefined);
   const spec: OperationSpec = {
     scope,
     fingerprint,
     callerKey: key,
+    mintedRef,
     request: { method: req.method, url: storedUrl(req.url) },
     signal: req.signal,
     cancelSignal: onceOptions.signal,

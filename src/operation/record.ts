@@ -531,6 +531,15 @@ function targetState(record: OperationRecord, event: RecordEvent): OperationStat
 }
 
 /**
+ * Whether `record`'s ref was minted by oncefetch for one `client.fetch` call (no `once.ref`, no key
+ * header), which mints it as the key too: the provider never saw it, so a lookup by ref can only say
+ * "absent" (`recover()` asks no registered lookup about it).
+ */
+export function refMinted(record: Pick<OperationRecord, 'key' | 'keySource' | 'ref'>): boolean {
+  return record.keySource === 'minted' && record.key === record.ref;
+}
+
+/**
  * Whether an attempt of `record` may have reached the provider with nothing since proving it did
  * not: an attempt that never finished, ended ambiguous, or got 409 "in progress" (an earlier request
  * with the key was being processed), not followed by a lookup that found it absent.

@@ -15,7 +15,7 @@ import { LeaseLostError, OwnedRecord } from '../engine/owned.js';
 import type { Engine } from '../engine/execute.js';
 import { responseLookup } from '../engine/fetch-operation.js';
 import { StoreError } from '../errors.js';
-import { applyEvent, resendNeedsDedupe, scopeOfId } from '../operation/record.js';
+import { applyEvent, refMinted, resendNeedsDedupe, scopeOfId } from '../operation/record.js';
 import type { OperationRecord, Scope } from '../operation/record.js';
 import type { CorruptRow, OnceStore } from '../stores/contract.js';
 import { reconcile, settledAt } from './lookup.js';
@@ -244,8 +244,8 @@ export async function recover(engine: Engine, options: RecoverOptions = {}): Pro
         engine.emit({ type: 'takeover', scope, at: now(), previousOwner: found.lease.owner, previousState: found.state });
       }
       // A registered lookup answers with a Response; a client.run() operation (no request) replays a
-      // value, so only its own call's lookup can settle it.
-      const lookupFn = found.request === null || !Object.hasOwn(lookups, found.action) ? undefined : lookups[found.action];
+      // value, so only its own call's lookup can settle it; and a ref a call minted is one no lookup can find.
+      const lookupFn = found.request === null || refMinted(found) || !Object.hasOwn(lookups, found.action) ? undefined : lookups[found.action];
       const settleAt = settledAt(taken, engine.opts.settleMs);
       const askedAt = now();
       // renewed as a call renews it: a lookup slower than leaseMs must not let the record be taken over
