@@ -98,7 +98,10 @@ export async function captureBody(
     if (body.locked || isDisturbed(body)) throw new TypeError('a request body stream must not be locked or already read from');
     return { bytes: await readStream(body as ReadableStream<unknown>, maxBytes), impliedContentType: undefined };
   }
-  throw new TypeError(`oncefetch cannot capture a request body of type ${describeBody(body)}`);
+  // (fetch would send a plain object as "[object Object]": JSON is what was meant)
+  const proto: unknown = typeof body === 'object' && body !== null ? Object.getPrototypeOf(body) : undefined;
+  const json = proto === Object.prototype || proto === null || Array.isArray(body) ? ' (pass JSON.stringify(body) with a content-type: application/json header)' : '';
+  throw new TypeError(`oncefetch cannot capture a request body of type ${describeBody(body)}${json}`);
 }
 
 /** Whether `stream` was read from, by asking the platform's `Response`, which refuses such a stream. */

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { createClient, memoryStore } from '../../src/index.js';
 import { captureBody, DEFAULT_MAX_BODY_BYTES } from '../../src/operation/body.js';
 
 const utf8 = (text: string): Uint8Array => new TextEncoder().encode(text);
@@ -126,5 +127,32 @@ describe('captureBody', () => {
 
   it('rejects an unsupported body type', async () => {
     await expect(captureBody({ not: 'a body' } as unknown as BodyInit)).rejects.toThrow(/type Object/);
+  });
+
+  it.each<[string, unknown]>([
+    ['a plain object', { a: 1 }],
+    ['an object without prototype', Object.assign(Object.create(null) as object, { a: 1 })],
+    ['an array', [1, 2]],
+  ])('refuses %s with a hint to pass it as JSON', async (_label, body) => {
+    await expect(captureBody(body as BodyInit)).rejects.toThrow('(pass JSON.stringify(body) with a content-type: application/json header)');
+  });
+
+  it('gives no JSON hint for a class instance (a Map is no JSON)', async () => {
+    const refused = captureBody(new Map([['a', 1]]) as unknown as BodyInit);
+    await expect(refused).rejects.toThrow(/type Map$/);
+  });
+});
+
+describe('client.fetch with a body it cannot capture', () => {
+  it('a plain object is refused with a hint to pass it as JSON, before anything is sent', async () => {
+    let sent = 0;
+    const client = createClient({ store: memoryStore(), fetch: () => Promise.resolve(new Response(null, { status: (sent++, 201) })) });
+    try {
+      const call = client.fetch('https://api.example.com/orders', { method: 'POST', body: { a: 1 } as unknown as BodyInit, once: { action: 'create-order', ref: 'o-2' } });
+      await expect(call).rejects.toThrow('cannot capture a request body of type Object (pass JSON.stringify(body) with a content-type: application/json header)');
+      expect(sent).toBe(0);
+    } finally {
+      await client.close();
+    }
   });
 });
