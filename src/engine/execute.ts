@@ -141,6 +141,8 @@ class RetryLater extends Error {
     readonly classification: Classification,
     /** the attempt's {@link AttemptOutcome.cause}, after an ambiguous outcome */
     override readonly cause: unknown,
+    /** what the attempt threw (no response came), whatever its class: the cause of a RetriesExhaustedError */
+    readonly thrown: unknown,
   ) {
     super(`retry after ${classification.class}: ${classification.reason}`);
     this.name = 'RetryLater';
@@ -541,14 +543,14 @@ export class Engine {
     owned: OwnedRecord,
     spec: OperationSpec,
     deadline: CallDeadline,
-    { classification: c, cause }: RetryLater,
+    { classification: c, cause, thrown }: RetryLater,
     attemptNumber: number,
     retriesLeft: number,
     previousDelayMs: number | undefined,
   ): Promise<number> {
     const { retry } = this.opts;
     const scope = spec.scope;
-    if (retriesLeft <= 0) throw await this.stop(owned, exhausted(owned.rec, c, retry.maxAttempts, cause), deadline);
+    if (retriesLeft <= 0) throw await this.stop(owned, exhausted(owned.rec, c, retry.maxAttempts, cause, thrown), deadline);
     const retryAfterMs = c.retryAfterMs;
     if (retryAfterMs !== undefined && retryAfterMs > retry.maxRetryAfterMs) {
       throw await this.stop(owned, unlessAmbiguous(owned.rec, new RetriesExhaustedError(`provider asked to wait ${retryAfterMs} ms (over maxRetryAfterMs ${retry.maxRetryAfterMs}) for ${text(scope)}; the record stays resumable`, { scope, retryAfterMs, attempts: attemptNumber })), deadline);
@@ -562,7 +564,7 @@ export class Engine {
     }
     // Last check: a token is spent only on a retry that will happen.
     if (retry.budget !== undefined && !retry.budget.tryRetry()) {
-      throw await this.stop(owned, unlessAmbiguous(owned.rec, new RetriesExhaustedError(`retry budget exhausted for ${text(scope)} after ${c.reason}; the record stays resumable`, { scope, attempts: attemptNumber })), deadline);
+      throw await this.stop(owned, unlessAmbiguous(owned.rec, new RetriesExhaustedError(`retry budget exhausted for ${text(scope)} after ${c.reason}; the record stays resumable`, { scope, attempts: attemptNumber, cause: thrown })), deadline);
     }
     this.stats.retries++;
     this.emit({ type: 'retry_scheduled', scope, at: this.opts.now(), attempt: attemptNumber, delayMs, source: retryAfterMs === undefined ? 'backoff' : 'retry-after' });
@@ -911,7 +913,7 @@ export class Engine {
       if (ended !== undefined && isTerminal(ended.state)) return { record: ended, live: undefined };
       if (isTerminal(owned.rec.state)) return { record: owned.rec, live: undefined };
     }
-    throw new RetryLater(c, cause);
+    throw new RetryLater(c, cause, outcome.snapshot === null ? outcome.cause : undefined);
   }
 
   /**
@@ -1170,13 +1172,13 @@ function heldSuccess(scope: Scope, did: string): AmbiguousOutcomeError {
   );
 }
 
-function exhausted(rec: OperationRecord, c: Classification, maxAttempts: number, cause: unknown): Error & { code: string } {
+function exhausted(rec: OperationRecord, c: Classification, maxAttempts: number, cause: unknown, thrown: unknown): Error & { code: string } {
   const scope = scopeOf(rec);
   // By the record, not the last class: a lookup may have settled an ambiguous attempt as absent.
   if (rec.state === 'ambiguous') {
     return new AmbiguousOutcomeError(`${maxAttempts} attempts used and the last outcome of ${text(scope)} is ambiguous (${c.reason}); not resent`, { scope, cause });
   }
-  return new RetriesExhaustedError(`${maxAttempts} attempts used for ${text(scope)}, last: ${c.reason}; the record stays resumable`, { scope, attempts: maxAttempts, retryAfterMs: c.retryAfterMs });
+  return new RetriesExhaustedError(`${maxAttempts} attempts used for ${text(scope)}, last: ${c.reason}; the record stays resumable`, { scope, attempts: maxAttempts, retryAfterMs: c.retryAfterMs, cause: thrown });
 }
 
 /**

@@ -1,0 +1,79 @@
+/**
+ * What a caller is told when a fetch keeps failing with nothing but a `TypeError` (a browser's
+ * "Failed to fetch": a network failure and a CORS refusal look alike). Regression (browser trial):
+ * after 5 attempts the call ended with `RetriesExhaustedError: … last: unknown error: TypeError`
+ * and no `cause`.
+ */
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { createClient, memoryStore, RetriesExhaustedError } from '../../src/index.js';
+
+const url = 'https://api.example.com/orders';
+
+/** A fetch that rejects as a browser's does on a refused preflight; `thrown` holds what it threw, in order. */
+function failingFetch(make: () => Error = () => new TypeError('Failed to fetch')): { fetch: typeof fetch; thrown: Error[] } {
+  const thrown: Error[] = [];
+  const fetch = (): Promise<Response> => {
+    const error = make();
+    thrown.push(error);
+    return Promise.reject(error);
+  };
+  return { fetch, thrown };
+}
+
+/**
+ * A provider that dedupes and a lookup that finds nothing: each ambiguous attempt is followed by a
+ * same-key resend, and the last one's "absent" leaves the record resumable (RetriesExhaustedError).
+ */
+async function exhaust(fetch: typeof globalThis.fetch, options: { keyHeader?: string; budget?: false | { reserve: number; ratio: number } } = {}): Promise<unknown> {
+  const client = createClient({
+    store: memoryStore(),
+    fetch,
+    providerDedupes: true,
+    ...(options.keyHeader === undefined ? {} : { keyHeader: options.keyHeader }),
+    retry: { maxAttempts: 3, baseDelayMs: 1, maxDelayMs: 1, budget: options.budget ?? false },
+  });
+  try {
+    await client.fetch(url, { method: 'POST', body: '{}', once: { action: 'create-order', ref: 'o-1', lookup: async () => null } });
+    return undefined;
+  } catch (error) {
+    return error;
+  } finally {
+    await client.close();
+  }
+}
+
+const restore: (() => void)[] = [];
+afterEach(() => {
+  vi.unstubAllGlobals();
+  for (const undo of restore.splice(0)) undo();
+});
+
+describe('a fetch that keeps rejecting', () => {
+  it("TypeError('Failed to fetch'): RetriesExhaustedError whose cause is the last attempt's error", async () => {
+    const { fetch, thrown } = failingFetch();
+    const error = await exhaust(fetch);
+    expect(error).toBeInstanceOf(RetriesExhaustedError);
+    expect(thrown).toHaveLength(3);
+    expect((error as Error).cause).toBe(thrown[2]);
+  });
+
+  // A request that never left (ECONNREFUSED) leaves the record pending: a RetriesExhaustedError of its own.
+  const refused = (): Error => new TypeError('fetch failed', { cause: Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }) });
+
+  it("never sent, attempts used up: the cause is the last attempt's error too", async () => {
+    const { fetch, thrown } = failingFetch(refused);
+    const error = await exhaust(fetch);
+    expect(error).toBeInstanceOf(RetriesExhaustedError);
+    expect((error as Error).message).toContain('last: ECONNREFUSED');
+    expect((error as Error).cause).toBe(thrown.at(-1));
+  });
+
+  it("never sent, retry budget drained: the cause is the last attempt's error", async () => {
+    const { fetch, thrown } = failingFetch(refused);
+    const error = await exhaust(fetch, { budget: { reserve: 0, ratio: 0 } });
+    expect(error).toBeInstanceOf(RetriesExhaustedError);
+    expect((error as Error).message).toMatch(/budget/);
+    expect(thrown).toHaveLength(1);
+    expect((error as Error).cause).toBe(thrown[0]);
+  });
+});
