@@ -136,7 +136,10 @@ function isEstablished(node: ErrorFacts): boolean {
   return node.syscall !== undefined && ESTABLISHED_SYSCALLS.has(node.syscall);
 }
 
-/** A short label for reasons: first recognised signal, else first code, else first name. */
+/**
+ * A short label for reasons: first recognised signal, else first code, else the first error's name
+ * and message (a browser's fetch says no more than "TypeError: Failed to fetch"), cut at 100 characters.
+ */
 function describe(chain: readonly ErrorFacts[]): string {
   for (const node of chain) {
     const signal = isAmbiguousSignal(node) ?? isNotSentSignal(node);
@@ -144,7 +147,11 @@ function describe(chain: readonly ErrorFacts[]): string {
   }
   const withCode = chain.find((node) => node.code !== undefined);
   if (withCode?.code !== undefined) return withCode.code;
-  return chain[0]?.name ?? 'non-error value';
+  const first = chain[0];
+  if (first?.name === undefined) return 'non-error value';
+  const message = first.message ?? '';
+  if (message === '' || message === first.name) return first.name;
+  return `${first.name}: ${message.length > 100 ? `${message.slice(0, 99)}…` : message}`;
 }
 
 /**

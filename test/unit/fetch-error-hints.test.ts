@@ -55,6 +55,9 @@ describe('a fetch that keeps rejecting', () => {
     expect(error).toBeInstanceOf(RetriesExhaustedError);
     expect(thrown).toHaveLength(3);
     expect((error as Error).cause).toBe(thrown[2]);
+    // the reason quotes the message, all a browser's fetch says (and in Node nothing of CORS)
+    expect((error as Error).message).toContain('last: unknown error: TypeError: Failed to fetch;');
+    expect((error as Error).message).not.toMatch(/CORS/);
   });
 
   // A request that never left (ECONNREFUSED) leaves the record pending: a RetriesExhaustedError of its own.
