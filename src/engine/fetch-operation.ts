@@ -288,6 +288,12 @@ const browserFetch = (): boolean => {
   return onLine() !== undefined && (v?.node === undefined || v.electron !== undefined);
 };
 
+/** A rejected fetch's class. A browser rejects a CORS refusal (a preflight that does not allow the key header) with the TypeError of a network failure. */
+function rejected(error: unknown, keyHeader: string): Classification {
+  const c = classifyError(error, 'awaiting_response');
+  return browserFetch() && c.reason.startsWith('unknown error: TypeError') ? { ...c, reason: `${c.reason} (or CORS: does the preflight allow ${keyHeader}?)` } : c;
+}
+
 /** Media types of a 2xx passed through as it arrives: `text/event-stream`, and JSON lines (`application/x-ndjson`, `application/ndjson`, `application/jsonl`, `application/x-jsonl`, `application/x-jsonlines`, `application/jsonlines`, `application/stream+json`). */
 const STREAMED = /^\s*(?:text\/event-stream|application\/(?:x-)?(?:ndjson|jsonl|jsonlines)|application\/stream\+json)\s*(?:;|$)/i;
 
@@ -375,7 +381,7 @@ async function sendAttempt(
   // A fresh copy each attempt: exactly the caller's bytes, never a consumed stream. Not sent while an
   // earlier attempt's request is still out (a custom fetch that ignored its signal): its outcome is this attempt's.
   const settled = await calls.call(ctx, () => opts.fetch(req.url, { ...req.rest, method: req.method, headers, body: body?.slice() ?? null, signal: ctx.signal }));
-  const outcome = 'error' in settled ? { ...decide({ error: settled.error }, classifyError(settled.error, 'awaiting_response')), snapshot: null, live: settled.error, cause: settled.error } : await answered(opts, req, settled.value, override, decide, ctx);
+  const outcome = 'error' in settled ? { ...decide({ error: settled.error }, rejected(settled.error, opts.keyHeader)), snapshot: null, live: settled.error, cause: settled.error } : await answered(opts, req, settled.value, override, decide, ctx);
   if (settled.late === true) outcome.classification = { ...outcome.classification, reason: `late, the request of an earlier attempt: ${outcome.classification.reason}` };
   return outcome;
 }

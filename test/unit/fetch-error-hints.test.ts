@@ -42,6 +42,14 @@ async function exhaust(fetch: typeof globalThis.fetch, options: { keyHeader?: st
   }
 }
 
+/** Looks like an Electron renderer: `navigator.onLine`, and `process.versions.electron` beside `node` (Chromium's fetch). */
+function asBrowser(): void {
+  vi.stubGlobal('navigator', { onLine: true });
+  const versions = Object.getOwnPropertyDescriptor(process, 'versions');
+  Object.defineProperty(process, 'versions', { ...versions, value: { ...process.versions, electron: '31.0.0' } });
+  restore.push(() => Object.defineProperty(process, 'versions', versions ?? {}));
+}
+
 const restore: (() => void)[] = [];
 afterEach(() => {
   vi.unstubAllGlobals();
@@ -78,5 +86,25 @@ describe('a fetch that keeps rejecting', () => {
     expect((error as Error).message).toMatch(/budget/);
     expect(thrown).toHaveLength(1);
     expect((error as Error).cause).toBe(thrown[0]);
+  });
+});
+
+describe("a browser's fetch that keeps rejecting", () => {
+  it('a TypeError: the reason adds that a CORS refusal looks the same, naming the key header', async () => {
+    asBrowser();
+    const { fetch, thrown } = failingFetch();
+    const error = await exhaust(fetch);
+    expect(error).toBeInstanceOf(RetriesExhaustedError);
+    expect((error as Error).cause).toBe(thrown.at(-1));
+    expect((error as Error).message).toMatch(/unknown error: TypeError: Failed to fetch \(.*CORS.*Idempotency-Key.*\)/);
+    const custom = await exhaust(failingFetch().fetch, { keyHeader: 'X-Request-Key' });
+    expect((custom as Error).message).toMatch(/CORS.*X-Request-Key/);
+  });
+
+  it('an error other than a TypeError gets no CORS hint', async () => {
+    asBrowser();
+    const error = await exhaust(failingFetch(() => new Error('boom')).fetch);
+    expect(error).toBeInstanceOf(RetriesExhaustedError);
+    expect((error as Error).message).toContain('unknown error: Error: boom;');
   });
 });
