@@ -9,10 +9,7 @@
  * @internal
  * @module
  */
-import type BetterSqlite3 from 'better-sqlite3';
-
-type Database = BetterSqlite3.Database;
-type Statement = BetterSqlite3.Statement<unknown[], unknown>;
+import type { SqliteDatabase as Database, SqliteStatement as Statement } from './sqlite-handle.js';
 
 interface Pending {
   run: () => unknown;

@@ -9,13 +9,14 @@
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, resolve } from 'node:path';
-import type BetterSqlite3 from 'better-sqlite3';
 import { StoreError, isOnceError } from '../errors.js';
 import { TERMINAL_STATES } from '../operation/record.js';
 import { checkKeys } from '../options.js';
 import type { SqliteStoreOptions } from './sqlite.js';
+import type { SqliteDatabase as Database } from './sqlite-handle.js';
 
-type Database = BetterSqlite3.Database;
+/** better-sqlite3's constructor, as far as it is used here. */
+type Driver = new (path: string, options: { readonly?: boolean; fileMustExist?: boolean; timeout?: number }) => Database;
 
 const SCHEMA_VERSION = 1;
 
@@ -58,11 +59,11 @@ const CAUSES: ReadonlyArray<readonly [string, string]> = [
   ['SQLITE_TOOBIG', 'record too big'],
 ];
 
-let driver: typeof BetterSqlite3 | undefined;
+let driver: Driver | undefined;
 
-function loadDriver(): typeof BetterSqlite3 {
+function loadDriver(): Driver {
   // better-sqlite3 is CommonJS and native: load it only when a store opens.
-  driver ??= createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3;
+  driver ??= createRequire(import.meta.url)('better-sqlite3') as Driver;
   return driver;
 }
 

@@ -19,7 +19,6 @@
  *
  * @module
  */
-import type BetterSqlite3 from 'better-sqlite3';
 import type { OperationRecord } from '../operation/record.js';
 import type { ClaimResult, CompareAndSetResult, ListQuery, OnceStore } from './contract.js';
 import {
@@ -38,12 +37,15 @@ import { createGroupCommit } from './sqlite-batch.js';
 import type { GroupCommit } from './sqlite-batch.js';
 import { TERMINAL_SQL, openDatabase, resolveOptions, storeError } from './sqlite-open.js';
 import { installRecordPrecheck } from '../operation/record-shape.js';
+import type { SqliteDatabase, SqliteStatement } from './sqlite-handle.js';
+
+export type { SqliteDatabase, SqliteStatement } from './sqlite-handle.js';
 
 // Node entry point: the exact-shape pre-check in front of the record schema (record.ts, usePrecheck).
 installRecordPrecheck();
 
-type Database = BetterSqlite3.Database;
-type Statement = BetterSqlite3.Statement<unknown[], unknown>;
+type Database = SqliteDatabase;
+type Statement = SqliteStatement;
 
 /**
  * Options of {@link sqliteStore}. Point every process that must share
@@ -85,13 +87,14 @@ export interface SqliteStoreOptions {
    */
   busyTimeoutMs?: number | undefined;
   /**
-   * An already open better-sqlite3 handle to use instead of opening `path`.
+   * An already open better-sqlite3 handle (`new Database(file)`) to use
+   * instead of opening `path`.
    * The store sets its pragmas and schema on it but leaves its file modes
    * alone and does not close it on `close()`.
    *
    * @default undefined (open `path`)
    */
-  database?: BetterSqlite3.Database | undefined;
+  database?: SqliteDatabase | undefined;
 }
 
 const PURGE_BATCH = 1000;

@@ -28,7 +28,8 @@ function tsc(args: string[], cwd: string): Promise<{ code: number; out: string }
 }
 
 const CONSUMER = `import { createClient, memoryStore, wrapFetch, type OnceClient, type OnceRequestInit } from 'oncefetch';
-import { sqliteStore } from 'oncefetch/sqlite';
+import { sqliteStore, type SqliteDatabase } from 'oncefetch/sqlite';
+import Database from 'better-sqlite3';
 import { postgresStore } from 'oncefetch/postgres';
 import { startProvider } from 'oncefetch/testing/provider';
 
@@ -40,6 +41,10 @@ export const byRequest: Promise<Response> = client.fetch(new Request('http://127
 export const wrapped: typeof fetch = client.wrap();
 export const plain: typeof fetch = wrapFetch(fetch, { tenant: 't1' });
 export const stores = [sqliteStore({ path: 'x.db' }), postgresStore({ connectionString: 'postgres://localhost/x' })];
+// a better-sqlite3 handle is what the option takes
+const handle = new Database(':memory:');
+export const named: SqliteDatabase = handle;
+export const onHandle = sqliteStore({ path: 'x.db', database: handle });
 export const provider = startProvider({ requireKey: true });
 // @ts-expect-error a number is no request: the input is typed, not any
 export const bad = client.fetch(42);
