@@ -186,8 +186,24 @@ export interface PlatformDefaults {
   telemetry?: (() => Telemetry) | undefined;
 }
 
+/**
+ * Keys, owners and attempt ids come from `crypto.randomUUID()`, fingerprints (in browsers) from
+ * `crypto.subtle`; a page not served over https or from localhost has neither. Said here, rather
+ * than as "randomUUID is not a function" at the first use.
+ */
+function checkCrypto(where = 'createClient'): void {
+  const c = globalThis.crypto as Partial<Crypto> | undefined;
+  const missing = [typeof c?.randomUUID === 'function' ? '' : 'crypto.randomUUID()', c?.subtle ? '' : 'crypto.subtle (WebCrypto)'].filter(Boolean);
+  if (missing.length === 0) return;
+  throw new TypeError(
+    `${where}: ${missing.join(' and ')} missing; oncefetch needs a secure context (https, or http on localhost), where browsers expose both` +
+      ((globalThis as { isSecureContext?: boolean }).isSecureContext === false ? ': this page is not one (isSecureContext is false)' : ''),
+  );
+}
+
 /** @internal Builds a client on the given platform defaults; `where` (createClient, wrapFetch) names the caller in option errors. */
 export function createClientWith(options: OnceClientOptions, platform: PlatformDefaults, where?: string): OnceClient {
+  checkCrypto(where);
   const opts = resolveOptions(options, platform, where);
   const engine = new Engine(opts, platform.exclusive, opts.telemetry ? platform.telemetry?.() : undefined);
   /**
