@@ -52,8 +52,11 @@ export interface SqliteDatabase {
   pragma(source: string): unknown;
   /** Runs SQL text that may hold several statements. */
   exec(source: string): unknown;
-  /** Wraps `fn` in a transaction; `immediate()` runs it under `BEGIN IMMEDIATE`. */
-  transaction(fn: () => unknown): { immediate(): unknown };
+  /** Wraps `fn` in a transaction. */
+  transaction(fn: () => unknown): {
+    /** Runs the transaction under `BEGIN IMMEDIATE`. */
+    immediate(): unknown;
+  };
   /** Closes the handle. */
   close(): unknown;
 }
