@@ -10,7 +10,7 @@ import type { AttemptRecord, OperationRecord } from '../operation/record.js';
 import type { ResolvedOptions } from '../options.js';
 import type { Facts } from './facts.js';
 import { factsOf, iso, listOf } from './facts.js';
-import { decide, redactKey } from './plan.js';
+import { decide, redactKey, refMinted } from './plan.js';
 import type { Confidence, Diagnosis, DiagnosisCode, ExplainPolicy, Explanation, Handoff } from './types.js';
 
 /** How the fingerprint binds a key to its payload (DESIGN §1). */
@@ -240,8 +240,9 @@ function handoffOf(r: OperationRecord, f: Facts, p: ExplainPolicy): Handoff {
  * ```
  */
 export function explain(record: OperationRecord, policy: ExplainPolicy): Explanation {
-  // recover() and calls reconcile a client.run() operation (no request) with its own spec.lookup only, never a registered one
-  if (record.request === null) policy = { ...policy, lookupRegistered: false };
+  // recover() and calls reconcile a client.run() operation (no request) with its own spec.lookup only, never a registered one;
+  // nor is a registered one asked about a ref oncefetch minted (`refMinted`), which the provider never saw
+  if (record.request === null || refMinted(record)) policy = { ...policy, lookupRegistered: false };
   const f = factsOf(record, policy.now, policy.providerRetentionMs, policy.providerDedupes);
   const code = codeOf(record, f);
   const diagnosis: Diagnosis = {
