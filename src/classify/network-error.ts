@@ -136,6 +136,9 @@ function isEstablished(node: ErrorFacts): boolean {
   return node.syscall !== undefined && ESTABLISHED_SYSCALLS.has(node.syscall);
 }
 
+/** A URL in a message: its scheme, credentials (dropped), host and path, then its query or fragment (`tail`). */
+const URL_PARTS = /\b([a-z][\w+.-]*:\/\/)(?:[^\s/?#@]*@)?([^\s?#"'<>()]*)([?#][^\s"'<>()]*)?/gi;
+
 /**
  * A short label for reasons: first recognised signal, else first code, else the first error's name
  * and message (a browser's fetch says no more than "TypeError: Failed to fetch"), cut at 100 characters.
@@ -149,7 +152,8 @@ function describe(chain: readonly ErrorFacts[]): string {
   if (withCode?.code !== undefined) return withCode.code;
   const first = chain[0];
   if (first?.name === undefined) return 'non-error value';
-  const message = first.message ?? '';
+  // (a URL in it, as node-fetch's and Deno's give, loses its credentials, query and fragment: never stored)
+  const message = (first.message ?? '').replace(URL_PARTS, (_, scheme: string, rest: string, tail?: string) => `${scheme}${rest}${tail === undefined ? '' : '?…'}`);
   if (message === '' || message === first.name) return first.name;
   return `${first.name}: ${message.length > 100 ? `${message.slice(0, 99)}…` : message}`;
 }
