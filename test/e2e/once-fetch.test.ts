@@ -140,6 +140,22 @@ describe('client.fetch against the loopback provider', () => {
     expect(provider.requests.length).toBe(2);
   });
 
+  it('a minted ref given again (once.ref, read from the error) is still not looked up by the registered lookup', async () => {
+    await provider.close();
+    provider = await startProvider({ ignoreKeys: true });
+    provider.fault({ kind: 'error_after_commit' });
+    const { client: c } = client({ settleMs: 0, lookups: { 'create-order': lookupByRef(provider.url) } });
+    const first = (await c.fetch(`${provider.url}/orders`, { ...orderInit('T-5p'), once: { action: 'create-order' } }).catch((e: unknown) => e)) as AmbiguousOutcomeError;
+    expect(first).toBeInstanceOf(AmbiguousOutcomeError);
+    const ref = first.scope?.ref ?? 'missing';
+    expect(ref).not.toBe('missing');
+    const again = await c.fetch(`${provider.url}/orders`, { ...orderInit('T-5p'), once: { action: 'create-order', ref } }).catch((e: unknown) => e);
+    expect(again).toBeInstanceOf(AmbiguousOutcomeError);
+    expect(provider.lookups).toBe(0);
+    expect(provider.requests.length).toBe(1);
+    expect(provider.effects).toBe(1);
+  });
+
   it('without a lookup, an ambiguous outcome against a provider that ignores keys is reported, never resent', async () => {
     await provider.close();
     provider = await startProvider({ ignoreKeys: true });
