@@ -960,9 +960,9 @@ export class Engine {
         // terminal 4xx in hand: the new owner would only call it unknown); but the call follows the new owner (`follows`) with what following cannot lose:
         // its own success (its attempt's, on no record yet: it holds it, see `held`, whose record then
         // keeps it, so that no early "absent" clears that record for a second send), a lookup's
-        // "found" (the new owner's answer, or the call's own lookup again once it takes the record
-        // back: the effect, never a send), and an attempt never sent (closed when it takes the
-        // record back, see `unsentLost`: it sends nothing, as cancelled, or as holding its success).
+        // "found" (held as its own success is, see `reconcileOwned`: the effect, never a send), and
+        // an attempt never sent (closed when it takes the record back, see `unsentLost`: it sends
+        // nothing, as cancelled, or as holding its success).
         if (lost.aborted) {
           return owned.commit(event).catch((error: unknown) => {
             throw follows && error instanceof StoreError && !(error instanceof LateOutcomeNotKeptError) ? lost.reason : error;
