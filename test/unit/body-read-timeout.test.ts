@@ -10,34 +10,12 @@ import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { AmbiguousOutcomeError, createClient, memoryStore } from '../../src/index.js';
 import type { OnceClientOptions } from '../../src/index.js';
+import { tick, trickle as trickleOf, until } from '../helpers/trickle.js';
 
+const trickle = () => trickleOf('data: tick\n\n');
 const URL_ORDERS = 'https://api.example.test/orders';
 const SCOPE = { action: 'create-order', ref: 'B-1' };
 const post = { method: 'POST', body: '{"sku":"book"}', headers: { 'content-type': 'application/json' } };
-const tick = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-/** A body that trickles a chunk every 5 ms, forever, until its cancel is called; counts its pulls after that. */
-function trickle() {
-  const seen = { cancelled: false, reason: undefined as unknown, pullsAfterCancel: 0 };
-  const body = new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      if (seen.cancelled) seen.pullsAfterCancel++;
-      await tick(5);
-      controller.enqueue(new TextEncoder().encode('data: tick\n\n'));
-    },
-    cancel(reason) {
-      seen.cancelled = true;
-      seen.reason = reason;
-    },
-  });
-  return { body, seen };
-}
-
-/** Waits (at most `ms`) until `done()` holds. */
-async function until(done: () => boolean, ms = 1_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!done() && Date.now() < end) await tick(5);
-}
 
 const client = (fetch: typeof globalThis.fetch, options: OnceClientOptions = {}) =>
   createClient({ store: memoryStore(), fetch, random: () => 0, ...options, retry: { budget: false, maxAttempts: 1, ...options.retry } });
