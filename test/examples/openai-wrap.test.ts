@@ -28,6 +28,19 @@ describe('openai-node with client.wrap()', () => {
     return new OpenAI({ apiKey: 'sk-test', baseURL: fake.baseURL, fetch: once.wrap(), maxRetries: 0 });
   };
 
+  /** openai-node whose client registers, for completions, a lookup by the ref in their metadata. */
+  const withLookupByRef = (): OpenAI => {
+    const openai: OpenAI = sdk({
+      lookups: {
+        [`POST ${fake.origin}/v1/chat/completions`]: async ({ scope }) => {
+          const page = await openai.chat.completions.list({ metadata: { ref: scope.ref } });
+          return page.data[0] === undefined ? null : Response.json(page.data[0]);
+        },
+      },
+    });
+    return openai;
+  };
+
   it('sends our key on the POST (openai-node sends none of its own)', async () => {
     const openai = sdk({});
     const completion = await openai.chat.completions.create(MESSAGE);
@@ -50,14 +63,7 @@ describe('openai-node with client.wrap()', () => {
 
   it('500 after commit, with a lookup: found, nothing is sent again', async () => {
     fake.fault('error_after_commit');
-    const openai = sdk({
-      lookups: {
-        [`POST ${fake.origin}/v1/chat/completions`]: async ({ scope }) => {
-          const page = await openai.chat.completions.list({ metadata: { ref: scope.ref } });
-          return page.data[0] === undefined ? null : Response.json(page.data[0]);
-        },
-      },
-    });
+    const openai = withLookupByRef();
     const completion = await openai.chat.completions.create(
       { ...MESSAGE, store: true, metadata: { ref: 'task-9' } },
       { headers: { 'Idempotency-Key': 'task-9' } },
@@ -71,14 +77,7 @@ describe('openai-node with client.wrap()', () => {
 
   it('500 after commit, a registered lookup, no Idempotency-Key: the lookup is not asked about a ref nobody gave (it would answer "absent" and a second completion be made)', async () => {
     fake.fault('error_after_commit');
-    const openai = sdk({
-      lookups: {
-        [`POST ${fake.origin}/v1/chat/completions`]: async ({ scope }) => {
-          const page = await openai.chat.completions.list({ metadata: { ref: scope.ref } });
-          return page.data[0] === undefined ? null : Response.json(page.data[0]);
-        },
-      },
-    });
+    const openai = withLookupByRef();
     await expect(openai.chat.completions.create({ ...MESSAGE, store: true, metadata: { ref: 'task-9' } })).rejects.toMatchObject({ cause: { code: 'AMBIGUOUS_OUTCOME' } });
     expect(fake.effects).toBe(1);
     expect(fake.requests).toHaveLength(1);
