@@ -42,8 +42,13 @@ describe('mismatchingTransport', () => {
   afterEach(async () => provider.close());
 
   // as the engine sends it: the body as bytes
-  const post = (ref: string, key: string) =>
-    transport(`${provider.url}/orders`, { method: 'POST', headers: { 'content-type': 'application/json', 'idempotency-key': key }, body: new TextEncoder().encode(orderBody(ref)) });
+  const post = (ref: string, key: string, signal?: AbortSignal) =>
+    transport(`${provider.url}/orders`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'idempotency-key': key },
+      body: new TextEncoder().encode(orderBody(ref)),
+      ...(signal === undefined ? {} : { signal }),
+    });
 
   async function classOf(res: Response): Promise<string> {
     return classifyResponse({ status: res.status, headers: res.headers, bodyText: await res.text() }, Date.now()).class;
@@ -98,6 +103,28 @@ describe('mismatchingTransport', () => {
     expect(seen).toEqual([]);
     expect(mismatchingTransport(fetch, provider.url, plan, 0, () => undefined)).toBe(fetch);
   });
+
+  describe('a key held without an effect (--crash-after-key)', () => {
+    it('the first request records the key and never commits; every later one with the key meets a mismatch; no effect, the lookup says absent', async () => {
+      const faults = heldKeyFaults(plan, 0.5, 0.2);
+      const ref = faults[0]?.match?.ref;
+      expect(ref).toBeDefined();
+      provider.faults(faults);
+      // the attempt times out, as the engine's would (ambiguous: it reached the provider)
+      await expect(post(ref!, 'k-h', AbortSignal.timeout(150))).rejects.toThrow();
+      for (let i = 0; i < 3; i++) {
+        const resend = await post(ref!, 'k-h');
+        expect(await classOf(resend)).toBe('conflict');
+      }
+      expect(seen).toEqual(Array.from({ length: 3 }, () => ({ instead: 'in_progress', ref })));
+      await new Promise((r) => setTimeout(r, 100));
+      expect(provider.effectsFor(ref!)).toBe(0);
+      expect((await fetch(`${provider.url}/orders?ref=${ref!}`)).status).toBe(404);
+      // the other refs' scripted faults wait for their first request
+      expect(provider.pendingFaults).toBe(faults.length - 1);
+      expect(provider.faultsInjected.delay_before_commit).toBe(1);
+    });
+  });
 });
 
 describe('holdsKeyWithoutEffect, heldKeyFaults (--crash-after-key)', () => {
@@ -123,43 +150,3 @@ describe('holdsKeyWithoutEffect, heldKeyFaults (--crash-after-key)', () => {
   });
 });
 
-describe('a key held without an effect, behind the mismatching transport', () => {
-  let provider: Provider;
-  let seen: { instead: MismatchInstead; ref: string }[];
-  let transport: typeof fetch;
-
-  beforeEach(async () => {
-    provider = await startProvider({ processingMs: 2 });
-    seen = [];
-    transport = mismatchingTransport(fetch, provider.url, plan, 0.5, (instead, ref) => seen.push({ instead, ref }));
-  });
-  afterEach(async () => provider.close());
-
-  const post = (ref: string, key: string, signal?: AbortSignal) =>
-    transport(`${provider.url}/orders`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'idempotency-key': key },
-      body: new TextEncoder().encode(orderBody(ref)),
-      ...(signal === undefined ? {} : { signal }),
-    });
-
-  it('the first request records the key and never commits; every later one with the key meets a mismatch; no effect, the lookup says absent', async () => {
-    const faults = heldKeyFaults(plan, 0.5, 0.2);
-    const ref = faults[0]?.match?.ref;
-    expect(ref).toBeDefined();
-    provider.faults(faults);
-    // the attempt times out, as the engine's would (ambiguous: it reached the provider)
-    await expect(post(ref!, 'k-h', AbortSignal.timeout(150))).rejects.toThrow();
-    for (let i = 0; i < 3; i++) {
-      const resend = await post(ref!, 'k-h');
-      expect(classifyResponse({ status: resend.status, headers: resend.headers, bodyText: await resend.text() }, Date.now()).class).toBe('conflict');
-    }
-    expect(seen).toEqual(Array.from({ length: 3 }, () => ({ instead: 'in_progress', ref })));
-    await new Promise((r) => setTimeout(r, 100));
-    expect(provider.effectsFor(ref!)).toBe(0);
-    expect((await fetch(`${provider.url}/orders?ref=${ref!}`)).status).toBe(404);
-    // the other refs' scripted faults wait for their first request
-    expect(provider.pendingFaults).toBe(faults.length - 1);
-    expect(provider.faultsInjected.delay_before_commit).toBe(1);
-  });
-});
