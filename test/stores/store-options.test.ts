@@ -8,15 +8,7 @@ import { memoryStore } from '../../src/index.js';
 import { indexedDbStore } from '../../src/stores/indexeddb.js';
 import { postgresStore } from '../../src/stores/postgres.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
-
-function thrown(fn: () => unknown): Error {
-  try {
-    fn();
-  } catch (error) {
-    return error as Error;
-  }
-  return new Error('expected a throw');
-}
+import { thrown } from '../helpers/thrown.js';
 
 describe('store factories', () => {
   it.each<[string, () => unknown, string]>([

@@ -12,6 +12,7 @@ import * as browserEntry from '../../src/browser.js';
 import * as nodeEntry from '../../src/index.js';
 import { createClient, memoryStore, wrapFetch } from '../../src/index.js';
 import type { OnceClientOptions, OnceStore } from '../../src/index.js';
+import { thrown } from '../helpers/thrown.js';
 
 /** A client on a memory store whose transport counts its sends. */
 function counted() {
@@ -29,15 +30,6 @@ async function rejection(p: Promise<unknown>): Promise<Error> {
     () => new Error('expected a rejection'),
     (e: unknown) => e as Error,
   );
-}
-
-function thrown(fn: () => unknown): Error {
-  try {
-    fn();
-  } catch (error) {
-    return error as Error;
-  }
-  return new Error('expected a throw');
 }
 
 async function nothingRecorded(store: OnceStore, sent: string[]): Promise<void> {

@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { createClient, memoryStore } from '../../src/index.js';
 import type { OnceClientOptions } from '../../src/index.js';
+import { thrown } from '../helpers/thrown.js';
 
 const noFetch = (async () => {
   throw new Error('no network in option tests');
@@ -13,15 +14,6 @@ const noFetch = (async () => {
 /** createClient with a memory store, so a passing validation never opens the default SQLite file. */
 function build(options: Record<string, unknown>) {
   return () => createClient({ store: memoryStore(), fetch: noFetch, ...options } as unknown as OnceClientOptions);
-}
-
-function thrown(fn: () => unknown): Error {
-  try {
-    fn();
-  } catch (error) {
-    return error as Error;
-  }
-  throw new Error('expected a throw');
 }
 
 describe('bad options', () => {
