@@ -11,23 +11,11 @@
  * type-checks a browser consumer: lib dom + es2022, moduleResolution bundler, no `types`,
  * skipLibCheck false. Fast (~15 s); the tarball itself is checked by install.test.ts.
  */
-import { execFile } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const TSC = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
-
-function tsc(args: string[], cwd: string): Promise<{ code: number; out: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [TSC, ...args], { cwd, timeout: 120_000, maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
-      resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : 1, out: `${stdout}${stderr}` });
-    });
-  });
-}
+import { ROOT, emitAsPackage, typecheck } from '../helpers/typecheck.js';
 
 type LockEntry = { dev?: boolean; optional?: boolean; devOptional?: boolean; peer?: boolean; link?: boolean };
 
@@ -69,10 +57,7 @@ describe('declarations for a browser project that installs oncefetch', { timeout
   });
 
   it('leave the project its DOM globals under tsc --strict, bundler resolution, no `types` (skipLibCheck: false)', async () => {
-    const pkg = join(tmp, 'node_modules', 'oncefetch');
-    mkdirSync(pkg, { recursive: true });
-    copyFileSync(join(ROOT, 'package.json'), join(pkg, 'package.json'));
-    const emitted = await tsc(['-p', join(ROOT, 'tsconfig.build.json'), '--emitDeclarationOnly', '--declarationMap', 'false', '--sourceMap', 'false', '--outDir', join(pkg, 'dist')], ROOT);
+    const emitted = await emitAsPackage(tmp);
     expect(emitted.out).toBe('');
     const linked = productionPackages();
     expect(linked).toContain('idb-keyval');
@@ -82,23 +67,15 @@ describe('declarations for a browser project that installs oncefetch', { timeout
       symlinkSync(join(ROOT, 'node_modules', name), at, 'dir');
     }
     writeFileSync(join(tmp, 'package.json'), JSON.stringify({ name: 'page', private: true, type: 'module' }));
-    writeFileSync(join(tmp, 'page.ts'), CONSUMER);
-    writeFileSync(
-      join(tmp, 'tsconfig.json'),
-      JSON.stringify({
-        compilerOptions: {
-          strict: true,
-          module: 'esnext',
-          moduleResolution: 'bundler',
-          target: 'es2022',
-          lib: ['dom', 'es2022'],
-          noEmit: true,
-          skipLibCheck: false,
-        },
-        files: ['page.ts'],
-      }),
-    );
-    const checked = await tsc(['-p', 'tsconfig.json'], tmp);
+    const checked = await typecheck(tmp, 'page.ts', CONSUMER, {
+      strict: true,
+      module: 'esnext',
+      moduleResolution: 'bundler',
+      target: 'es2022',
+      lib: ['dom', 'es2022'],
+      noEmit: true,
+      skipLibCheck: false,
+    });
     expect(checked.out).toBe('');
     expect(checked.code).toBe(0);
   });

@@ -9,23 +9,11 @@
  * consumer of the Node subpaths with `lib: ['es2023']`. Fast enough for every run (~20 s):
  * the slow tarball check is install.test.ts.
  */
-import { execFile } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const TSC = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
-
-function tsc(args: string[], cwd: string): Promise<{ code: number; out: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [TSC, ...args], { cwd, timeout: 120_000, maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
-      resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : 1, out: `${stdout}${stderr}` });
-    });
-  });
-}
+import { ROOT, emitAsPackage, typecheck } from '../helpers/typecheck.js';
 
 const CONSUMER = `import { createClient, memoryStore, wrapFetch, type OnceClient, type OnceRequestInit } from 'oncefetch';
 import { sqliteStore, type SqliteDatabase } from 'oncefetch/sqlite';
@@ -55,32 +43,21 @@ describe('declarations for a Node project without the DOM lib', { timeout: 120_0
   afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
   it('type-check under tsc --strict with lib es2023 and @types/node only (skipLibCheck: false)', async () => {
-    const pkg = join(tmp, 'node_modules', 'oncefetch');
-    mkdirSync(pkg, { recursive: true });
-    copyFileSync(join(ROOT, 'package.json'), join(pkg, 'package.json'));
-    const emitted = await tsc(['-p', join(ROOT, 'tsconfig.build.json'), '--emitDeclarationOnly', '--declarationMap', 'false', '--sourceMap', 'false', '--outDir', join(pkg, 'dist')], ROOT);
+    const emitted = await emitAsPackage(tmp);
     expect(emitted.out).toBe('');
     for (const dep of ['@types', 'undici-types', 'vitest']) symlinkSync(join(ROOT, 'node_modules', dep), join(tmp, 'node_modules', dep), 'dir');
     writeFileSync(join(tmp, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
-    writeFileSync(join(tmp, 'consumer.ts'), CONSUMER);
-    writeFileSync(
-      join(tmp, 'tsconfig.json'),
-      JSON.stringify({
-        compilerOptions: {
-          strict: true,
-          exactOptionalPropertyTypes: true,
-          module: 'nodenext',
-          moduleResolution: 'nodenext',
-          target: 'es2022',
-          lib: ['es2023'],
-          types: ['node'],
-          noEmit: true,
-          skipLibCheck: false,
-        },
-        files: ['consumer.ts'],
-      }),
-    );
-    const checked = await tsc(['-p', 'tsconfig.json'], tmp);
+    const checked = await typecheck(tmp, 'consumer.ts', CONSUMER, {
+      strict: true,
+      exactOptionalPropertyTypes: true,
+      module: 'nodenext',
+      moduleResolution: 'nodenext',
+      target: 'es2022',
+      lib: ['es2023'],
+      types: ['node'],
+      noEmit: true,
+      skipLibCheck: false,
+    });
     expect(checked.out).toBe('');
     expect(checked.code).toBe(0);
   });
