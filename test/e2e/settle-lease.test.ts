@@ -247,17 +247,23 @@ describe("a lost lease, then the store fails settle's last write: a store failur
 });
 
 describe("a lookup's 'found', its write failing throughout while the lease is taken over: the call follows the new owner", () => {
-  it("A's 500 after commit, its lookup finds the order; the 'found' write fails throughout and B takes over (no lookup: it stops ambiguous): A follows, takes the record back, finds it again and returns it, not a StoreError; nothing resent", async () => {
-    // Before: settle's last write after the lost lease failed with a plain StoreError, which A ended
-    // with, though its lookup had found the effect (only a held success of its own followed).
+  /** A, whose lookup finds `ref`'s order after a 500 after commit, every write of that "found" failing (50 ms late) and no renewal landing. */
+  function foundWriteFailing(ref: string) {
     const inner = memoryStore();
     const { store, plan } = scripted(inner);
     plan.founds = ['fail', 'fail', 'fail', 'fail'];
     plan.answerDelayMs = 50;
     plan.renewals = Array<Step>(100).fill('fail');
-    const ref = 'SL-found-lost-store-fails';
     provider.fault({ kind: 'error_after_commit', match: { ref } });
     const a = clientOn(store, { lookups: { [ACTION]: lookupByRef(provider.url) } });
+    return { inner, store, plan, a };
+  }
+
+  it("A's 500 after commit, its lookup finds the order; the 'found' write fails throughout and B takes over (no lookup: it stops ambiguous): A follows, takes the record back, finds it again and returns it, not a StoreError; nothing resent", async () => {
+    // Before: settle's last write after the lost lease failed with a plain StoreError, which A ended
+    // with, though its lookup had found the effect (only a held success of its own followed).
+    const ref = 'SL-found-lost-store-fails';
+    const { inner, store, plan, a } = foundWriteFailing(ref);
     const b = clientOn(store);
     const first = order(a, ref).then(
       (res) => res.status,
@@ -285,14 +291,8 @@ describe("a lookup's 'found', its write failing throughout while the lease is ta
   it("the same, but the new owner is a recover() whose lookup says absent (an index not caught up) and puts the record back to pending: A, whose lookup found the order, does not send it again", async () => {
     // Before: A followed the pending record and sent attempt 2 (a second order at a provider that ignores
     // keys), though its own lookup had found the first; before 5a3006a it ended with the StoreError.
-    const inner = memoryStore();
-    const { store, plan } = scripted(inner);
-    plan.founds = ['fail', 'fail', 'fail', 'fail'];
-    plan.answerDelayMs = 50;
-    plan.renewals = Array<Step>(100).fill('fail');
     const ref = 'SL-found-lost-recover-absent';
-    provider.fault({ kind: 'error_after_commit', match: { ref } });
-    const a = clientOn(store, { lookups: { [ACTION]: lookupByRef(provider.url) } });
+    const { inner, store, plan, a } = foundWriteFailing(ref);
     const b = clientOn(store, { settleMs: 0, lookups: { [ACTION]: async () => null } });
     const first = order(a, ref).then(
       (res) => res.status,
