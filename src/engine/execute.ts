@@ -22,7 +22,7 @@ import {
 } from '../errors.js';
 import type { OnceEvent, OnceStats } from '../events.js';
 import { emptyStats } from '../events.js';
-import { applyEvent, conflictAfterReach, conflictUnsettled, isTerminal, lateSuccess, recordId, resendNeedsDedupe } from '../operation/record.js';
+import { applyEvent, conflictAfterReach, conflictUnsettled, isTerminal, lateSuccess, recordId, refMinted, resendNeedsDedupe } from '../operation/record.js';
 import type { LiveBody } from '../operation/snapshot.js';
 import type { OperationRecord, RecordEvent, ResultSnapshot, Scope } from '../operation/record.js';
 import type { ResolvedOptions } from '../options.js';
@@ -98,6 +98,11 @@ export interface OperationSpec {
   request: { method: string; url: string } | null;
   send(ctx: AttemptContext): Promise<AttemptOutcome>;
   lookup: SnapshotLookup | undefined;
+  /**
+   * `lookup` is the one registered for the action (createClient's `lookups`), not the call's own: never
+   * asked about a ref oncefetch minted (`refMinted`), which the provider never saw (see `lookupOf`)
+   */
+  lookupRegistered?: boolean | undefined;
   signal: AbortSignal | undefined;
   /** once aborted, the operation is cancelled at the next decision point (DESIGN §8) */
   cancelSignal?: AbortSignal | undefined;
@@ -907,7 +912,7 @@ export class Engine {
     // taken effect, see `reachedBefore`): reconciled now, never resent (a lookup, else AmbiguousOutcomeError).
     const conflicted = c.class === 'conflict';
     const cause = c.class !== 'ambiguous' && !conflicted ? undefined : 'cause' in outcome ? outcome.cause : new Error(c.reason);
-    if (conflicted || (c.class === 'ambiguous' && (spec.lookup === undefined ? !this.opts.providerDedupes : lastAttempt))) {
+    if (conflicted || (c.class === 'ambiguous' && (lookupOf(spec, owned.rec) === undefined ? !this.opts.providerDedupes : lastAttempt))) {
       // (the lookup said absent: the conflict stands, counted where the "absent" is written, see `reconcileOwned`)
       const ended = await this.reconcileOwned(owned, spec, deadline, cause);
       if (ended !== undefined && isTerminal(ended.state)) return { record: ended, live: undefined };
@@ -1038,7 +1043,7 @@ export class Engine {
       return landed === CUT ? this.cutOff(owned, deadline, event, late) : landed;
     };
     const lookup = async (): Promise<ReconcileOutcome> => {
-      const outcome = await reconcile(spec.lookup, { scope, key: owned.rec.key, record: owned.rec, signal: deadline.signal });
+      const outcome = await reconcile(lookupOf(spec, owned.rec), { scope, key: owned.rec.key, record: owned.rec, signal: deadline.signal });
       if (outcome.kind !== 'none') this.stats.lookups++;
       return outcome;
     };
@@ -1208,4 +1213,13 @@ function text(scope: Scope): string {
 
 function scopeOf(rec: OperationRecord): Scope {
   return { tenant: rec.tenant, action: rec.action, ref: rec.ref };
+}
+
+/**
+ * The lookup `spec` asks about `record`: none where the registered one would be asked about a ref
+ * oncefetch minted (`refMinted`: the provider never saw it, so a lookup by ref could only answer
+ * "absent" for an effect that happened). The same rule as `recover()`'s and explain's.
+ */
+function lookupOf(spec: OperationSpec, record: OperationRecord): SnapshotLookup | undefined {
+  return spec.lookupRegistered === true && refMinted(record) ? undefined : spec.lookup;
 }

@@ -12,7 +12,6 @@ import type { Classification } from '../classify/classify.js';
 import { AmbiguousOutcomeError } from '../errors.js';
 import { captureBody, readBody } from '../operation/body.js';
 import { fingerprintRequest, normaliseUrl } from '../operation/fingerprint.js';
-import { refMinted } from '../operation/record.js';
 import type { Scope } from '../operation/record.js';
 import { buildResponse, responseSnapshot } from '../operation/snapshot.js';
 import type { LiveBody } from '../operation/snapshot.js';
@@ -157,13 +156,8 @@ export async function onceFetch(engine: Engine, input: string | URL | Request, i
   // A custom fetch may ignore its signal: its request, still out after its attempt ended, is the next attempt's.
   const calls = lateCalls(engine, scope, fingerprint, cancelBody);
   // An own property only: an action named 'constructor' or 'toString' has no lookup of Object.prototype's.
-  // Not for a ref minted here (no `once.ref`, no key header): the provider never saw it, so a registered
-  // lookup by ref would answer "absent" for an effect that happened, and the call resend it.
-  const registered = mintedRef === undefined && Object.hasOwn(opts.lookups, scope.action) ? opts.lookups[scope.action] : undefined;
-  // Nor for such a ref given again (`once.ref` read back from an error): its record says so (`refMinted`); unknown, not "absent".
-  const lookupFn: LookupFn | undefined =
-    onceOptions.lookup ??
-    (registered && ((ctx) => (refMinted(ctx.record) ? Promise.reject(new Error(`oncefetch minted ref ${ctx.scope.ref} for one call: no lookup by ref can find it`)) : registered(ctx))));
+  // The engine asks the registered one about no ref oncefetch minted (`lookupOf`): the provider never saw it.
+  const lookupFn: LookupFn | undefined = onceOptions.lookup ?? (Object.hasOwn(opts.lookups, scope.action) ? opts.lookups[scope.action] : undefined);
   const spec: OperationSpec = {
     scope,
     fingerprint,
@@ -173,6 +167,7 @@ export async function onceFetch(engine: Engine, input: string | URL | Request, i
     signal: req.signal,
     cancelSignal: onceOptions.signal,
     lookup: lookupFn === undefined ? undefined : responseLookup(lookupFn, opts),
+    lookupRegistered: onceOptions.lookup === undefined,
     send: (ctx) => sendAttempt(opts, req, captured.bytes, onceOptions.classify, calls, ctx),
   };
   const result = await engine.execute(spec).catch((error: unknown) => {

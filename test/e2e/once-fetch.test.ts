@@ -154,6 +154,10 @@ describe('client.fetch against the loopback provider', () => {
     expect(provider.lookups).toBe(0);
     expect(provider.requests.length).toBe(1);
     expect(provider.effects).toBe(1);
+    // one rule for the fresh call and the ref given again: no lookup asked, none recorded (not a lookup "unknown")
+    const rec = await c.get({ action: 'create-order', ref });
+    expect(rec?.state).toBe('ambiguous');
+    expect(rec?.evidence.filter((e) => e.kind === 'lookup')).toEqual([]);
   });
 
   it('without a lookup, an ambiguous outcome against a provider that ignores keys is reported, never resent', async () => {
