@@ -35,6 +35,10 @@ interface Ctx {
  */
 export const refMinted = (r: Pick<OperationRecord, 'key' | 'keySource' | 'ref'>): boolean => r.keySource === 'minted' && r.key === r.ref;
 
+/** What to look for at the provider: a ref oncefetch minted is its key, the only name the provider got for it. */
+const effectFor = (c: Ctx): string =>
+  refMinted(c.r) ? `the request sent with key '${c.ref}' (oncefetch minted it, and the ref as the same UUID: the provider knows no ref for it)` : `ref '${c.ref}' (key ${c.key})`;
+
 /** The last 4 characters of a key, for messages and hand-offs; none of a key under 12 characters, which they would give away whole or nearly. */
 export function redactKey(key: string): string {
   return key.length < 12 ? `… (${key.length} characters)` : `…${key.slice(-4)}`;
@@ -126,7 +130,7 @@ function unsettled(c: Ctx, lead: string[]): Decision {
     plan: [
       `Do not resend: ${why}; a resend could create a second effect.`,
       ...guard,
-      `Check at the provider whether an effect exists for ref '${c.ref}' (key ${c.key}): its API, dashboard or support.`,
+      `Check at the provider whether an effect exists for ${effectFor(c)}: its API, dashboard or support.`,
       `Then ${c.r.request === null ? 'call client.run() again with a lookup (spec.lookup)' : refMinted(c.r) ? `call again with the same payload and once: { ref: '${c.ref}', lookup } (its own lookup)` : `register a lookup for '${c.action}' (createClient({ lookups }))`} that reports what you found${c.r.request === null || refMinted(c.r) ? '' : `, and ${pending ? 'call again' : 'run client.recover()'}`}: found settles it as succeeded; ${late ? 'absent leaves it ambiguous' : cancelRequested ? 'absent cancels it' : conflict ? 'absent ends it failed, the conflict standing' : 'absent lets the next call resend with the same key'}.`,
     ],
     verification,
@@ -151,7 +155,7 @@ function reconcileFirst(c: Ctx): Decision {
   return {
     plan: [
       `Do not call again${from} to resend it: ${cleared}${stale}. Such a call sends nothing: it turns the record ambiguous and ends with AmbiguousOutcomeError.`,
-      `Check at the provider whether an effect exists for ref '${c.ref}'; ${stale === '' ? 'call again only from a client whose provider dedupes by key, or ' : ''}${c.r.request === null ? 'call client.run() again with a lookup (spec.lookup)' : `register a lookup for '${c.action}' (createClient({ lookups })) and call again`}.`,
+      `Check at the provider whether an effect exists for ${refMinted(c.r) ? effectFor(c) : `ref '${c.ref}'`}; ${stale === '' ? 'call again only from a client whose provider dedupes by key, or ' : ''}${c.r.request === null ? 'call client.run() again with a lookup (spec.lookup)' : refMinted(c.r) ? `call again with the same payload and once: { ref: '${c.ref}', lookup } (its own lookup)` : `register a lookup for '${c.action}' (createClient({ lookups })) and call again`}.`,
     ],
     verification: [`${atProvider(c, possible(c))} Two would be a duplicate.`],
     escalation: `The record may be resent only with the same key to a provider that dedupes, and ${stale === '' ? 'this policy says the provider does not' : 'the provider may no longer recognise the key'}.`,
@@ -276,7 +280,7 @@ function decideCode(code: DiagnosisCode, c: Ctx): Decision {
         return {
           plan: [
             `Do not send this intent again under a new ref or a new key: ${f.reachedEarlier === undefined ? 'an earlier attempt' : `attempt ${f.reachedEarlier.number}`} reached the provider and may have taken effect; a new ref would make a second effect.`,
-            `Check at the provider whether an effect exists for ref '${c.ref}' (key ${c.key}): its API, dashboard or support.`,
+            `Check at the provider whether an effect exists for ${effectFor(c)}: its API, dashboard or support.`,
             'If it exists, the operation happened: set right by hand whatever was done because the record said failed. If not, the conflict stands: a new intent needs a new ref.',
           ],
           verification: [atProvider(c, '0 or 1')],
@@ -332,7 +336,7 @@ export function decide(code: DiagnosisCode, r: OperationRecord, f: Facts, p: Exp
         ? [...plan, `Check the lookup registered for '${c.action}': it disagrees with what the provider answered.`]
         : [
             `Do not resend while the evidence contradicts itself (${f.contradictions.join('; ')}).`,
-            `Check at the provider whether an effect exists for ref '${c.ref}' (key ${c.key}).`,
+            `Check at the provider whether an effect exists for ${effectFor(c)}.`,
             `Fix or verify the lookup for '${c.action}'${
               r.state !== 'pending'
                 ? ', then run client.recover() (once the lease has expired) or call again: either looks it up before any send'

@@ -41,6 +41,35 @@ describe('explain on a minted ref with a lookup registered for its action', () =
     expect(x.plan.at(-1)).toMatch(/^Then call again with the same payload and once: \{ ref: '123e4567-[^']*', lookup \} \(its own lookup\) that reports what you found: found settles it as succeeded/);
   });
 
+  it('asks the provider about the key it was sent with, not about a ref it never saw', () => {
+    const plan = explain(ambiguous(UUID, UUID), explainPolicy(T0 + 1_000, { lookupRegistered: true })).plan.join('\n');
+    expect(plan).toMatch(new RegExp(`^Check at the provider whether an effect exists for the request sent with key '${UUID}' \\(oncefetch minted it, and the ref as the same UUID: the provider knows no ref for it\\): its API, dashboard or support\\.$`, 'm'));
+    expect(plan).not.toMatch(/exists for ref/);
+  });
+
+  it('a record only a dedupe cleared, the key stale: no advice to register a lookup, which is never asked about it', () => {
+    let r = newRecord({
+      scope: { tenant: 't1', action: 'create-order', ref: UUID },
+      key: UUID,
+      keySource: 'minted',
+      fingerprint: 'f'.repeat(64),
+      request: { method: 'POST', url: 'https://api.example.com/orders' },
+      owner: 'a',
+      now: T0,
+      leaseMs: 30_000,
+      retentionMs: 86_400_000,
+    });
+    r = applyEvent(r, { type: 'attempt_started', attemptId: 'att-1' }, T0 + 10, 'a');
+    r = applyEvent(r, { type: 'attempt_finished', class: 'ambiguous', status: null, reason: 'headers timeout', result: null }, T0 + 20, 'a');
+    r = applyEvent(r, { type: 'resend_after_ambiguous', detail: 'the provider dedupes' }, T0 + 30, 'a');
+    r = applyEvent(r, { type: 'stopped', code: 'ABORTED', message: 'aborted' }, T0 + 40, 'a');
+    const x = explain(r, explainPolicy(T0 + 120_000, { lookupRegistered: true, providerDedupes: true, providerRetentionMs: 60_000 }));
+    expect(x.escalate).toBe(true);
+    const plan = x.plan.join('\n');
+    expect(plan).not.toMatch(/register a lookup/);
+    expect(plan).toMatch(new RegExp(`^Check at the provider whether an effect exists for the request sent with key '${UUID}' \\(.*\\); call again with the same payload and once: \\{ ref: '${UUID}', lookup \\} \\(its own lookup\\)\\.$`, 'm'));
+  });
+
   it('a ref the caller gave (a key minted apart from it): the registered lookup settles it, as before', () => {
     const x = explain(ambiguous('A-17', UUID), explainPolicy(T0 + 1_000, { lookupRegistered: true }));
     expect(x.escalate).toBe(false);
