@@ -11,6 +11,7 @@
  * @module
  */
 import { awaitAbandon } from '../engine/acquire.js';
+import { CallDeadline } from '../engine/deadline.js';
 import { LeaseLostError, OwnedRecord } from '../engine/owned.js';
 import type { Engine } from '../engine/execute.js';
 import { responseLookup } from '../engine/fetch-operation.js';
@@ -19,6 +20,7 @@ import { applyEvent, refMinted, resendNeedsDedupe, scopeOfId } from '../operatio
 import type { OperationRecord, Scope } from '../operation/record.js';
 import type { CorruptRow, OnceStore } from '../stores/contract.js';
 import { reconcile, settledAt } from './lookup.js';
+import type { ReconcileOutcome } from './lookup.js';
 import { checkKeys } from '../options.js';
 
 /**
@@ -69,7 +71,11 @@ export interface RecoveryReport {
 export interface RecoverOptions {
   /** at most this many records per call (rows that are not valid records, reported in `errors`, are not counted) @default 100 */
   limit?: number;
-  /** abort the recovery @default undefined */
+  /**
+   * abort the recovery. Without it, each lookup is still bounded by `retry.deadlineMs`, as a call's
+   * is: one that has not answered by then (its body still trickling, say) is given up as unknown,
+   * and its record stays `ambiguous` (`stillAmbiguous`) @default undefined
+   */
   signal?: AbortSignal;
   /**
    * whose records to settle; the lookups used are this client's, so name only a tenant whose
@@ -248,10 +254,18 @@ export async function recover(engine: Engine, options: RecoverOptions = {}): Pro
       const lookupFn = found.request === null || refMinted(found) || !Object.hasOwn(lookups, found.action) ? undefined : lookups[found.action];
       const settleAt = settledAt(taken, engine.opts.settleMs);
       const askedAt = now();
+      // Bounded as a call's lookup is, by retry.deadlineMs (and recover's signal): one that never ends
+      // (a body trickling forever) is given up, its body cancelled, and the record stays ambiguous.
+      const deadline = new CallDeadline(engine.opts.retry.deadlineMs, askedAt, scope, signal);
       // renewed as a call renews it: a lookup slower than leaseMs must not let the record be taken over
-      let outcome = await owned.renewing(leaseMs, () =>
-        reconcile(lookupFn === undefined ? undefined : responseLookup(lookupFn, engine.opts), { scope, key: taken.key, record: taken, signal }),
-      );
+      let outcome = await owned
+        .renewing(leaseMs, () => reconcile(lookupFn === undefined ? undefined : responseLookup(lookupFn, engine.opts), { scope, key: taken.key, record: taken, signal: deadline.signal }))
+        .catch((error: unknown): ReconcileOutcome => {
+          const passed = deadline.passed;
+          if (passed === undefined || error !== passed || signal.aborted) throw error;
+          return { kind: 'unknown', detail: `lookup given up: ${passed.message}`, error };
+        })
+        .finally(() => deadline.dispose());
       // "Absent" is trusted only when asked after the last attempt can no longer take effect (or when a
       // same-key resend is deduplicated: not for a key past the provider's retention, whose early
       // "absent" would only clear the record for a resend this client then reconciles first again).

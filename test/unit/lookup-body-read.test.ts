@@ -170,3 +170,38 @@ describe("a lookup's body that ends", () => {
     await c.close();
   });
 });
+
+describe('in recover() called without a signal', () => {
+  it("a lookup whose body trickles forever is given up at retry.deadlineMs, as a call's lookup is: recorded unknown, the record stays ambiguous (never resent), and the next record is settled", async () => {
+    const store = memoryStore();
+    const first = setup({ store });
+    const HANGS = { action: SCOPE.action, ref: 'L-hang' };
+    const FOUND = { action: SCOPE.action, ref: 'L-found' };
+    await expect(first.c.fetch(URL_ORDERS, { ...post, once: HANGS })).rejects.toBeInstanceOf(AmbiguousOutcomeError);
+    await tick(5); // (listed oldest first: the trickling one before the other)
+    await expect(first.c.fetch(URL_ORDERS, { ...post, once: FOUND })).rejects.toBeInstanceOf(AmbiguousOutcomeError);
+    const { body, seen } = trickle();
+    const lookups = {
+      [SCOPE.action]: (async ({ scope }) =>
+        scope.ref === HANGS.ref ? new Response(body, { status: 200 }) : new Response('{"id":"o-2"}', { status: 200 })) as LookupFn,
+    };
+    const second = setup({ store, lookups, settleMs: 0, retry: { deadlineMs: 200 } });
+    const started = Date.now();
+    const cap = new Promise<string>((r) => setTimeout(() => r('still pending after 3000 ms'), 3_000));
+    const report = await Promise.race([second.c.recover(), cap]);
+    expect(report).toMatchObject({ resolved: [{ ref: FOUND.ref }], stillAmbiguous: [{ ref: HANGS.ref }], absent: [], errors: [] });
+    expect(Date.now() - started).toBeLessThan(2_000);
+    await until(() => seen.cancelled);
+    expect(seen.cancelled).toBe(true);
+    await tick(30);
+    expect(seen.pullsAfterCancel).toBe(0);
+    const hung = await second.c.get(HANGS);
+    expect(hung).toMatchObject({ state: 'ambiguous', lease: null, result: null });
+    expect(hung?.evidence.some((e) => e.kind === 'lookup' && e.detail.startsWith('unknown: recover: ') && e.detail.includes('200 ms'))).toBe(true);
+    expect(hung?.attempts).toHaveLength(1);
+    expect((await second.c.get(FOUND))?.state).toBe('succeeded');
+    expect(first.sends() + second.sends()).toBe(2);
+    await second.c.close();
+    await first.c.close();
+  });
+});
