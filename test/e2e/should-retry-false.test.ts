@@ -92,3 +92,49 @@ describe.each(['stripe-should-retry', 'x-should-retry'])('a 409 "in progress" wi
     expect(provider.effectsFor(ref)).toBe(1);
   });
 });
+
+/** The provider's answers, each 500 with `headers` added (a `Retry-After`, a hint). */
+const with500Headers = (headers: Record<string, string>): typeof globalThis.fetch => async (input, init) => {
+  const res = await globalThis.fetch(input, init);
+  if (res.status !== 500) return res;
+  const h = new Headers(res.headers);
+  for (const [name, value] of Object.entries(headers)) h.set(name, value);
+  return new Response(await res.arrayBuffer(), { status: res.status, statusText: res.statusText, headers: h });
+};
+
+describe.each([
+  ['no hint (the default class)', {}],
+  ['x-should-retry: false', { 'x-should-retry': 'false' }],
+  ['stripe-should-retry: false', { 'stripe-should-retry': 'false' }],
+])('a 500 after the order was committed, %s, with a Retry-After the call cannot wait for', (_, hint) => {
+  it.each([
+    ['over maxRetryAfterMs (1 h, the default cap 60 s)', {}, 'RETRIES_EXHAUSTED'],
+    ['past the deadline (1 h, deadline 5 s, cap 2 h)', { deadlineMs: 5_000, maxRetryAfterMs: 7_200_000 }, 'DEADLINE_EXCEEDED'],
+  ] as const)('%s: the call stops with AmbiguousOutcomeError, the record stays ambiguous (never failed); the next call looks it up before any resend; 1 effect, 1 POST', async (_, retry, code) => {
+    const ref = `RA-${Object.keys(hint).join('') || 'none'}-${code}`;
+    provider.fault({ kind: 'error_after_commit', status: 500, match: { ref } });
+    let lookups = 0;
+    const byRef = lookupByRef(provider.url);
+    const c = createClient({
+      store: memoryStore(),
+      fetch: with500Headers({ ...hint, 'retry-after': '3600' }),
+      settleMs: 20,
+      lookups: { [ACTION]: (ctx) => (lookups++, byRef(ctx)) },
+      retry: { budget: false, ...retry },
+    });
+    clients.push(c);
+    const error = await order(c, ref).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'AMBIGUOUS_OUTCOME', cause: { code, retryAfterMs: 3_600_000 } });
+    const rec = await c.get({ action: ACTION, ref });
+    expect({ state: rec?.state, result: rec?.result, lease: rec?.lease }).toEqual({ state: 'ambiguous', result: null, lease: null });
+    expect(rec?.attempts.map((a) => [a.status, a.class])).toEqual([[500, 'ambiguous']]);
+    expect(posts(ref)).toBe(1);
+    // the next call with the same ref reconciles first: the lookup finds the order, nothing is resent
+    const res = await order(c, ref);
+    expect(res.status).toBe(200);
+    expect(lookups).toBe(1);
+    expect((await c.get({ action: ACTION, ref }))?.state).toBe('succeeded');
+    expect(provider.effectsFor(ref)).toBe(1);
+    expect(posts(ref)).toBe(1);
+  });
+});
