@@ -56,3 +56,27 @@ describe('a 2xx stream declared empty (Content-Length: 0)', () => {
     expect(p.effects()).toBe(1);
   });
 });
+
+describe('a 2xx stream with no Content-Length (chunked) that turns out empty', () => {
+  it.each(['text/event-stream', 'application/x-ndjson'])('%s: its record is written before it is read, so the replay (empty) is marked truncated, as the README says: in doubt, never resent', async (type) => {
+    let effects = 0;
+    const origin = await loop.serve((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        effects++;
+        res.writeHead(200, { 'content-type': type });
+        res.end();
+      });
+    });
+    const client = loop.use(createClient({ store: memoryStore() }));
+    const first = await call(client, `${origin}/v1/stream`);
+    expect({ status: first.status, truncated: first.headers.get('oncefetch-body-truncated') }).toEqual({ status: 200, truncated: null });
+    expect(await first.text()).toBe('');
+    const again = await call(client, `${origin}/v1/stream`);
+    expect(again.headers.get('oncefetch-replayed')).toBe('true');
+    expect(again.headers.get('oncefetch-body-truncated')).toBe('true');
+    expect(await again.text()).toBe('');
+    expect((await client.get({ action: 'stream', ref: 's1' }))?.result?.bodyTruncated).toBe(true);
+    expect(effects).toBe(1);
+  });
+});
