@@ -204,4 +204,19 @@ describe('in recover() called without a signal', () => {
     await second.c.close();
     await first.c.close();
   });
+
+  it('a lookup that never settles is given up at retry.deadlineMs too: recorded unknown, the record ambiguous, nothing resent', async () => {
+    const store = memoryStore();
+    const first = setup({ store });
+    await expect(first.c.fetch(URL_ORDERS, { ...post, once: SCOPE })).rejects.toBeInstanceOf(AmbiguousOutcomeError);
+    const lookups = { [SCOPE.action]: (() => new Promise<null>(() => undefined)) as LookupFn };
+    const second = setup({ store, lookups, settleMs: 0, retry: { deadlineMs: 200 } });
+    const cap = new Promise<string>((r) => setTimeout(() => r('still pending after 3000 ms'), 3_000));
+    const report = await Promise.race([second.c.recover(), cap]);
+    expect(report).toMatchObject({ resolved: [], absent: [], stillAmbiguous: [{ ref: SCOPE.ref }], errors: [] });
+    expect(await second.c.get(SCOPE)).toMatchObject({ state: 'ambiguous', lease: null, result: null });
+    expect(first.sends() + second.sends()).toBe(1);
+    await second.c.close();
+    await first.c.close();
+  });
 });
