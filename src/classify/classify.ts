@@ -120,7 +120,8 @@ export function needsBody(status: number): boolean {
 /**
  * Classifies a response. Order, first match wins:
  *
- * 1. 2xx → `success`.
+ * 1. 2xx → `success`; so is 303 See Other (`redirect: 'manual'`): "done, look here", the provider
+ *    acted, whatever a hint says. (Recorded `failed`, it read as "no effect" and invited a new ref.)
  * 2. 400 / 417 / 422 whose body carries the key-mismatch signal → `conflict`. This is
  *    checked before the server hints: a reused key will never succeed, whatever the hint.
  * 3. `x-should-retry` or `stripe-should-retry`: `true` → `retryable`; `false` → `terminal`,
@@ -129,7 +130,7 @@ export function needsBody(status: number): boolean {
  *    ("do not retry" is no word on the effect). When both are present and
  *    disagree, `false` wins (not resending is the safe side); the reason names the header
  *    that decided.
- * 4. 3xx → `terminal` (a redirect reaching us means `redirect: 'manual'`).
+ * 4. Other 3xx → `terminal` (a redirect reaching us means `redirect: 'manual'`).
  * 5. 408, 425, 429, 503 → `retryable`.
  * 6. 409 → `retryable` with the "request in progress" signal, else `terminal`.
  * 7. 500, 502, 504 → `ambiguous`; 501, 505 → `terminal`; any other 5xx → `ambiguous`.
@@ -147,7 +148,7 @@ export function needsBody(status: number): boolean {
  */
 export function classifyResponse(facts: ResponseFacts, now: number): Classification {
   const { status, headers, bodyText } = facts;
-  if (isSuccessStatus(status)) return { class: 'success', reason: `status ${status}` };
+  if (isSuccessStatus(status) || status === 303) return { class: 'success', reason: `status ${status}` };
   const verdict = classifyFailureStatus(status, headers, bodyText);
   const retryAfterMs = parseRetryAfter(headers, now);
   return retryAfterMs === undefined ? verdict : { ...verdict, retryAfterMs };
