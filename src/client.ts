@@ -152,7 +152,7 @@ export interface OnceClient {
    * before the send that failed or was given up on, at most 1 s more, as the call itself waits for it).
    * A call in flight thus returns and records what the provider answered, which a new client replays.
    * Each call is bounded by its own deadline (`retry.deadlineMs`), a cancel by its `waitMs`, a
-   * `recover()` by its lookups (or its `signal`); `waitMs` bounds the whole wait.
+   * `recover()` by its lookups (each bounded by `retry.deadlineMs`, or its `signal`); `waitMs` bounds the whole wait.
    *
    * When `waitMs` runs out first, the rest is stopped and the store closed: a call that holds the
    * provider's answer (now, or when it comes) returns it, unrecorded, as at its deadline; a call that
