@@ -247,11 +247,15 @@ export function validateOptions(options: unknown, where: string): void {
 
 /**
  * `wrapFetch(fetch, options)` as createClient's options; a TypeError naming wrapFetch when `fetch`
- * is not a function or `options` not an object (a spread would take null or 5 for no options).
+ * is not a function, `options` not an object (a spread would take null or 5 for no options), or
+ * `options.fetch` a second transport (one of the two would be dropped silently).
  */
 export function wrapOptions(fetch: unknown, options: unknown): OnceClientOptions {
   if (typeof fetch !== 'function') throw new TypeError(`wrapFetch: fetch must be a function, got ${got(fetch)}`);
   if (options !== undefined) checkObject('wrapFetch', 'options', options);
+  if (options?.fetch !== undefined) {
+    throw new TypeError('wrapFetch: fetch is given twice, as the first argument and as option "fetch"');
+  }
   return { ...options, fetch: fetch as typeof globalThis.fetch };
 }
 

@@ -156,4 +156,16 @@ describe('options objects that are not objects', () => {
       expect(thrown(() => wrap(globalThis.fetch, { store: memoryStore(), leaseMs: 5 }))).toMatchObject({ name: 'RangeError', message: expect.stringMatching(/^wrapFetch: option "leaseMs"/) as unknown });
     }
   });
+
+  it('wrapFetch(f, { fetch: g }) is a TypeError saying fetch is given twice (the first argument used to win silently)', () => {
+    const other = (async () => new Response('{}', { status: 201 })) as typeof globalThis.fetch;
+    for (const wrap of [wrapFetch, browserEntry.wrapFetch]) {
+      expect(thrown(() => wrap(globalThis.fetch, { store: memoryStore(), fetch: other } as never))).toMatchObject({
+        name: 'TypeError',
+        message: 'wrapFetch: fetch is given twice, as the first argument and as option "fetch"',
+      });
+      // an absent fetch, spelt undefined (a spread of createClient options), is no second fetch
+      expect(typeof wrap(globalThis.fetch, { store: memoryStore(), fetch: undefined } as never)).toBe('function');
+    }
+  });
 });
