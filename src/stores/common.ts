@@ -9,6 +9,7 @@
 import { StoreError } from '../errors.js';
 import { findLoneSurrogate } from '../operation/canonical-json.js';
 import { isTerminal, parseRecord, recordId, type OperationRecord, type OperationState } from '../operation/record.js';
+import { checkKeys } from '../options.js';
 import { DEFAULT_LIST_LIMIT, type ListQuery } from './contract.js';
 
 /** The columns a store indexes besides the record text. */
@@ -118,9 +119,15 @@ export interface ResolvedListQuery {
 
 const STATES: ReadonlySet<string> = new Set(['pending', 'in_flight', 'ambiguous', 'succeeded', 'failed', 'cancelled']);
 
-/** Validates a list query (a bad one is a `TypeError`/`RangeError` naming the field). */
+
+/**
+ * Validates a list query (a bad one is a `TypeError`/`RangeError` naming the field). Unknown keys
+ * are refused, as in every options object: a misspelt filter (`state` for `states`) would
+ * otherwise filter nothing and list every record.
+ */
 export function resolveListQuery(query: ListQuery | undefined): ResolvedListQuery {
   const q = query ?? {};
+  checkKeys('list', 'query', q, ['states', 'leaseExpiredBefore', 'tenant', 'limit', 'onCorrupt']);
   let states: OperationState[] | undefined;
   if (q.states !== undefined) {
     if (!Array.isArray(q.states)) throw new TypeError('list: states must be an array of states');

@@ -57,7 +57,9 @@ export interface CorruptRow {
 }
 
 /**
- * Filter of {@link OnceStore.list}; omitted fields do not filter.
+ * Filter of {@link OnceStore.list}; omitted fields do not filter. The built-in stores refuse
+ * unknown keys with a `TypeError` naming them (a misspelt filter would list every record); a custom
+ * store need not check its callers' queries (oncefetch itself passes only these keys).
  *
  * @example
  * ```ts

@@ -2,9 +2,12 @@
  * The store factories' options: a misspelt key is a TypeError naming it (as createClient's
  * options), null is a TypeError, and postgresStore says when its connectionString is undefined
  * (`process.env.DATABASE_URL` unset) instead of "pass exactly one of pool and connectionString".
+ * And a list query with a misspelt filter: a TypeError naming it, on every built-in store.
  */
+import 'fake-indexeddb/auto';
 import { describe, expect, it } from 'vitest';
 import { memoryStore } from '../../src/index.js';
+import type { OnceStore } from '../../src/index.js';
 import { indexedDbStore } from '../../src/stores/indexeddb.js';
 import { postgresStore } from '../../src/stores/postgres.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
@@ -27,5 +30,38 @@ describe('store factories', () => {
     const error = thrown(() => postgresStore({ connectionString: process.env['ONCEFETCH_TEST_UNSET_VARIABLE'] }));
     expect(error).toBeInstanceOf(TypeError);
     expect(error.message).toBe('postgresStore: connectionString is undefined; pass a connection string or a pool');
+  });
+});
+
+// Regression: list() ignored unknown query keys, so `list({ state: ['ambiguous'] })` (for `states`)
+// listed every record, of every state, as if nothing were filtered.
+describe('list queries', () => {
+  const noDatabase = async (): Promise<never> => {
+    throw new Error('no database in this test');
+  };
+  it.each<[string, () => OnceStore]>([
+    ['memoryStore', () => memoryStore()],
+    ['sqliteStore', () => sqliteStore({ path: ':memory:' })],
+    ['indexedDbStore', () => indexedDbStore({ dbName: `list-query-${globalThis.crypto.randomUUID()}` })],
+    // the query is checked before the pool is asked for anything: a pool that has no database serves
+    ['postgresStore', () => postgresStore({ pool: { query: noDatabase, connect: noDatabase } as never })],
+  ])('%s: a misspelt filter is a TypeError naming it, not a list of everything', async (_label, open) => {
+    const store = open();
+    try {
+      for (const [query, message] of [
+        [{ state: ['ambiguous'] }, 'list: query has unknown keys state'],
+        [{ states: ['ambiguous'], tennant: 't1', limt: 5 }, 'list: query has unknown keys tennant, limt'],
+        ['ambiguous', 'list: query must be an object, got string'],
+      ] as const) {
+        const error = await store.list(query as never).then(
+          () => new Error('expected a rejection'),
+          (e: unknown) => e as Error,
+        );
+        expect(error).toBeInstanceOf(TypeError);
+        expect(error.message).toBe(message);
+      }
+    } finally {
+      await store.close();
+    }
   });
 });
