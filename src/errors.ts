@@ -184,7 +184,8 @@ export interface StopErrorOptions extends OnceErrorOptions {
 /**
  * No attempt is left (attempt limit, retry budget, or a `Retry-After` beyond
  * `maxRetryAfterMs`). The record stays resumable with the same key: call
- * again later with the same scope.
+ * again later with the same scope. Its `cause` is what the last attempt threw
+ * (a transport error, a `client.run` effect's error); none after a response.
  *
  * @example
  * ```ts
@@ -208,6 +209,8 @@ export class RetriesExhaustedError extends OnceError {
 /**
  * The overall deadline (`retry.deadlineMs`) would be passed. The record stays
  * resumable: a later call with the same scope continues with the same key.
+ * When a wait before the next attempt would pass it, its `cause` is what the
+ * last attempt threw, as for {@link RetriesExhaustedError}.
  *
  * @example
  * ```ts

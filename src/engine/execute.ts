@@ -85,6 +85,12 @@ export interface AttemptOutcome {
    * reason as an `Error` when left out).
    */
   cause?: unknown;
+  /**
+   * What the attempt threw (a `client.run` effect's error): the `cause` of a stop before the next
+   * attempt (attempts, budget, a `Retry-After`, the deadline). When left out: `cause`, if no `snapshot`
+   * (a transport error; a response is no thrown error).
+   */
+  thrown?: unknown;
 }
 
 /** An operation as the engine sees it. */
@@ -146,7 +152,7 @@ class RetryLater extends Error {
     readonly classification: Classification,
     /** the attempt's {@link AttemptOutcome.cause}, after an ambiguous outcome */
     override readonly cause: unknown,
-    /** what the attempt threw (no response came), whatever its class: the cause of a RetriesExhaustedError */
+    /** what the attempt threw (no response came), whatever its class: the cause of a RetriesExhaustedError or DeadlineExceededError */
     readonly thrown: unknown,
   ) {
     super(`retry after ${classification.class}: ${classification.reason}`);
@@ -558,14 +564,14 @@ export class Engine {
     if (retriesLeft <= 0) throw await this.stop(owned, exhausted(owned.rec, c, retry.maxAttempts, cause, thrown), deadline);
     const retryAfterMs = c.retryAfterMs;
     if (retryAfterMs !== undefined && retryAfterMs > retry.maxRetryAfterMs) {
-      throw await this.stop(owned, unlessAmbiguous(owned.rec, new RetriesExhaustedError(`provider asked to wait ${retryAfterMs} ms (over maxRetryAfterMs ${retry.maxRetryAfterMs}) for ${text(scope)}; the record stays resumable`, { scope, retryAfterMs, attempts: attemptNumber })), deadline);
+      throw await this.stop(owned, unlessAmbiguous(owned.rec, new RetriesExhaustedError(`provider asked to wait ${retryAfterMs} ms (over maxRetryAfterMs ${retry.maxRetryAfterMs}) for ${text(scope)}; the record stays resumable`, { scope, retryAfterMs, attempts: attemptNumber, cause: thrown })), deadline);
     }
     const delayMs = retryAfterMs ?? backoffDelay(retry.jitter, attemptNumber, retry, this.opts.random, previousDelayMs);
     // An attempt needs time to finish: one the deadline cuts short after it was sent leaves the record
     // ambiguous, where stopping now leaves it resumable. The floor: its own timeout, at most a tenth of the deadline.
     const floorMs = Math.min(retry.attemptTimeoutMs, retry.deadlineMs / 10);
     if (delayMs + floorMs > deadline.remaining(this.opts.now())) {
-      throw await this.stop(owned, unlessAmbiguous(owned.rec, new DeadlineExceededError(`waiting ${delayMs} ms would leave under ${floorMs} ms of the deadline of ${text(scope)} for the next attempt; the record stays resumable`, { scope, retryAfterMs, attempts: attemptNumber })), deadline);
+      throw await this.stop(owned, unlessAmbiguous(owned.rec, new DeadlineExceededError(`waiting ${delayMs} ms would leave under ${floorMs} ms of the deadline of ${text(scope)} for the next attempt; the record stays resumable`, { scope, retryAfterMs, attempts: attemptNumber, cause: thrown })), deadline);
     }
     // Last check: a token is spent only on a retry that will happen.
     if (retry.budget !== undefined && !retry.budget.tryRetry()) {
@@ -918,7 +924,7 @@ export class Engine {
       if (ended !== undefined && isTerminal(ended.state)) return { record: ended, live: undefined };
       if (isTerminal(owned.rec.state)) return { record: owned.rec, live: undefined };
     }
-    throw new RetryLater(c, cause, outcome.snapshot === null ? outcome.cause : undefined);
+    throw new RetryLater(c, cause, 'thrown' in outcome ? outcome.thrown : outcome.snapshot === null ? outcome.cause : undefined);
   }
 
   /**

@@ -244,7 +244,7 @@ export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx:
       fault = thrown; // the default stands; the caller gets its classify's error
     }
     const snapshot = errorSnapshot(messageOf(error, computed.reason), statusOf(error) ?? 0, cap);
-    return { classification, snapshot, live: { error }, fault, cause: error };
+    return { classification, snapshot, live: { error }, fault, cause: error, thrown: error };
   };
   // (the deadline execute starts, which also bounds the lookup asked for a value not stored)
   const deadlineAt = engine.opts.now() + engine.opts.retry.deadlineMs;
