@@ -190,6 +190,41 @@ describe('server-requested waits', () => {
     expect(scheduled()).toEqual([expect.objectContaining({ delayMs: 50, source: 'backoff' })]);
   });
 
+  // Retry-After: 0, or an HTTP-date already past, means "now": the retry waits for the next timer tick
+  // (a 0 ms wait, a macrotask: never a synchronous loop), without jitter (random never drawn), and
+  // maxAttempts and the budget still bound how many.
+  it.each<[string, () => string]>([
+    ['0', () => '0'],
+    ['an HTTP-date a minute ago', () => new Date(Date.now() - 60_000).toUTCString()],
+  ])('Retry-After: %s retries on the next timer tick, no jitter, at most maxAttempts', async (_label, value) => {
+    const { fetch, calls } = scriptedFetch(Array.from({ length: 4 }, () => status(503, { 'retry-after': value() })));
+    let draws = 0;
+    const { client, scheduled } = makeClient(fetch, { random: () => (draws++, 0.5), retry: { maxAttempts: 4 } });
+    const started = Date.now();
+    const call = order(client);
+    const res = track(call);
+    await until(() => calls.length === 1, 'the first attempt');
+    await settle();
+    expect(calls.length, 'the retry waits for a timer, even one of 0 ms').toBe(1);
+    await drive(call, 1).catch(() => undefined);
+    await until(() => res.state() !== 'pending', 'the call to stop');
+    expect(res.reason()).toBeInstanceOf(RetriesExhaustedError);
+    expect(calls).toHaveLength(4);
+    // no wait (fake timers run a 0 ms timer set during a tick 1 ms later: at most 1 ms a retry)
+    expect(calls.at(-1)!.at - started).toBeLessThanOrEqual(3);
+    expect(scheduled().map((e) => [e.delayMs, e.source])).toEqual(Array.from({ length: 3 }, () => [0, 'retry-after']));
+    expect(draws).toBe(0);
+  });
+
+  it('Retry-After: 0 still spends the retry budget: a drained budget stops it', async () => {
+    const { fetch, calls } = scriptedFetch(Array.from({ length: 5 }, () => status(503, { 'retry-after': '0' })));
+    const { client } = makeClient(fetch, { retry: { maxAttempts: 5, budget: { reserve: 1, ratio: 0 } } });
+    const err = await drive(order(client)).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(RetriesExhaustedError);
+    expect((err as Error).message).toMatch(/retry budget exhausted/);
+    expect(calls).toHaveLength(2);
+  });
+
   it('a Retry-After beyond maxRetryAfterMs stops at once with RetriesExhaustedError; the record stays resumable', async () => {
     const { fetch, calls } = scriptedFetch([status(503, { 'retry-after': '120' })]);
     const { client, scheduled } = makeClient(fetch, { retry: { maxRetryAfterMs: 60_000 } });
