@@ -40,6 +40,7 @@ function unbound(fetch: typeof globalThis.fetch): typeof globalThis.fetch {
 const browserDefaults: PlatformDefaults = {
   store: () => indexedDbStore(),
   fetch: () => unbound(globalThis.fetch),
+  cli: false,
 };
 
 /**

@@ -184,6 +184,8 @@ export interface PlatformDefaults {
    * an import map)
    */
   telemetry?: (() => Telemetry) | undefined;
+  /** `false` where the `oncefetch` command cannot run (the browser entry): `explain()` then suggests no command */
+  cli?: false | undefined;
 }
 
 /**
@@ -240,7 +242,7 @@ export function createClientWith(options: OnceClientOptions, platform: PlatformD
         // explain() loads its code on first use: a browser bundle splits it off the entry. It shares no
         // module with the entry (see Facts.terminal), so the split adds no shared chunk to the page load.
         const { explain, explainPolicy } = await import('./explain/explain.js');
-        return explain(record, explainPolicy(opts, record.action, opts.now()));
+        return explain(record, explainPolicy(opts, record.action, opts.now(), platform.cli));
       }),
     stats: () => ({ ...engine.stats }),
     close: (o) => shutdown.close(o),

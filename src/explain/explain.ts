@@ -21,7 +21,7 @@ export const CANONICAL_PAYLOAD =
 export const CANONICAL_RUN_PAYLOAD = "SHA-256 over the RFC 8785 canonical JSON of client.run()'s payload";
 
 /** The policy of a client's resolved options for one action, at `now`. */
-export function explainPolicy(opts: ResolvedOptions, action: string, now: number): ExplainPolicy {
+export function explainPolicy(opts: ResolvedOptions, action: string, now: number, cli?: boolean): ExplainPolicy {
   const { maxAttempts, baseDelayMs, maxDelayMs, attemptTimeoutMs, deadlineMs, maxRetryAfterMs, jitter } = opts.retry;
   return {
     retry: { maxAttempts, baseDelayMs, maxDelayMs, attemptTimeoutMs, deadlineMs, maxRetryAfterMs, jitter },
@@ -30,6 +30,7 @@ export function explainPolicy(opts: ResolvedOptions, action: string, now: number
     providerDedupes: opts.providerDedupes,
     lookupRegistered: Object.hasOwn(opts.lookups, action),
     now,
+    cli,
   };
 }
 

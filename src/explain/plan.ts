@@ -65,9 +65,11 @@ const recoverTakes = (c: Ctx): boolean => c.r.state !== 'pending' || (c.f.needsD
 /** `value` as one shell word: as is when plain, else single-quoted. */
 const sh = (value: string): string => (/^[\w.:/@%+=,-]+$/.test(value) ? value : `'${value.replace(/'/g, "'\\''")}'`);
 
-/** The `oncefetch show` command line for this record. */
+/** The `oncefetch show` command line for this record; where there is no command line, the `client.get()` call. */
 const showCmd = (c: Ctx): string =>
-  `\`oncefetch show ${sh(c.ref)} --action ${sh(c.action)}${c.r.tenant === 'default' ? '' : ` --tenant ${sh(c.r.tenant)}`}\``;
+  c.p.cli === false
+    ? `\`client.get({ action: ${JSON.stringify(c.action)}, ref: ${JSON.stringify(c.ref)}, tenant: ${JSON.stringify(c.r.tenant)} })\``
+    : `\`oncefetch show ${sh(c.ref)} --action ${sh(c.action)}${c.r.tenant === 'default' ? '' : ` --tenant ${sh(c.r.tenant)}`}\``;
 
 /**
  * An outcome nobody has settled yet: look up first, resend only where the provider dedupes, else

@@ -262,4 +262,9 @@ export interface ExplainPolicy {
   lookupRegistered: boolean;
   /** epoch ms */
   now: number;
+  /**
+   * whether the `oncefetch` command can be suggested; `false` (the browser entry's client: a page
+   * has no command line) names `client.get()` instead @default true
+   */
+  cli?: boolean | undefined;
 }

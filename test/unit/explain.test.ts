@@ -10,6 +10,7 @@ import { factsOf } from '../../src/explain/facts.js';
 import type { DiagnosisCode, ExplainPolicy, Explanation } from '../../src/explain/types.js';
 import { applyEvent, isTerminal, lateDeliveryUnsettled, newRecord, recordId, resendNeedsDedupe } from '../../src/operation/record.js';
 import type { OperationRecord, OperationState, RecordEvent, RecordedClass, ResultSnapshot } from '../../src/operation/record.js';
+import * as browserEntry from '../../src/browser.js';
 import { createClient, memoryStore } from '../../src/index.js';
 import { explainPolicy } from '../helpers/explain-policy.js';
 
@@ -374,6 +375,31 @@ describe('suggested commands', () => {
     const text = [...x.plan, ...x.verification].join('\n');
     expect(text).toContain(`oncefetch show 'with space'\\''s' --action 'create order'\``);
     expect(text).not.toMatch(/show with space/);
+  });
+});
+
+// Regression (browser trial): client.explain() in a page suggested `oncefetch show …`, a command a
+// browser cannot run. The browser entry's client names the call that reads the record instead.
+describe('suggested commands in a browser', () => {
+  async function refusedPlan(create: typeof createClient, tenant?: string): Promise<string> {
+    const fetch = (async () => new Response('{"error":"bad sku"}', { status: 422, headers: { 'content-type': 'application/json' } })) as typeof globalThis.fetch;
+    const client = create({ store: memoryStore(), fetch, ...(tenant === undefined ? {} : { tenant }) });
+    const scope = { action: 'create order', ref: "A-'17" };
+    expect((await client.fetch('https://api.example.test/orders', { method: 'POST', body: '{}', once: scope })).status).toBe(422);
+    const x = await client.explain(scope);
+    await client.close();
+    return [...(x?.plan ?? []), ...(x?.verification ?? [])].join('\n');
+  }
+
+  it('the browser entry names client.get(), with the scope as JS strings, not the CLI', async () => {
+    const text = await refusedPlan(browserEntry.createClient);
+    expect(text).toContain(`Read the stored response (\`client.get({ action: "create order", ref: "A-'17", tenant: "default" })\`)`);
+    expect(text).not.toMatch(/oncefetch show/);
+    expect(await refusedPlan(browserEntry.createClient, 't1')).toContain(`client.get({ action: "create order", ref: "A-'17", tenant: "t1" })`);
+  });
+
+  it('the Node entry keeps the command', async () => {
+    expect(await refusedPlan(createClient)).toContain(`Read the stored response (\`oncefetch show 'A-'\\''17' --action 'create order'\`)`);
   });
 });
 
