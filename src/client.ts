@@ -234,7 +234,13 @@ export function createClientWith(options: OnceClientOptions, platform: PlatformD
         return cancel(engine, id, o?.waitMs ?? opts.inFlightWaitMs);
       }),
     recover: (o) => admit('recover', () => recover(engine, o)),
-    purge: () => admit('purge', () => opts.store.purge(opts.now())),
+    purge: (filter?: unknown) =>
+      admit('purge', async () => {
+        // No filter: one given (`{ tenant }`) was ignored without a word, every tenant's records purged.
+        const keys = typeof filter === 'object' && filter !== null && [Object.prototype, null].includes(Object.getPrototypeOf(filter)) ? Object.keys(filter) : [];
+        if (keys.length > 0) throw new TypeError(`client.purge takes no filter (it purges every tenant's expired records); got ${keys.join(', ')}`);
+        return opts.store.purge(opts.now());
+      }),
     explain: (scope) =>
       admit('explain', async () => {
         const record = await opts.store.get(recordId(toScope('explain', scope)));

@@ -109,6 +109,26 @@ describe('close() passed as an event handler', () => {
   });
 });
 
+describe('purge() takes no filter', () => {
+  // It removes every tenant's finished records past their expiry: `purge({ tenant: 't1' })` did so too,
+  // for all tenants, its filter ignored without a word.
+  it('a filter object is a TypeError naming its keys; nothing is removed', async () => {
+    const { client, store } = counted();
+    await client.fetch('http://127.0.0.1:9/orders', { method: 'POST', body: '{}', once: { action: 'a', ref: 'r' } });
+    const err = await rejection((client.purge as (a: unknown) => Promise<number>)({ tenant: 't1' }));
+    expect(err).toBeInstanceOf(TypeError);
+    expect(err.message).toBe('client.purge takes no filter (it purges every tenant\'s expired records); got tenant');
+    expect(await store.list({})).toHaveLength(1);
+  });
+
+  it('no argument, undefined or an empty object: it purges', async () => {
+    const { client } = counted();
+    await expect(client.purge()).resolves.toBe(0);
+    await expect((client.purge as (a: unknown) => Promise<number>)(undefined)).resolves.toBe(0);
+    await expect((client.purge as (a: unknown) => Promise<number>)({})).resolves.toBe(0);
+  });
+});
+
 describe('scopes given to get, cancel and explain', () => {
   it.each<[string, unknown, string]>([
     ['{}', {}, 'scope.action must be a non-empty string'],
