@@ -10,7 +10,7 @@ import type { AttemptRecord, OperationRecord } from '../operation/record.js';
 import type { ResolvedOptions } from '../options.js';
 import type { Facts } from './facts.js';
 import { factsOf, iso, listOf } from './facts.js';
-import { decide, redactKey, refMinted } from './plan.js';
+import { decide, redactKey, redirected, refMinted } from './plan.js';
 import type { Confidence, Diagnosis, DiagnosisCode, ExplainPolicy, Explanation, Handoff } from './types.js';
 
 /** How the fingerprint binds a key to its payload (DESIGN §1). */
@@ -113,7 +113,10 @@ function summaryOf(code: DiagnosisCode, r: OperationRecord, f: Facts): string {
         ? 'Cancelled: a lookup found nothing delivered after the cancel was requested.'
         : 'Cancelled: no attempt could have been delivered (each was refused or never left).';
     case 'terminal_client_error':
-      return `The provider refused the request with ${last?.status ?? 'a terminal error'} (${last?.reason ?? ''}): a caller defect; retrying unchanged input will not help.`;
+      // a redirect (`redirect: 'manual'`; a 303 is a success) is no refusal: after a POST a 302 may follow the effect
+      return redirected(last?.status)
+        ? `The provider answered ${last?.status} (${last?.reason ?? ''}), a redirect, returned and stored as the final answer; after a ${r.request?.method ?? 'request'} it may follow the effect (Post/Redirect/Get).`
+        : `The provider refused the request with ${last?.status ?? 'a terminal error'} (${last?.reason ?? ''}): a caller defect; retrying unchanged input will not help.`;
     case 'payload_changed':
       return `The provider reported the key reused with different content (${last?.reason ?? r.error?.message ?? ''}): a conflict, never a new key.`;
     case 'never_sent':

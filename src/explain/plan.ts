@@ -35,6 +35,9 @@ interface Ctx {
  */
 export const refMinted = (r: Pick<OperationRecord, 'key' | 'keySource' | 'ref'>): boolean => r.keySource === 'minted' && r.key === r.ref;
 
+/** A 3xx: a redirect handed back (`redirect: 'manual'`), terminal (a 303 is a success) but no refusal. */
+export const redirected = (status: number | null | undefined): boolean => status != null && status >= 300 && status < 400;
+
 /** What to look for at the provider: a ref oncefetch minted is its key, the only name the provider got for it. */
 const effectFor = (c: Ctx): string =>
   refMinted(c.r) ? `the request sent with key '${c.ref}' (oncefetch minted it, and the ref as the same UUID: the provider knows no ref for it)` : `ref '${c.ref}' (key ${c.key})`;
@@ -204,6 +207,15 @@ function decideCode(code: DiagnosisCode, c: Ctx): Decision {
         verification: [atProvider(c, 'no'), 'Later calls with this ref reject with OperationCancelledError and send nothing.'],
       };
     case 'terminal_client_error':
+      if (redirected(status)) {
+        return {
+          plan: [
+            `Do not send it again under a new ref before checking: a ${status} after a ${c.r.request?.method ?? 'request'} may follow the effect or mean "not here".`,
+            `Read the stored response (${showCmd(c)}) and its Location, and check at the provider whether an effect exists for ${effectFor(c)}.`,
+          ],
+          verification: [atProvider(c, '0 or 1'), 'Later calls with this ref get the stored response with `oncefetch-replayed: true` and send nothing.'],
+        };
+      }
       return {
         plan: [
           `Do not retry unchanged input: the provider refused it${status === undefined || status === null ? '' : ` with ${status}`} (${f.last?.reason ?? r.error?.message ?? 'terminal'}).`,
