@@ -109,7 +109,7 @@ function headersOf(error: unknown): Headers {
 
 /**
  * Default classification of an error thrown by an effect: by its HTTP status when it has one (a 2xx
- * is ambiguous), else as a transport error, but never `not_sent`: a connect error at the end of an
+ * or a 303 is ambiguous: it acted), else as a transport error, but never `not_sent`: a connect error at the end of an
  * effect is proof about its last request only, and an SDK's own retry (or a second call) may have
  * followed a first request that left (`spec.classify` can say `not_sent` for an effect of one request).
  */
@@ -119,8 +119,10 @@ export function classifyEffectError(error: unknown, now: number): Classification
     const c = classifyError(error, 'awaiting_response');
     return c.class === 'not_sent' ? { class: 'ambiguous', reason: `${c.reason}, thrown by the effect: an earlier request of it may have left` } : c;
   }
-  // Thrown after a 2xx (an answer the SDK could not read): it took effect, and its value is lost.
-  if (isSuccessStatus(status)) return { class: 'ambiguous', reason: `error after status ${status}` };
+  // Thrown after a 2xx (an answer the SDK could not read), or a 303 See Other ("done, look here": an
+  // SDK that throws on any non-2xx): it took effect, and its value is lost. (classifyResponse calls a
+  // 303 a success: the engine would return this error's message object as the effect's value.)
+  if (isSuccessStatus(status) || status === 303) return { class: 'ambiguous', reason: `error after status ${status}` };
   // SDK errors carry the provider's error type beside the message (Stripe: type/rawType
   // `idempotency_error`, code): the key-mismatch and in-progress signals may only be there.
   const bodyText = ['message', 'type', 'rawType', 'code']
