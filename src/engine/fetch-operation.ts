@@ -12,6 +12,7 @@ import type { Classification } from '../classify/classify.js';
 import { AmbiguousOutcomeError } from '../errors.js';
 import { captureBody, readBody } from '../operation/body.js';
 import { fingerprintRequest, normaliseUrl } from '../operation/fingerprint.js';
+import { recordId } from '../operation/record.js';
 import type { Scope } from '../operation/record.js';
 import { buildResponse, responseSnapshot } from '../operation/snapshot.js';
 import type { LiveBody } from '../operation/snapshot.js';
@@ -112,7 +113,16 @@ function storedUrl(url: string): string {
 }
 
 /** `client.fetch`: once-only when asked or by method, plain fetch otherwise. */
-export async function onceFetch(engine: Engine, input: string | URL | Request, init?: OnceRequestInit): Promise<Response> {
+/**
+ * `client.wrap()`'s memory of its calls with a minted ref whose outcome stayed unknown (see wrap.ts):
+ * `check` refuses a call of the same payload, again with no ref of its own, before anything is recorded.
+ */
+export interface UnknownOutcomes {
+  check(id: string, method: string): void;
+  remember(id: string): void;
+}
+
+export async function onceFetch(engine: Engine, input: string | URL | Request, init?: OnceRequestInit, unknown?: UnknownOutcomes): Promise<Response> {
   const opts = engine.opts;
   const req = plain(input, init);
   const callerKey = req.headers.get(opts.keyHeader) ?? undefined;
@@ -153,6 +163,8 @@ export async function onceFetch(engine: Engine, input: string | URL | Request, i
     action: onceOptions.action ?? `${req.method} ${u.origin}${u.pathname}`,
     ref: onceOptions.ref ?? key ?? (mintedRef as string),
   };
+  const unknownId = mintedRef === undefined ? undefined : `${scope.tenant}\n${fingerprint}`;
+  if (unknownId !== undefined) unknown?.check(unknownId, req.method);
   // A custom fetch may ignore its signal: its request, still out after its attempt ended, is the next attempt's.
   const calls = lateCalls(engine, scope, fingerprint, cancelBody);
   // An own property only: an action named 'constructor' or 'toString' has no lookup of Object.prototype's.
@@ -170,7 +182,12 @@ export async function onceFetch(engine: Engine, input: string | URL | Request, i
     lookupRegistered: onceOptions.lookup === undefined,
     send: (ctx) => sendAttempt(opts, req, captured.bytes, onceOptions.classify, calls, ctx),
   };
-  const result = await engine.execute(spec).catch((error: unknown) => {
+  const result = await engine.execute(spec).catch(async (error: unknown) => {
+    // A record that may have taken effect (a store that cannot say counts as one): a keyless resend is refused.
+    if (unknown !== undefined && unknownId !== undefined) {
+      const open = await opts.store.get(recordId(scope)).then((r) => r?.state === 'ambiguous' || r?.state === 'in_flight', () => true);
+      if (open) unknown.remember(unknownId);
+    }
     throw ownCause(error);
   });
   // The operation ended: nothing is sent for it again, so no earlier request of it is waited for.

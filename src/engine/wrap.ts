@@ -4,19 +4,57 @@
  * itself and marks each retry `x-stainless-retry-count: N`. Without an Idempotency-Key
  * oncefetch cannot tie that retry to the call it repeats: sent, it would be a new operation
  * under a new key, a second effect whenever the first call took one. It is refused instead.
+ * Other SDKs retry with no marker (ky with 'post' in `retry.methods`, got): a call with no key
+ * nor ref whose payload is that of an earlier such call of this client whose outcome stayed
+ * unknown (within `retry.deadlineMs` of its end) is refused the same way.
  *
  * @module
  */
 import type { Engine } from './execute.js';
 import { onceFetch } from './fetch-operation.js';
-import type { OnceRequestInit } from './fetch-operation.js';
+import type { OnceRequestInit, UnknownOutcomes } from './fetch-operation.js';
+
+/** payloads remembered per client, the oldest forgotten first */
+const MAX_UNKNOWN = 1000;
+const unknownOf = new WeakMap<Engine, UnknownOutcomes>();
+
+/** This client's calls with a minted ref whose outcome stayed unknown, by tenant and fingerprint: when each ended. */
+function unknownOutcomes(engine: Engine): UnknownOutcomes {
+  const known = unknownOf.get(engine);
+  if (known !== undefined) return known;
+  const ended = new Map<string, number>();
+  const made: UnknownOutcomes = {
+    check(id, method) {
+      const at = ended.get(id);
+      if (at === undefined) return;
+      if (Date.now() - at > engine.opts.retry.deadlineMs) {
+        ended.delete(id);
+        return;
+      }
+      const { keyHeader } = engine.opts;
+      throw new TypeError(
+        `client.wrap(): a ${method} without an ${keyHeader} header, with the payload of an earlier call of this client whose outcome is unknown (it may have taken effect): ` +
+          "the SDK's own retry (ky's or got's retry of a POST, say) or a resend by hand. oncefetch cannot tie it to that call, and would send it as a new operation under a new key " +
+          `(a second effect if that call took one). Not sent. Turn the SDK's retries off for this method (oncefetch retries with one key), or pass an ${keyHeader} header per call.`,
+      );
+    },
+    remember(id) {
+      ended.delete(id);
+      ended.set(id, Date.now());
+      if (ended.size > MAX_UNKNOWN) ended.delete(ended.keys().next().value as string);
+    },
+  };
+  unknownOf.set(engine, made);
+  return made;
+}
 
 /** The fetch `client.wrap()` returns. */
 export async function wrappedFetch(engine: Engine, input: string | URL | Request, init?: OnceRequestInit): Promise<Response> {
   const request = input instanceof Request ? input : undefined;
   const headers = new Headers(init?.headers ?? request?.headers);
   const count = headers.get('x-stainless-retry-count');
-  if (count === null) return onceFetch(engine, input, init);
+  const unknown = unknownOutcomes(engine);
+  if (count === null) return onceFetch(engine, input, init, unknown);
   const { keyHeader, onceMethods } = engine.opts;
   const once = init?.once;
   const method = (init?.method ?? request?.method ?? 'GET').toUpperCase();
@@ -29,7 +67,7 @@ export async function wrappedFetch(engine: Engine, input: string | URL | Request
         `Not sent. Set the SDK's maxRetries: 0 (oncefetch retries with one key), or pass an ${keyHeader} header per call.`,
     );
   }
-  const res = await onceFetch(engine, input, init);
+  const res = await onceFetch(engine, input, init, unknown);
   // oncefetch returns a non-2xx only as final (terminal, or settled); the SDK would resend a 409 or a 5xx
   // as a new operation, now refused: tell it not to, so its caller gets the response's own error.
   if (isOnce && !res.ok) res.headers.set('x-should-retry', 'false');
