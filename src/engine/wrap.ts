@@ -54,13 +54,12 @@ export async function wrappedFetch(engine: Engine, input: string | URL | Request
   const headers = new Headers(init?.headers ?? request?.headers);
   const count = headers.get('x-stainless-retry-count');
   const unknown = unknownOutcomes(engine);
-  if (count === null) return onceFetch(engine, input, init, unknown);
   const { keyHeader, onceMethods } = engine.opts;
   const once = init?.once;
   const method = (init?.method ?? request?.method ?? 'GET').toUpperCase();
   const isOnce = once !== false && (once !== undefined || headers.has(keyHeader) || onceMethods.has(method));
   const tied = headers.has(keyHeader) || (typeof once === 'object' && once.ref !== undefined);
-  if (isOnce && !tied && Number(count) >= 1) {
+  if (count !== null && isOnce && !tied && Number(count) >= 1) {
     throw new TypeError(
       `client.wrap(): the SDK is retrying a ${method} on its own (x-stainless-retry-count: ${count}) without an ${keyHeader} header; ` +
         'oncefetch cannot tie it to the call it repeats, and would send it as a new operation under a new key (a second effect if that call took one). ' +
@@ -69,7 +68,11 @@ export async function wrappedFetch(engine: Engine, input: string | URL | Request
   }
   const res = await onceFetch(engine, input, init, unknown);
   // oncefetch returns a non-2xx only as final (terminal, or settled); the SDK would resend a 409 or a 5xx
-  // as a new operation, now refused: tell it not to, so its caller gets the response's own error.
-  if (isOnce && !res.ok) res.headers.set('x-should-retry', 'false');
+  // as a new operation, now refused (or, keyed as stripe-node keys it, replayed after its backoff): tell it
+  // not to, so its caller gets the response's own error. stripe-node reads only its own header.
+  if (isOnce && !res.ok) {
+    res.headers.set('x-should-retry', 'false');
+    res.headers.set('stripe-should-retry', 'false');
+  }
   return res;
 }
