@@ -27,7 +27,7 @@ function unknownOutcomes(engine: Engine): UnknownOutcomes {
     check(id, method) {
       const at = ended.get(id);
       if (at === undefined) return;
-      if (Date.now() - at > engine.opts.retry.deadlineMs) {
+      if (engine.opts.now() - at > engine.opts.retry.deadlineMs) {
         ended.delete(id);
         return;
       }
@@ -40,7 +40,7 @@ function unknownOutcomes(engine: Engine): UnknownOutcomes {
     },
     remember(id) {
       ended.delete(id);
-      ended.set(id, Date.now());
+      ended.set(id, engine.opts.now());
       if (ended.size > MAX_UNKNOWN) ended.delete(ended.keys().next().value as string);
     },
   };
