@@ -6,8 +6,8 @@
  *
  * @module
  */
-import { existsSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { existsSync, statSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { defaultStorePath } from '../node-defaults.js';
 import type { OnceStore } from '../stores/contract.js';
 import { sqliteStore } from '../stores/sqlite.js';
@@ -27,10 +27,14 @@ export const STORE_FLAG_HELP = `  --store PATH|URL   SQLite file or postgres:// 
 export async function openStore(spec: string | undefined): Promise<OnceStore> {
   const target = spec ?? defaultStorePath();
   if (isPostgresUrl(target)) return openPostgres(target);
+  // Another scheme (`mysql://`, a misspelt `postgress://`) would be read as a relative path.
+  const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(target);
+  if (scheme !== null) throw new UsageError(`--store: only postgres:// and postgresql:// URLs are read (got ${scheme[1]}://…); anything else is an SQLite file path`);
   const path = resolve(target);
   if (!existsSync(path)) {
     throw new UsageError(`no oncefetch database at ${path}${spec === undefined ? ' (the default; pass --store PATH|URL or set $ONCEFETCH_DB)' : ''}`);
   }
+  if (statSync(path).isDirectory()) throw new UsageError(`${path} is a directory; pass the database file in it (--store ${join(path, 'oncefetch.db')}, say)`);
   // Never add tables to (or change the mode of) a file that is not already an oncefetch store.
   if (!holdsOncefetchStore(path)) throw new UsageError(`${path} is not an oncefetch database (it has no oncefetch_records table); nothing was changed`);
   return sqliteStore({ path });

@@ -267,6 +267,28 @@ describe('oncefetch inspect / show / explain / purge', () => {
       expect(run.stderr).toMatch(/no oncefetch database/);
     });
 
+    // User trial: `--store .oncefetch` (the directory the default file lives in) failed with
+    // "I/O error while opening the database read-only [SQLITE_IOERR_READ]: disk I/O error", exit 1.
+    it('a store path that is a directory is a usage error (exit 2) that names the file to pass', async () => {
+      const run = await cli(['inspect', '--store', tmp.dir]);
+      expect(run.code, run.stderr).toBe(2);
+      expect(run.stderr).toMatch(/is a directory.*--store .*oncefetch\.db/);
+      expect(run.stderr).not.toMatch(/I\/O error/);
+    });
+
+    // User trial: `--store mysql://…` or a misspelt `postgress://…` was read as a relative SQLite path
+    // ("no oncefetch database at /cwd/mysql:/x@y/z"), which hides that only PostgreSQL URLs are read.
+    it.each(['mysql://agent:secret@db/app', 'postgress://agent@db/app', 'pg://agent@db/app'])(
+      '--store %s is a usage error (exit 2) that names the URLs read, credentials left out',
+      async (url) => {
+        const run = await cli(['inspect', '--store', url]);
+        expect(run.code, run.stderr).toBe(2);
+        expect(run.stderr).toMatch(/only postgres:\/\/ and postgresql:\/\/ URLs/);
+        expect(run.stderr).not.toMatch(/no oncefetch database at/);
+        expect(run.stderr).not.toContain('secret');
+      },
+    );
+
     // Regression (adversarial run): show on an application's own SQLite file added the oncefetch
     // tables and set its mode to 0600; inspect turned an empty file into an oncefetch database.
     it.each(['inspect', 'show', 'explain', 'purge'])('%s never writes to a file that is not an oncefetch database', async (command) => {
