@@ -23,6 +23,7 @@ import { DEMO_FAULTS, DEMO_FAULT_NAMES, orderRef } from './demo-orders.js';
 import type { DemoFaultName } from './demo-orders.js';
 import type { CliIo } from './format.js';
 import { createProgress, duration, json, table } from './format.js';
+import { urlScheme } from './store.js';
 
 export const DEMO_HELP = `Usage: oncefetch demo [--orders N] [--concurrency C] [--faults LIST] [--rate R] [--seed S] [--store PATH] [--json]
 
@@ -108,6 +109,8 @@ function settingsOf(args: string[]): DemoSettings & { help: boolean } {
     }),
   );
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0] ?? ''}"`);
+  const scheme = values.store === undefined ? undefined : urlScheme(values.store);
+  if (scheme !== undefined) throw new UsageError(`--store takes an SQLite file path: the demo keeps its records in SQLite only (got ${scheme}://…)`);
   return {
     orders: intFlag(values.orders, 'orders', 50, 1, 10_000),
     concurrency: intFlag(values.concurrency, 'concurrency', 8, 1, 256),

@@ -19,6 +19,11 @@ export function isPostgresUrl(spec: string): boolean {
   return /^postgres(?:ql)?:\/\//i.test(spec);
 }
 
+/** The scheme of a `scheme://…` URL (`mysql`, a misspelt `postgress`), else undefined: such a `--store` is no file path. */
+export function urlScheme(spec: string): string | undefined {
+  return /^([a-z][a-z0-9+.-]*):\/\//i.exec(spec)?.[1];
+}
+
 /** The `--store` line of the store commands' help. */
 export const STORE_FLAG_HELP = `  --store PATH|URL   SQLite file or postgres:// URL, ?schema=S&table=T for a store not in public.oncefetch_records
                      (default: $ONCEFETCH_DB or ./.oncefetch/oncefetch.db)`;
@@ -28,8 +33,8 @@ export async function openStore(spec: string | undefined): Promise<OnceStore> {
   const target = spec ?? defaultStorePath();
   if (isPostgresUrl(target)) return openPostgres(target);
   // Another scheme (`mysql://`, a misspelt `postgress://`) would be read as a relative path.
-  const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(target);
-  if (scheme !== null) throw new UsageError(`--store: only postgres:// and postgresql:// URLs are read (got ${scheme[1]}://…); anything else is an SQLite file path`);
+  const scheme = urlScheme(target);
+  if (scheme !== undefined) throw new UsageError(`--store: only postgres:// and postgresql:// URLs are read (got ${scheme}://…); anything else is an SQLite file path`);
   const path = resolve(target);
   if (!existsSync(path)) {
     throw new UsageError(`no oncefetch database at ${path}${spec === undefined ? ' (the default; pass --store PATH|URL or set $ONCEFETCH_DB)' : ''}`);

@@ -4,9 +4,9 @@
  * SQLite file filled through the library against the loopback provider.
  */
 import { execFile } from 'node:child_process';
-import { chmodSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AmbiguousOutcomeError } from '../../src/index.js';
@@ -83,6 +83,25 @@ describe('oncefetch demo', () => {
       expect(run.stderr).toMatch(/oncefetch demo: SQLite store .*notes\.db: .*not a database/);
       expect(run.stderr).not.toMatch(/naive/);
       expect(run.stdout).toBe('');
+    } finally {
+      tmp.cleanup();
+    }
+  });
+
+  // User trial: `demo --store postgres://…` (as the store commands take) ran on SQLite and left a
+  // database under ./postgres:/…, then printed an inspect command for that path.
+  it.each(['postgres://agent@127.0.0.1:1/app?schema=s', 'mysql://agent@db/app'])('--store %s is a usage error (exit 2): the demo keeps its records in SQLite only', async (url) => {
+    const tmp = tempDir();
+    try {
+      const run = await new Promise<Run>((done) => {
+        execFile(process.execPath, ['--import', pathToFileURL(join(ROOT, 'node_modules/tsx/dist/loader.mjs')).href, join(ROOT, 'src/cli/main.ts'), 'demo', '--orders', '2', '--store', url], { cwd: tmp.dir, timeout: 30_000 }, (error, stdout, stderr) => {
+          done({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : -1, stdout, stderr });
+        });
+      });
+      expect(run.code, run.stderr).toBe(2);
+      expect(run.stderr).toMatch(/--store takes an SQLite file path/);
+      expect(run.stdout).toBe('');
+      expect(readdirSync(tmp.dir)).toEqual([]);
     } finally {
       tmp.cleanup();
     }
