@@ -6,6 +6,7 @@
  */
 import { parseArgs } from 'node:util';
 import { redactKey } from '../explain/plan.js';
+import { isTerminal } from '../operation/record.js';
 import type { OperationRecord, ResultSnapshot } from '../operation/record.js';
 import { unstoredBytes } from '../operation/snapshot.js';
 import { EXIT, UsageError, parsing } from './args.js';
@@ -58,7 +59,7 @@ export function formatRecord(r: OperationRecord, now: number): string {
       ['request', r.request === null ? '-' : `${r.request.method} ${r.request.url}`],
       ['created', `${time(r.createdAt)} (${duration(now - r.createdAt)} ago)`],
       ['updated', time(r.updatedAt)],
-      ['expires', `${time(r.expiresAt)}${r.expiresAt < now ? ' (purgeable once terminal)' : ''}`],
+      ['expires', `${time(r.expiresAt)}${r.expiresAt < now ? (isTerminal(r.state) ? ' (purgeable now)' : ' (purgeable once terminal)') : ''}`],
       ['lease', lease],
       ['error', r.error === null ? '-' : `${r.error.code}: ${r.error.message}`],
       ['result', r.result === null ? '-' : `${r.result.status} from ${r.result.source}${truncation(r.result)}`],

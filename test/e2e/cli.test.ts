@@ -235,6 +235,14 @@ describe('oncefetch inspect / show / explain / purge', () => {
       expect(record.evidence.map((e) => e.kind)).toContain('stop');
     });
 
+    // User trial: a succeeded record past its retention printed "(purgeable once terminal)".
+    it('show says a terminal record past its retention is purgeable now', async () => {
+      const run = await cli(['show', 'A-1', '--action', 'create-order', '--tenant', 'old', '--store', db]);
+      expect(run.code, run.stderr).toBe(0);
+      expect(run.stdout).toMatch(/^state\s+succeeded/m);
+      expect(run.stdout).toMatch(/^expires\s+\S+ \(purgeable now\)$/m);
+    });
+
     it('show without --action lists the matches when a ref is in several tenants (exit 2)', async () => {
       const run = await cli(['show', 'A-1', '--store', db]);
       expect(run.code).toBe(2);
