@@ -277,7 +277,7 @@ function decideCode(code: DiagnosisCode, c: Ctx): Decision {
               ? `A lookup found no effect: call again with the same ref and payload; the same key ${c.key} is resent.`
               : `Call again with the same ref and payload: the provider dedupes by key ${c.key}, so the resend cannot act twice.`,
           ],
-          verification: [`${atProvider(c, 'exactly one')} once the resend succeeds.`],
+          verification: [`Once the resend succeeds: ${atProvider(c, 'exactly one')}`],
         };
       }
       return unsettled(c, []);

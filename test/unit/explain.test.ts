@@ -288,6 +288,12 @@ describe('explain', () => {
     }
   });
 
+  // User trial: "At the provider: exactly one effect for ref 'o7' (key …6c3e). once the resend succeeds."
+  it.each(rows)('plan and verification lines are sentences (no sentence starts in lower case): $name', (row) => {
+    const x = explain(row.record(), policy(row.policy));
+    for (const line of [...x.plan, ...x.verification]) expect(line).not.toMatch(/\. [a-z]+ /);
+  });
+
   it.each<OperationState>(['pending', 'in_flight', 'ambiguous', 'succeeded', 'failed', 'cancelled'])(
     'Facts.terminal (kept apart from record.ts for the lazy chunk) agrees with isTerminal: %s',
     (state) => {
