@@ -43,7 +43,10 @@ export interface InspectReport {
   live: number;
   /** terminal records past `expiresAt`: what `oncefetch purge` would remove */
   purgeable: number;
+  /** the oldest stuck records (unfinished, no live lease), at most `--limit` of them */
   stuck: StuckRecord[];
+  /** how many records are stuck, listed or not */
+  stuckCount: number;
   /** rows that could not be read as records (not counted above): id, the scope the id names, the error */
   unreadable: UnreadableRow[];
 }
@@ -89,6 +92,7 @@ export function inspectRecords(
   let live = 0;
   let purgeable = 0;
   const stuck: StuckRecord[] = [];
+  let stuckCount = 0;
   for (const r of records) {
     counts[r.state]++;
     if (isTerminal(r.state)) {
@@ -96,9 +100,9 @@ export function inspectRecords(
       continue;
     }
     if (r.lease !== null && r.lease.expiresAt > now) live++;
-    else if (stuck.length < limit) stuck.push(stuckOf(r, now));
+    else if (stuckCount++ < limit) stuck.push(stuckOf(r, now));
   }
-  return { store: meta.store, tenant: meta.tenant ?? null, total: records.length, truncated: meta.truncated, counts, live, purgeable, stuck, unreadable: meta.unreadable ?? [] };
+  return { store: meta.store, tenant: meta.tenant ?? null, total: records.length, truncated: meta.truncated, counts, live, purgeable, stuck, stuckCount, unreadable: meta.unreadable ?? [] };
 }
 
 /** The human form of a report. */
@@ -114,10 +118,12 @@ export function formatInspect(report: InspectReport): string {
     `in progress (live lease): ${report.live}    purgeable now (terminal, past expiresAt): ${report.purgeable}`,
     '',
   ];
-  if (report.stuck.length === 0) {
+  if (report.stuckCount === 0) {
     lines.push('stuck records: none');
+  } else if (report.stuck.length === 0) {
+    lines.push(`stuck records (unfinished, no live lease): ${report.stuckCount}, none listed (--limit 0)`);
   } else {
-    lines.push('oldest stuck records (unfinished, no live lease):');
+    lines.push(`oldest stuck records (unfinished, no live lease), ${report.stuck.length} of ${report.stuckCount}:`);
     lines.push(
       table(
         [{ header: 'tenant' }, { header: 'action' }, { header: 'ref' }, { header: 'state' }, { header: 'attempts', align: 'right' }, { header: 'last outcome' }, { header: 'updated' }, { header: 'idle', align: 'right' }],

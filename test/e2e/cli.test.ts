@@ -217,6 +217,19 @@ describe('oncefetch inspect / show / explain / purge', () => {
       expect(report.stuck).toEqual([expect.objectContaining({ ref: 'A-2', state: 'ambiguous', lastClass: 'ambiguous', lastStatus: 500 })]);
     });
 
+    // User trial: `inspect --limit 0` printed "stuck records: none" with stuck records in the store,
+    // and a list cut at --limit gave no sign that more were stuck.
+    it('inspect counts every stuck record, also those --limit leaves out', async () => {
+      const none = await cli(['inspect', '--store', db, '--limit', '0']);
+      expect(none.code, none.stderr).toBe(0);
+      expect(none.stdout).not.toMatch(/stuck records: none/);
+      expect(none.stdout).toMatch(/^stuck records \(unfinished, no live lease\): 1, none listed \(--limit 0\)$/m);
+      const json = await cli(['inspect', '--store', db, '--limit', '0', '--json']);
+      expect(JSON.parse(json.stdout)).toMatchObject({ stuck: [], stuckCount: 1 });
+      const listed = await cli(['inspect', '--store', db]);
+      expect(listed.stdout).toMatch(/^oldest stuck records \(unfinished, no live lease\), 1 of 1:$/m);
+    });
+
     it('inspect prints a table by default', async () => {
       const run = await cli(['inspect', '--store', db]);
       expect(run.code).toBe(0);
