@@ -95,7 +95,14 @@ async function openPostgres(target: string): Promise<OnceStore> {
     throw new UsageError(`--store: ${cause instanceof Error ? cause.message.replace(/^postgresStore: /, '') : String(cause)}`);
   }
   const n = schemaMod.names(schema ?? 'public', table ?? 'oncefetch_records');
-  const client = new pg.Client({ connectionString, connectionTimeoutMillis: 10_000, application_name: 'oncefetch' });
+  let client: InstanceType<typeof pg.Client>;
+  try {
+    client = new pg.Client({ connectionString, connectionTimeoutMillis: 10_000, application_name: 'oncefetch' });
+  } catch (cause) {
+    // pg parses the URL here (a port out of range, a bad host): a bad command line, not a store failure
+    await store.close();
+    throw new UsageError(`--store: not a valid PostgreSQL URL (${(cause instanceof Error ? cause.message : String(cause)).replace(/\/\/[^@/]*@/g, '//***@')})`);
+  }
   client.on('error', () => undefined);
   let version: string | undefined;
   try {

@@ -316,6 +316,15 @@ describe('oncefetch inspect / show / explain / purge', () => {
       expect(run.stderr).not.toMatch(/I\/O error/);
     });
 
+    // User trial: a PostgreSQL URL that pg cannot parse (a port out of range) printed only
+    // "oncefetch inspect: Invalid URL", exit 1.
+    it('a postgres:// URL that pg cannot parse is a usage error (exit 2) that names --store, credentials left out', async () => {
+      const run = await cli(['inspect', '--store', 'postgres://agent:secret@127.0.0.1:99999/app']);
+      expect(run.code, run.stderr).toBe(2);
+      expect(run.stderr).toMatch(/--store: not a valid PostgreSQL URL \(Invalid URL\)/);
+      expect(run.stderr).not.toContain('secret');
+    });
+
     // User trial: `--store mysql://…` or a misspelt `postgress://…` was read as a relative SQLite path
     // ("no oncefetch database at /cwd/mysql:/x@y/z"), which hides that only PostgreSQL URLs are read.
     it.each(['mysql://agent:secret@db/app', 'postgress://agent@db/app', 'pg://agent@db/app'])(
