@@ -119,7 +119,8 @@ function storedUrl(url: string): string {
  */
 export interface UnknownOutcomes {
   check(id: string, method: string): void;
-  remember(id: string): void;
+  /** `error`: what the call threw, the refusal's `cause` */
+  remember(id: string, error: unknown): void;
 }
 
 export async function onceFetch(engine: Engine, input: string | URL | Request, init?: OnceRequestInit, unknown?: UnknownOutcomes): Promise<Response> {
@@ -183,12 +184,13 @@ export async function onceFetch(engine: Engine, input: string | URL | Request, i
     send: (ctx) => sendAttempt(opts, req, captured.bytes, onceOptions.classify, calls, ctx),
   };
   const result = await engine.execute(spec).catch(async (error: unknown) => {
+    const thrown = ownCause(error);
     // A record that may have taken effect (a store that cannot say counts as one): a keyless resend is refused.
     if (unknown !== undefined && unknownId !== undefined) {
       const open = await opts.store.get(recordId(scope)).then((r) => r?.state === 'ambiguous' || r?.state === 'in_flight', () => true);
-      if (open) unknown.remember(unknownId);
+      if (open) unknown.remember(unknownId, thrown);
     }
-    throw ownCause(error);
+    throw thrown;
   });
   // The operation ended: nothing is sent for it again, so no earlier request of it is waited for.
   calls.ended(result.record.key);

@@ -18,16 +18,16 @@ import type { OnceRequestInit, UnknownOutcomes } from './fetch-operation.js';
 const MAX_UNKNOWN = 1000;
 const unknownOf = new WeakMap<Engine, UnknownOutcomes>();
 
-/** This client's calls with a minted ref whose outcome stayed unknown, by tenant and fingerprint: when each ended. */
+/** This client's calls with a minted ref whose outcome stayed unknown, by tenant and fingerprint: when each ended, and its error. */
 function unknownOutcomes(engine: Engine): UnknownOutcomes {
   const known = unknownOf.get(engine);
   if (known !== undefined) return known;
-  const ended = new Map<string, number>();
+  const ended = new Map<string, { at: number; error: unknown }>();
   const made: UnknownOutcomes = {
     check(id, method) {
-      const at = ended.get(id);
-      if (at === undefined) return;
-      if (engine.opts.now() - at > engine.opts.retry.deadlineMs) {
+      const earlier = ended.get(id);
+      if (earlier === undefined) return;
+      if (engine.opts.now() - earlier.at > engine.opts.retry.deadlineMs) {
         ended.delete(id);
         return;
       }
@@ -36,11 +36,12 @@ function unknownOutcomes(engine: Engine): UnknownOutcomes {
         `client.wrap(): a ${method} without an ${keyHeader} header, with the payload of an earlier call of this client whose outcome is unknown (it may have taken effect): ` +
           "the SDK's own retry (ky's or got's retry of a POST, say) or a resend by hand. oncefetch cannot tie it to that call, and would send it as a new operation under a new key " +
           `(a second effect if that call took one). Not sent. Turn the SDK's retries off for this method (oncefetch retries with one key), or pass an ${keyHeader} header per call.`,
+        { cause: earlier.error },
       );
     },
-    remember(id) {
+    remember(id, error) {
       ended.delete(id);
-      ended.set(id, engine.opts.now());
+      ended.set(id, { at: engine.opts.now(), error });
       if (ended.size > MAX_UNKNOWN) ended.delete(ended.keys().next().value as string);
     },
   };

@@ -47,6 +47,22 @@ describe('client.wrap(): a keyless resend of a call whose outcome is unknown', (
     expect(errors[0]).toMatchObject({ code: 'AMBIGUOUS_OUTCOME' });
     expect(errors.slice(1)).toEqual([expect.any(TypeError), expect.any(TypeError)]);
     expect(String(errors[1])).toMatch(/Idempotency-Key/);
+    // the refusal carries the earlier call's error: the outcome the SDK would otherwise hide
+    expect((errors[1] as Error).cause).toBe(errors[0]);
+  });
+
+  it('remembered for retry.deadlineMs after the call ended (the client\'s clock): then a new operation', async () => {
+    provider = await startProvider({ ignoreKeys: true });
+    let clock = 1_000_000;
+    once = createClient({ store: memoryStore(), now: () => clock, retry: { baseDelayMs: 1, maxDelayMs: 5, attemptTimeoutMs: 500, deadlineMs: 60_000 } });
+    const wrapped = once.wrap();
+    provider.fault({ kind: 'error_after_commit' });
+    await expect(wrapped(`${provider.url}/orders`, orderInit('A-5'))).rejects.toMatchObject({ code: 'AMBIGUOUS_OUTCOME' });
+    clock += 60_000;
+    await expect(wrapped(`${provider.url}/orders`, orderInit('A-5'))).rejects.toBeInstanceOf(TypeError);
+    clock += 1;
+    expect((await wrapped(`${provider.url}/orders`, orderInit('A-5'))).status).toBe(201);
+    expect(provider.requests).toHaveLength(2);
   });
 
   it("ky with retry.methods ['post']: one order, ky's retry refused", async () => {
