@@ -80,10 +80,10 @@ export async function acquire(engine: Engine, spec: OperationSpec, deadline: Cal
     }
     engine.handedOff(deadline);
     if (record.fingerprint !== spec.fingerprint) {
-      throw engine.conflict(spec.scope, 'the same scope was used before with a different payload');
+      throw engine.conflict(spec.scope, 'the same scope was used before with a different payload', earlierEffect(record));
     }
     if (spec.callerKey !== undefined && record.key !== spec.callerKey) {
-      throw engine.conflict(spec.scope, 'the same scope was used before with a different Idempotency-Key');
+      throw engine.conflict(spec.scope, 'the same scope was used before with a different Idempotency-Key', earlierEffect(record));
     }
     if (isTerminal(record.state)) return { kind: 'replay', record };
     if (failed !== undefined) throw failed;
@@ -269,4 +269,10 @@ async function waitForOwner(engine: Engine, id: string, deadline: CallDeadline, 
       `(lease until ${new Date(record.lease.expiresAt).toISOString()}); gave up waiting after ${now() - startedAt} ms. Call again later.`,
     { scope: { tenant: record.tenant, action: record.action, ref: record.ref } },
   );
+}
+
+/** What a record's payload did, for a conflict's message: took effect, may have, or nothing said (no effect known). */
+function earlierEffect(record: OperationRecord): 'took' | 'may-have' | undefined {
+  if (record.state === 'succeeded') return 'took';
+  return record.state === 'ambiguous' || record.state === 'in_flight' ? 'may-have' : undefined;
 }

@@ -319,9 +319,9 @@ export class Engine {
     const id = recordId(spec.scope);
     const waitFrom = this.opts.now();
     for (let joined = this.inflight.get(id); joined !== undefined; joined = this.inflight.get(id)) {
-      if (joined.fingerprint !== spec.fingerprint) throw this.conflict(spec.scope, 'a concurrent call has the same scope and a different payload');
+      if (joined.fingerprint !== spec.fingerprint) throw this.conflict(spec.scope, 'a concurrent call has the same scope and a different payload', 'may-take');
       if (spec.callerKey !== undefined && spec.callerKey !== joined.callerKey) {
-        throw this.conflict(spec.scope, 'a concurrent call has the same scope and a different Idempotency-Key');
+        throw this.conflict(spec.scope, 'a concurrent call has the same scope and a different Idempotency-Key', 'may-take');
       }
       let shared: ExecuteResult;
       try {
@@ -372,10 +372,18 @@ export class Engine {
     this.emit({ type: 'conflict', scope, at: this.opts.now(), reason });
   }
 
-  conflict(scope: Scope, reason: string): IdempotencyConflictError {
+  /**
+   * A conflict before any send. `earlier` says what the other payload's operation did: a message fed back to an
+   * agent's model must not read as "nothing happened, try a new ref" when the same intent, re-worded, took effect.
+   */
+  conflict(scope: Scope, reason: string, earlier?: 'took' | 'may-have' | 'may-take'): IdempotencyConflictError {
     this.countConflict(scope, reason);
+    const what =
+      earlier === undefined
+        ? ''
+        : ` Its earlier payload ${earlier === 'took' ? 'took effect (succeeded)' : earlier === 'may-have' ? 'may have taken effect (its outcome is unknown)' : 'may take effect (a call with it is still running)'}: if this call is the same intent, do not send it under a new ref, which could make a second effect.`;
     return new IdempotencyConflictError(
-      `${reason} (operation ${scope.tenant}/${scope.action}/${scope.ref}); nothing was sent. Use a new ref for a new intent.`,
+      `${reason} (operation ${scope.tenant}/${scope.action}/${scope.ref}); nothing was sent.${what} Use a new ref for a new intent.`,
       { scope },
     );
   }
