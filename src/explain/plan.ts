@@ -124,19 +124,22 @@ function unsettled(c: Ctx, lead: string[]): Decision {
       verification,
     };
   }
+  // a client.fetch call's own lookup (once.lookup, no registered one) that was asked and answered nothing certain
+  const own = c.r.request !== null && !refMinted(c.r) ? c.f.lookups.findLast((l) => l.outcome === 'unknown') : undefined;
+  const noLookup = `no lookup is registered for '${c.action}'${own === undefined ? '' : `, and the call's own lookup (once.lookup) could not settle it (${own.detail})`}`;
   const why = cancelRequested
-    ? `a cancel was requested at ${iso(c.r.cancelRequestedAt ?? 0)}, which withdrew the authority to send, and no lookup is registered for '${c.action}'`
+    ? `a cancel was requested at ${iso(c.r.cancelRequestedAt ?? 0)}, which withdrew the authority to send, and ${noLookup}`
     : conflict
-      ? `the provider refused a same-key resend as key reuse (${c.f.last?.reason ?? 'key conflict'}), so a resend cannot settle it, and ${c.r.request === null ? 'client.run() reconciles only with its own lookup' : `no lookup is registered for '${c.action}'`}`
+      ? `the provider refused a same-key resend as key reuse (${c.f.last?.reason ?? 'key conflict'}), so a resend cannot settle it, and ${c.r.request === null ? 'client.run() reconciles only with its own lookup' : noLookup}`
       : c.p.providerDedupes
       ? `the key is past ${iso(c.f.resendCutoffAt)} (90 % of the provider's retention), so the provider may no longer recognise it`
-      : `${c.r.request === null ? 'client.run() reconciles only with its own lookup' : refMinted(c.r) ? `oncefetch minted ref '${c.ref}' for one call (no once.ref, no key header), so no lookup by ref can find it (client.recover() asks none)` : `no lookup is registered for '${c.action}'`} and the provider does not dedupe by key`;
+      : `${c.r.request === null ? 'client.run() reconciles only with its own lookup' : refMinted(c.r) ? `oncefetch minted ref '${c.ref}' for one call (no once.ref, no key header), so no lookup by ref can find it (client.recover() asks none)` : `${noLookup}${own === undefined ? '' : ','}`} and the provider does not dedupe by key`;
   return {
     plan: [
       `Do not resend: ${why}; a resend could create a second effect.`,
       ...guard,
       `Check at the provider whether an effect exists for ${effectFor(c)}: its API, dashboard or support.`,
-      `Then ${c.r.request === null ? 'call client.run() again with a lookup (spec.lookup)' : refMinted(c.r) ? `call again with the same payload and once: { ref: '${c.ref}', lookup } (its own lookup)` : `register a lookup for '${c.action}' (createClient({ lookups }))`} that reports what you found${c.r.request === null || refMinted(c.r) ? '' : `, and ${pending ? 'call again' : 'run client.recover()'}`}: found settles it as succeeded; ${late ? 'absent leaves it ambiguous' : cancelRequested ? 'absent cancels it' : conflict ? 'absent ends it failed, the conflict standing' : 'absent lets the next call resend with the same key'}.`,
+      `Then ${c.r.request === null ? 'call client.run() again with a lookup (spec.lookup)' : refMinted(c.r) ? `call again with the same payload and once: { ref: '${c.ref}', lookup } (its own lookup)` : own !== undefined ? `call again with the same ref, payload and a once.lookup that can answer (or register a lookup for '${c.action}' (createClient({ lookups })) and ${pending ? 'call again' : 'run client.recover()'})` : `register a lookup for '${c.action}' (createClient({ lookups }))`} that reports what you found${c.r.request === null || refMinted(c.r) || own !== undefined ? '' : `, and ${pending ? 'call again' : 'run client.recover()'}`}: found settles it as succeeded; ${late ? 'absent leaves it ambiguous' : cancelRequested ? 'absent cancels it' : conflict ? 'absent ends it failed, the conflict standing' : 'absent lets the next call resend with the same key'}.`,
     ],
     verification,
     escalation: `The outcome is unknown and nothing can settle it automatically: ${why}.`,
