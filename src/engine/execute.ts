@@ -1059,6 +1059,9 @@ export class Engine {
     const lookup = async (): Promise<ReconcileOutcome> => {
       const outcome = await reconcile(lookupOf(spec, owned.rec), { scope, key: owned.rec.key, record: owned.rec, signal: deadline.signal });
       if (outcome.kind !== 'none') this.stats.lookups++;
+      // name the lookup that was missing: client.run() never asks a registered one, nor does a minted ref
+      else if (owned.rec.request === null) return { kind: 'none', detail: 'no spec.lookup given: client.run() asks no registered lookup' };
+      else if (spec.lookupRegistered === true && spec.lookup !== undefined) return { kind: 'none', detail: 'the lookup registered for this action is not asked about a ref oncefetch minted (give once.ref)' };
       return outcome;
     };
     // This call's own attempt got a success whose write lost the lease (see `held`): the provider's own
