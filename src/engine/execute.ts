@@ -345,7 +345,7 @@ export class Engine {
       this.exclusive === undefined
         ? this.run(spec, deadline)
         : // one inFlightWaitMs for the lock and the lease together, counted from here
-          this.exclusive(`${this.opts.store.name} ${id}`, () => this.run(spec, deadline, waitFrom), { signal: deadline.signal, maxWaitMs: this.opts.inFlightWaitMs });
+          this.underLock(this.exclusive, id, () => this.run(spec, deadline, waitFrom), deadline.signal);
     const running: Running = { fingerprint: spec.fingerprint, callerKey: spec.callerKey, signal: spec.signal, promise };
     this.inflight.set(id, running);
     try {
@@ -359,6 +359,24 @@ export class Engine {
       this.handedOff(deadline);
       if (this.inflight.get(id) === running) this.inflight.delete(id);
     }
+  }
+
+  /**
+   * Runs `body` under the cross-tab lock of record `id`. The wait for it ends with the call's deadline
+   * or its caller's abort (`signal`), and with the client's close: a close whose `waitMs` ran out
+   * rejects a call still queued behind another tab at once, with the close's reason, rather than
+   * when that tab lets go (up to `inFlightWaitMs`) and the call finds the store closed.
+   */
+  private underLock<T>(exclusive: Exclusive, id: string, body: () => Promise<T>, signal: AbortSignal): Promise<T> {
+    const wait = new AbortController();
+    const onAbort = (): void => wait.abort(signal.reason);
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+    const unhook = this.whenClosed((reason) => wait.abort(reason));
+    return exclusive(`${this.opts.store.name} ${id}`, body, { signal: wait.signal, maxWaitMs: this.opts.inFlightWaitMs }).finally(() => {
+      signal.removeEventListener('abort', onAbort);
+      unhook();
+    });
   }
 
   /** Whether an execution of record `id` runs in this client. */
