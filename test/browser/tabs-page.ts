@@ -20,6 +20,8 @@ export interface TabCall {
   leaseMs?: number;
   /** the caller aborts after this many ms */
   abortAfterMs?: number;
+  /** the page calls `client.close({ waitMs: 0 })` after this many ms (as on `pagehide`) */
+  closeAfterMs?: number;
   /** register a lookup on the provider's /lookup */
   lookup?: boolean;
 }
@@ -65,6 +67,7 @@ async function post(call: TabCall): Promise<TabOutcome> {
   });
   const caller = new AbortController();
   const timer = call.abortAfterMs === undefined ? undefined : setTimeout(() => caller.abort(new Error('caller gave up')), call.abortAfterMs);
+  const closer = call.closeAfterMs === undefined ? undefined : setTimeout(() => void client.close({ waitMs: 0 }), call.closeAfterMs);
   let outcome: Omit<TabOutcome, 'ms' | 'locks'>;
   try {
     const res = await client.fetch(call.url, {
@@ -81,6 +84,7 @@ async function post(call: TabCall): Promise<TabOutcome> {
     outcome = { ok: false, error: { name: e.name, code: isOnceError(error) ? error.code : undefined, message: e.message }, events };
   } finally {
     clearTimeout(timer);
+    clearTimeout(closer);
     await client.close();
   }
   const ms = Math.round(performance.now() - started);

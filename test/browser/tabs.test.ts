@@ -168,6 +168,21 @@ describe.runIf(available)('one tab against another in headless Chromium', { time
     await other.close();
   });
 
+  // Regression (user trial): a close whose waitMs ran out left a call queued on the lock until the
+  // other tab let go (up to inFlightWaitMs), and only then did it fail, on the closed store.
+  it("client.close({ waitMs: 0 }) while waiting for a hung tab's Web Lock: rejects with the close's StoreError, nothing sent, the lock request withdrawn", async () => {
+    const [hung, other] = [await openPage(), await openPage()];
+    const c = call({ closeAfterMs: 300, inFlightWaitMs: 20_000 });
+    await hung.evaluate(([d, r]) => window.tabsTest.holdLock(d, r), [c.dbName, c.ref] as const);
+    const got = await post(other, c);
+    expect(got).toMatchObject({ ok: false, error: { code: 'STORE_ERROR', message: expect.stringContaining('client.close({ waitMs: 0 })') } });
+    expect(got.ms).toBeLessThan(2_000);
+    expect(got.locks).toEqual({ held: 1, pending: 0 });
+    expect(effects(c.ref)).toBe(0);
+    await hung.close();
+    await other.close();
+  });
+
   it("the site's IndexedDB cleared (site data wiped) while a request is on the wire: the call returns the 201 and writes its record back; the next call with the ref replays it", async () => {
     const page = await openPage();
     const c = call();
