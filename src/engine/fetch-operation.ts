@@ -13,7 +13,7 @@ import { AmbiguousOutcomeError } from '../errors.js';
 import { captureBody, readBody } from '../operation/body.js';
 import { fingerprintRequest, normaliseUrl } from '../operation/fingerprint.js';
 import { recordId } from '../operation/record.js';
-import type { Scope } from '../operation/record.js';
+import type { OperationRecord, Scope } from '../operation/record.js';
 import { buildResponse, responseSnapshot } from '../operation/snapshot.js';
 import type { LiveBody } from '../operation/snapshot.js';
 import type { ResolvedOptions } from '../options.js';
@@ -115,10 +115,15 @@ function storedUrl(url: string): string {
 /** `client.fetch`: once-only when asked or by method, plain fetch otherwise. */
 /**
  * `client.wrap()`'s memory of its calls with a minted ref whose outcome stayed unknown (see wrap.ts):
- * `check` refuses a call of the same payload, again with no ref of its own, before anything is recorded.
+ * `enter` refuses a call of the same payload, again with no ref of its own, before anything is recorded.
  */
 export interface UnknownOutcomes {
-  check(id: string, method: string): void;
+  /**
+   * Waits while a call of this payload is running (under `signal`), then refuses this one if an earlier
+   * call's outcome stayed unknown; else marks it running. The function returned ends that mark: called
+   * once the call has ended, after `remember`.
+   */
+  enter(id: string, method: string, signal: AbortSignal | undefined): Promise<() => void>;
   /** `error`: what the call threw, the refusal's `cause` */
   remember(id: string, error: unknown): void;
 }
@@ -165,36 +170,49 @@ export async function onceFetch(engine: Engine, input: string | URL | Request, i
     ref: onceOptions.ref ?? key ?? (mintedRef as string),
   };
   const unknownId = mintedRef === undefined ? undefined : `${scope.tenant}\n${fingerprint}`;
-  if (unknownId !== undefined) unknown?.check(unknownId, req.method);
-  // A custom fetch may ignore its signal: its request, still out after its attempt ended, is the next attempt's.
-  const calls = lateCalls(engine, scope, fingerprint, cancelBody);
-  // An own property only: an action named 'constructor' or 'toString' has no lookup of Object.prototype's.
-  // The engine asks the registered one about no ref oncefetch minted (`lookupOf`): the provider never saw it.
-  const lookupFn: LookupFn | undefined = onceOptions.lookup ?? (Object.hasOwn(opts.lookups, scope.action) ? opts.lookups[scope.action] : undefined);
-  const spec: OperationSpec = {
-    scope,
-    fingerprint,
-    callerKey: key,
-    mintedRef,
-    request: { method: req.method, url: storedUrl(req.url) },
-    signal: req.signal,
-    cancelSignal: onceOptions.signal,
-    lookup: lookupFn === undefined ? undefined : responseLookup(lookupFn, opts),
-    lookupRegistered: onceOptions.lookup === undefined,
-    send: (ctx) => sendAttempt(opts, req, captured.bytes, onceOptions.classify, calls, ctx),
-  };
-  const result = await engine.execute(spec).catch(async (error: unknown) => {
-    const thrown = ownCause(error);
-    // A record that may have taken effect (a store that cannot say counts as one): a keyless resend is refused.
-    if (unknown !== undefined && unknownId !== undefined) {
-      const open = await opts.store.get(recordId(scope)).then((r) => r?.state === 'ambiguous' || r?.state === 'in_flight', () => true);
-      if (open) unknown.remember(unknownId, thrown);
-    }
-    throw thrown;
-  });
-  // The operation ended: nothing is sent for it again, so no earlier request of it is waited for.
-  calls.ended(result.record.key);
-  return buildResponse(result.snapshot, result.live as LiveBody | undefined, result.replayed);
+  const leave = unknownId === undefined ? undefined : await unknown?.enter(unknownId, req.method, req.signal);
+  try {
+    // A custom fetch may ignore its signal: its request, still out after its attempt ended, is the next attempt's.
+    const calls = lateCalls(engine, scope, fingerprint, cancelBody);
+    // An own property only: an action named 'constructor' or 'toString' has no lookup of Object.prototype's.
+    // The engine asks the registered one about no ref oncefetch minted (`lookupOf`): the provider never saw it.
+    const lookupFn: LookupFn | undefined = onceOptions.lookup ?? (Object.hasOwn(opts.lookups, scope.action) ? opts.lookups[scope.action] : undefined);
+    const spec: OperationSpec = {
+      scope,
+      fingerprint,
+      callerKey: key,
+      mintedRef,
+      request: { method: req.method, url: storedUrl(req.url) },
+      signal: req.signal,
+      cancelSignal: onceOptions.signal,
+      lookup: lookupFn === undefined ? undefined : responseLookup(lookupFn, opts),
+      lookupRegistered: onceOptions.lookup === undefined,
+      send: (ctx) => sendAttempt(opts, req, captured.bytes, onceOptions.classify, calls, ctx),
+    };
+    const result = await engine.execute(spec).catch(async (error: unknown) => {
+      const thrown = ownCause(error);
+      // A record that may have taken effect (a store that cannot say counts as one): a keyless resend is refused.
+      if (unknown !== undefined && unknownId !== undefined) {
+        const open = await opts.store.get(recordId(scope)).then((r) => r !== undefined && mayHaveActed(r), () => true);
+        if (open) unknown.remember(unknownId, thrown);
+      }
+      throw thrown;
+    });
+    // The operation ended: nothing is sent for it again, so no earlier request of it is waited for.
+    calls.ended(result.record.key);
+    return buildResponse(result.snapshot, result.live as LiveBody | undefined, result.replayed);
+  } finally {
+    leave?.();
+  }
+}
+
+/**
+ * Whether a record a call left may have taken effect: open (ambiguous, in flight), or pending again after an
+ * attempt of unknown outcome (cleared for a same-key resend by the provider's dedupe, then out of attempts,
+ * time or budget). A keyless resend of it would be a new key, which no dedupe ties to that attempt.
+ */
+function mayHaveActed(r: OperationRecord): boolean {
+  return r.state === 'ambiguous' || r.state === 'in_flight' || (r.state === 'pending' && r.attempts.some((a) => a.class === 'ambiguous'));
 }
 
 /** A late response nobody takes: its body is cancelled, so its connection goes back to the pool. */

@@ -6,10 +6,13 @@
  * under a new key, a second effect whenever the first call took one. It is refused instead.
  * Other SDKs retry with no marker (ky with 'post' in `retry.methods`, got): a call with no key
  * nor ref whose payload is that of an earlier such call of this client whose outcome stayed
- * unknown (within `retry.deadlineMs` of its end) is refused the same way.
+ * unknown (within `retry.deadlineMs` of its end) is refused the same way. One that comes while
+ * such a call is still running (the SDK timed it out, and its abort is still being recorded, or
+ * it never aborted it) waits for that call's end, then is refused if its outcome stayed unknown.
  *
  * @module
  */
+import { untilAborted } from '../backoff/sleep.js';
 import type { Engine } from './execute.js';
 import { onceFetch } from './fetch-operation.js';
 import type { OnceRequestInit, UnknownOutcomes } from './fetch-operation.js';
@@ -23,21 +26,36 @@ function unknownOutcomes(engine: Engine): UnknownOutcomes {
   const known = unknownOf.get(engine);
   if (known !== undefined) return known;
   const ended = new Map<string, { at: number; error: unknown }>();
+  /** payloads of this client's calls with a minted ref still running: each settles once its call has ended */
+  const running = new Map<string, Promise<void>>();
+  const check = (id: string, method: string): void => {
+    const earlier = ended.get(id);
+    if (earlier === undefined) return;
+    if (engine.opts.now() - earlier.at > engine.opts.retry.deadlineMs) {
+      ended.delete(id);
+      return;
+    }
+    const { keyHeader } = engine.opts;
+    throw new TypeError(
+      `client.wrap(): a ${method} without an ${keyHeader} header, with the payload of an earlier call of this client whose outcome is unknown (it may have taken effect): ` +
+        "the SDK's own retry (ky's or got's retry of a POST, say) or a resend by hand. oncefetch cannot tie it to that call, and would send it as a new operation under a new key " +
+        `(a second effect if that call took one). Not sent. Turn the SDK's retries off for this method (oncefetch retries with one key), or pass an ${keyHeader} header per call.`,
+      { cause: earlier.error },
+    );
+  };
   const made: UnknownOutcomes = {
-    check(id, method) {
-      const earlier = ended.get(id);
-      if (earlier === undefined) return;
-      if (engine.opts.now() - earlier.at > engine.opts.retry.deadlineMs) {
-        ended.delete(id);
-        return;
+    async enter(id, method, signal) {
+      check(id, method);
+      for (let held = running.get(id); held !== undefined; held = running.get(id)) {
+        await (signal === undefined ? held : untilAborted(held, signal));
+        check(id, method);
       }
-      const { keyHeader } = engine.opts;
-      throw new TypeError(
-        `client.wrap(): a ${method} without an ${keyHeader} header, with the payload of an earlier call of this client whose outcome is unknown (it may have taken effect): ` +
-          "the SDK's own retry (ky's or got's retry of a POST, say) or a resend by hand. oncefetch cannot tie it to that call, and would send it as a new operation under a new key " +
-          `(a second effect if that call took one). Not sent. Turn the SDK's retries off for this method (oncefetch retries with one key), or pass an ${keyHeader} header per call.`,
-        { cause: earlier.error },
-      );
+      let done = (): void => undefined;
+      running.set(id, new Promise<void>((resolve) => (done = resolve)));
+      return () => {
+        running.delete(id);
+        done();
+      };
     },
     remember(id, error) {
       ended.delete(id);

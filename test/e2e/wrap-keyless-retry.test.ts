@@ -12,7 +12,8 @@ import { createClient, memoryStore } from '../../src/index.js';
 import type { OnceClient } from '../../src/index.js';
 import { startProvider } from '../../src/testing/provider.js';
 import type { Provider } from '../../src/testing/provider.js';
-import { orderInit } from '../helpers/setup.js';
+import type { OnceStore } from '../../src/stores/contract.js';
+import { orderInit, until } from '../helpers/setup.js';
 
 let provider: Provider | undefined;
 let once: OnceClient | undefined;
@@ -91,5 +92,74 @@ describe('client.wrap(): a keyless resend of a call whose outcome is unknown', (
     expect(first).toMatchObject({ code: 'AMBIGUOUS_OUTCOME' });
     expect(again).toMatchObject({ code: 'AMBIGUOUS_OUTCOME' });
     expect(provider.effects).toBe(1);
+  });
+
+  it('a resend while the first call is still out (a timeout that did not abort it): waits, and is refused when that call ends unknown', async () => {
+    provider = await startProvider({ ignoreKeys: true, processingMs: 300 });
+    once = createClient({ store: memoryStore(), retry: { baseDelayMs: 1, maxDelayMs: 5 } });
+    const wrapped = once.wrap();
+    provider.fault({ kind: 'drop_after_commit' });
+    const first = wrapped(`${provider.url}/orders`, orderInit('A-6')).catch((e: unknown) => e);
+    await until(() => provider?.requests.length === 1);
+    const again: unknown = await wrapped(`${provider.url}/orders`, orderInit('A-6')).catch((e: unknown) => e);
+    expect(await first).toMatchObject({ code: 'AMBIGUOUS_OUTCOME' });
+    expect(again).toBeInstanceOf(TypeError);
+    expect((again as Error).cause).toBe(await first);
+    expect(provider.requests).toHaveLength(1);
+    expect(provider.effects).toBe(1);
+  });
+
+  it("ky's timeout aborts the call and ky retries it (retryOnTimeout) before a slow store has recorded the abort: one order", async () => {
+    provider = await startProvider({ ignoreKeys: true, processingMs: 300 });
+    const inner = memoryStore();
+    // a store 50 ms away (PostgreSQL over a network, SQLite waiting on a busy lock): each write takes that long
+    const slow: OnceStore = Object.assign(Object.create(inner) as OnceStore, {
+      compareAndSet: async (...args: Parameters<OnceStore['compareAndSet']>) => {
+        await new Promise((r) => setTimeout(r, 50));
+        return inner.compareAndSet(...args);
+      },
+    });
+    once = createClient({ store: slow, retry: { baseDelayMs: 1, maxDelayMs: 5 } });
+    const api = ky.create({ fetch: once.wrap(), timeout: 100, retry: { limit: 2, methods: ['post'], retryOnTimeout: true, delay: () => 1 } });
+    const error: unknown = await api.post(`${provider.url}/orders`, { json: { ref: 'A-7', sku: 'A-17', qty: 1 } }).catch((e: unknown) => e);
+    await new Promise((r) => setTimeout(r, 500)); // every request sent has committed (300 ms) by then
+    expect(error).toBeInstanceOf(TypeError);
+    expect(provider.requests).toHaveLength(1);
+    expect(provider.effects).toBe(1);
+  });
+
+  it('providerDedupes: an unknown outcome, then a 503 on the same-key resend and no attempt left (record pending): the keyless resend is refused', async () => {
+    provider = await startProvider();
+    once = createClient({ store: memoryStore(), providerDedupes: true, retry: { maxAttempts: 2, baseDelayMs: 1, maxDelayMs: 5 } });
+    provider.faults([{ kind: 'error_after_commit' }, { kind: 'status_before_commit', status: 503 }]);
+    const api = ky.create({ fetch: once.wrap(), retry: { limit: 2, methods: ['post'], delay: () => 1 } });
+    const error: unknown = await api.post(`${provider.url}/orders`, { json: { ref: 'A-8', sku: 'A-17', qty: 1 } }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(TypeError);
+    expect(provider.requests).toHaveLength(2);
+    expect(provider.effects).toBe(1);
+  });
+
+  it('two identical keyless calls at once, the first a success: the second waits for it, then is sent (two orders, as asked)', async () => {
+    provider = await startProvider({ ignoreKeys: true, processingMs: 100 });
+    once = createClient({ store: memoryStore(), retry: { baseDelayMs: 1, maxDelayMs: 5 } });
+    const wrapped = once.wrap();
+    const [a, b] = await Promise.all([wrapped(`${provider.url}/orders`, orderInit('A-10')), wrapped(`${provider.url}/orders`, orderInit('A-10'))]);
+    expect([a.status, b.status]).toEqual([201, 201]);
+    expect(provider.effects).toBe(2);
+  });
+
+  it('a call waiting for a running one of its payload rejects with its own abort reason, unsent', async () => {
+    provider = await startProvider({ ignoreKeys: true, processingMs: 300 });
+    once = createClient({ store: memoryStore(), retry: { baseDelayMs: 1, maxDelayMs: 5 } });
+    const wrapped = once.wrap();
+    const first = wrapped(`${provider.url}/orders`, orderInit('A-11'));
+    await until(() => provider?.requests.length === 1);
+    const reason = new Error('gave up');
+    const controller = new AbortController();
+    const again = wrapped(`${provider.url}/orders`, { ...orderInit('A-11'), signal: controller.signal }).catch((e: unknown) => e);
+    controller.abort(reason);
+    expect(await again).toBe(reason);
+    expect((await first).status).toBe(201);
+    expect(provider.requests).toHaveLength(1);
   });
 });
