@@ -110,7 +110,7 @@ describe('client.wrap(): a keyless resend of a call whose outcome is unknown', (
   });
 
   it("ky's timeout aborts the call and ky retries it (retryOnTimeout) before a slow store has recorded the abort: one order", async () => {
-    provider = await startProvider({ ignoreKeys: true, processingMs: 300 });
+    provider = await startProvider({ ignoreKeys: true, processingMs: 400 });
     const inner = memoryStore();
     // a store 50 ms away (PostgreSQL over a network, SQLite waiting on a busy lock): each write takes that long
     const slow: OnceStore = Object.assign(Object.create(inner) as OnceStore, {
@@ -120,9 +120,9 @@ describe('client.wrap(): a keyless resend of a call whose outcome is unknown', (
       },
     });
     once = createClient({ store: slow, retry: { baseDelayMs: 1, maxDelayMs: 5 } });
-    const api = ky.create({ fetch: once.wrap(), timeout: 100, retry: { limit: 2, methods: ['post'], retryOnTimeout: true, delay: () => 1 } });
+    const api = ky.create({ fetch: once.wrap(), timeout: 200, retry: { limit: 2, methods: ['post'], retryOnTimeout: true, delay: () => 1 } });
     const error: unknown = await api.post(`${provider.url}/orders`, { json: { ref: 'A-7', sku: 'A-17', qty: 1 } }).catch((e: unknown) => e);
-    await new Promise((r) => setTimeout(r, 500)); // every request sent has committed (300 ms) by then
+    await new Promise((r) => setTimeout(r, 700)); // every request sent has committed (400 ms) by then
     expect(error).toBeInstanceOf(TypeError);
     expect(provider.requests).toHaveLength(1);
     expect(provider.effects).toBe(1);
