@@ -28,18 +28,31 @@ export function urlScheme(spec: string): string | undefined {
 export const STORE_FLAG_HELP = `  --store PATH|URL   SQLite file or postgres:// URL, ?schema=S&table=T for a store not in public.oncefetch_records
                      (default: $ONCEFETCH_DB or ./.oncefetch/oncefetch.db)`;
 
+/** Where the store location came from, as messages name it: the flag, the variable, or neither (the built-in default). */
+type StoreSource = '--store' | '$ONCEFETCH_DB' | undefined;
+
 /** The store named by `--store`, or the default one. A SQLite path must exist: inspecting never creates a database. */
 export async function openStore(spec: string | undefined): Promise<OnceStore> {
   const target = spec ?? defaultStorePath();
-  if (isPostgresUrl(target)) return openPostgres(target);
+  const source: StoreSource = spec !== undefined ? '--store' : process.env['ONCEFETCH_DB'] !== undefined ? '$ONCEFETCH_DB' : undefined;
+  const named = source ?? '--store';
+  if (isPostgresUrl(target)) return openPostgres(target, named);
   // Another scheme (`mysql://`, a misspelt `postgress://`) would be read as a relative path.
   const scheme = urlScheme(target);
-  if (scheme !== undefined) throw new UsageError(`--store: only postgres:// and postgresql:// URLs are read (got ${scheme}://…); anything else is an SQLite file path`);
+  if (scheme !== undefined) throw new UsageError(`${named}: only postgres:// and postgresql:// URLs are read (got ${scheme}://…); anything else is an SQLite file path`);
   const path = resolve(target);
   if (!existsSync(path)) {
-    throw new UsageError(`no oncefetch database at ${path}${spec === undefined ? ' (the default; pass --store PATH|URL or set $ONCEFETCH_DB)' : ''}`);
+    const from = source === undefined ? ' (the default; pass --store PATH|URL or set $ONCEFETCH_DB)' : source === '$ONCEFETCH_DB' ? ' (from $ONCEFETCH_DB)' : '';
+    throw new UsageError(`no oncefetch database at ${path}${from}`);
   }
-  if (statSync(path).isDirectory()) throw new UsageError(`${path} is a directory; pass the database file in it (--store ${join(path, 'oncefetch.db')}, say)`);
+  if (statSync(path).isDirectory()) {
+    const file = join(path, 'oncefetch.db');
+    throw new UsageError(
+      source === '$ONCEFETCH_DB'
+        ? `$ONCEFETCH_DB: ${path} is a directory; set it to the database file in it (${file}, say)`
+        : `${path} is a directory; pass the database file in it (--store ${file}, say)`,
+    );
+  }
   // Never add tables to (or change the mode of) a file that is not already an oncefetch store.
   if (!holdsOncefetchStore(path)) throw new UsageError(`${path} is not an oncefetch database (it has no oncefetch_records table); nothing was changed`);
   return sqliteStore({ path });
@@ -51,7 +64,7 @@ export async function openStore(spec: string | undefined): Promise<OnceStore> {
  * before it reaches pg. Like a SQLite path, the tables must already be there: inspecting never
  * creates them.
  */
-async function openPostgres(target: string): Promise<OnceStore> {
+async function openPostgres(target: string, named: '--store' | '$ONCEFETCH_DB'): Promise<OnceStore> {
   let mod: typeof import('../stores/postgres.js');
   let schemaMod: typeof import('../stores/postgres-schema.js');
   let pg: typeof import('pg').default;
@@ -92,7 +105,7 @@ async function openPostgres(target: string): Promise<OnceStore> {
   try {
     store = mod.postgresStore({ connectionString, schema, table });
   } catch (cause) {
-    throw new UsageError(`--store: ${cause instanceof Error ? cause.message.replace(/^postgresStore: /, '') : String(cause)}`);
+    throw new UsageError(`${named}: ${cause instanceof Error ? cause.message.replace(/^postgresStore: /, '') : String(cause)}`);
   }
   const n = schemaMod.names(schema ?? 'public', table ?? 'oncefetch_records');
   let client: InstanceType<typeof pg.Client>;
@@ -101,7 +114,7 @@ async function openPostgres(target: string): Promise<OnceStore> {
   } catch (cause) {
     // pg parses the URL here (a port out of range, a bad host): a bad command line, not a store failure
     await store.close();
-    throw new UsageError(`--store: not a valid PostgreSQL URL (${(cause instanceof Error ? cause.message : String(cause)).replace(/\/\/[^@/]*@/g, '//***@')})`);
+    throw new UsageError(`${named}: not a valid PostgreSQL URL (${(cause instanceof Error ? cause.message : String(cause)).replace(/\/\/[^@/]*@/g, '//***@')})`);
   }
   client.on('error', () => undefined);
   let version: string | undefined;
@@ -118,7 +131,7 @@ async function openPostgres(target: string): Promise<OnceStore> {
     await store.close();
     throw new UsageError(
       `${storeLabel(store)}: no oncefetch tables there (no ${n.meta}); nothing was created. ` +
-        'Name the schema and table your clients use: --store "postgres://…/db?schema=S&table=T"',
+        `Name the schema and table your clients use: ${named === '--store' ? '--store "postgres://…/db?schema=S&table=T"' : 'ONCEFETCH_DB="postgres://…/db?schema=S&table=T"'}`,
     );
   }
   return store;

@@ -26,10 +26,11 @@ interface Run {
   stderr: string;
 }
 
-function cli(args: string[], timeoutMs = 30_000): Promise<Run> {
+function cli(args: string[], timeoutMs = 30_000, onceFetchDb?: string): Promise<Run> {
   return new Promise((done) => {
     const env: NodeJS.ProcessEnv = { ...process.env };
     delete env['ONCEFETCH_DB'];
+    if (onceFetchDb !== undefined) env['ONCEFETCH_DB'] = onceFetchDb;
     execFile(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], { cwd: ROOT, env, timeout: timeoutMs, maxBuffer: 8 * 1024 * 1024 }, (error, stdout, stderr) => {
       const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
       done({ code, stdout, stderr });
@@ -337,6 +338,22 @@ describe('oncefetch inspect / show / explain / purge', () => {
         expect(run.stderr).not.toContain('secret');
       },
     );
+
+    // User trial: a bad store named by $ONCEFETCH_DB (no --store) was reported as "--store: …".
+    it.each([
+      ['a mysql:// URL', 'mysql://agent:secret@db/app', /^oncefetch inspect: \$ONCEFETCH_DB: only postgres:\/\/ and postgresql:\/\/ URLs/m],
+      ['a directory', tmp.dir, /^oncefetch inspect: \$ONCEFETCH_DB: .* is a directory; set it to the database file in it \(.*oncefetch\.db, say\)/m],
+      ['a missing file', join(tmp.dir, 'missing.db'), /^oncefetch inspect: no oncefetch database at .*missing\.db \(from \$ONCEFETCH_DB\)$/m],
+      ['a postgres:// URL pg cannot parse', 'postgres://agent:secret@127.0.0.1:99999/app', /^oncefetch inspect: \$ONCEFETCH_DB: not a valid PostgreSQL URL/m],
+      ['a postgres:// URL with a bad table name', 'postgres://agent:secret@127.0.0.1:1/app?table=Bad-Name', /^oncefetch inspect: \$ONCEFETCH_DB: table must/m],
+    ])('$ONCEFETCH_DB naming %s is a usage error (exit 2) that names $ONCEFETCH_DB, not --store', async (_label, value, message) => {
+      const run = await cli(['inspect'], 30_000, value);
+      expect(run.code, run.stderr).toBe(2);
+      expect(run.stderr).toMatch(message);
+      expect(run.stderr).not.toMatch(/--store[: ]/);
+      expect(run.stderr).not.toMatch(/the default; /);
+      expect(run.stderr).not.toContain('secret');
+    });
 
     // Regression (adversarial run): show on an application's own SQLite file added the oncefetch
     // tables and set its mode to 0600; inspect turned an empty file into an oncefetch database.
