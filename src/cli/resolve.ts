@@ -55,8 +55,14 @@ export async function withRecord(
     if (first === undefined && theirs.length === 0) {
       const where = values.action === undefined ? `in any action${values.tenant === undefined ? ' or tenant' : ''}` : `for action '${values.action}', tenant '${values.tenant ?? 'default'}'`;
       const cut = truncated ? ` among the ${SCAN_LIMIT.toLocaleString('en')} least recently updated records (the scan stops there; pass --action to look it up directly)` : '';
-      if (values.json) io.out(json({ error: 'not_found', ref, store: storeLabel(store), ...(truncated ? { truncated: true, scanned: SCAN_LIMIT } : {}) }));
-      else io.err(`oncefetch: no operation with ref '${ref}' ${where}${cut} in ${storeLabel(store)}\n`);
+      // A direct look-up without --tenant reads tenant 'default' only; the scan reads every tenant.
+      const looked = values.action === undefined ? {} : { action: values.action, tenant: values.tenant ?? 'default' };
+      const further =
+        values.action !== undefined && values.tenant === undefined
+          ? "  --action without --tenant looks in tenant 'default' only: drop --action to search every tenant and action for the ref, or pass --tenant NAME\n"
+          : '';
+      if (values.json) io.out(json({ error: 'not_found', ref, ...looked, store: storeLabel(store), ...(truncated ? { truncated: true, scanned: SCAN_LIMIT } : {}) }));
+      else io.err(`oncefetch: no operation with ref '${ref}' ${where}${cut} in ${storeLabel(store)}\n${further}`);
       return EXIT.failure;
     }
     if (first === undefined || found.length + theirs.length > 1) {

@@ -274,6 +274,21 @@ describe('oncefetch inspect / show / explain / purge', () => {
       expect(run.stderr).toMatch(/no operation with ref 'nope'/);
     });
 
+    // User trial: `show <ref> --action A` without --tenant found nothing for a record of another
+    // tenant, and the message did not say that only tenant 'default' was looked in.
+    it('show --action without --tenant that finds nothing says it looked in tenant default, and how to look further', async () => {
+      const run = await cli(['show', 'A-1', '--action', 'refund', '--store', db]);
+      expect(run.code).toBe(1);
+      expect(run.stderr).toMatch(/no operation with ref 'A-1' for action 'refund', tenant 'default'/);
+      expect(run.stderr).toMatch(/--action without --tenant looks in tenant 'default' only: drop --action to search every tenant and action for the ref, or pass --tenant/);
+      const json = await cli(['show', 'A-1', '--action', 'refund', '--store', db, '--json']);
+      expect(JSON.parse(json.stdout)).toMatchObject({ error: 'not_found', ref: 'A-1', action: 'refund', tenant: 'default' });
+      const tenant = await cli(['explain', 'A-1', '--action', 'refund', '--tenant', 'old', '--store', db]);
+      expect(tenant.code).toBe(1);
+      expect(tenant.stderr).toMatch(/for action 'refund', tenant 'old'/);
+      expect(tenant.stderr).not.toMatch(/looks in tenant 'default' only/);
+    });
+
     it('explain --json escalates an ambiguous outcome with no lookup, and proposes the lookup when there is one', async () => {
       const run = await cli(['explain', 'A-2', '--store', db, '--json']);
       expect(run.code).toBe(0);
