@@ -20,22 +20,40 @@ export const EXIT = {
   usage: 2,
 } as const;
 
-/** An integer flag within bounds, or its default. */
+/** An integer flag within bounds, or its default: decimal digits only (not `0x10`, `1e3`, ` 7`, `1.5`). */
 export function intFlag(value: string | undefined, name: string, fallback: number, min: number, max: number): number {
   if (value === undefined) return fallback;
   const n = Number(value);
-  if (value.trim() === '' || !Number.isInteger(n)) throw new UsageError(`--${name} must be an integer (got "${value}")`);
-  if (n < min || n > max) throw new UsageError(`--${name} must be from ${min} to ${max} (got ${n})`);
+  if (!/^-?\d+$/.test(value) || n < min || n > max) throw new UsageError(`--${name} must be a whole number from ${min} to ${max} (got ${JSON.stringify(value)})`);
   return n;
 }
 
-/** A number flag within bounds, or its default. */
+/** A number flag within bounds, or its default: a decimal number (not `0x1`, `Infinity`). */
 export function numberFlag(value: string | undefined, name: string, fallback: number, min: number, max: number): number {
   if (value === undefined) return fallback;
   const n = Number(value);
-  if (value.trim() === '' || !Number.isFinite(n)) throw new UsageError(`--${name} must be a number (got "${value}")`);
-  if (n < min || n > max) throw new UsageError(`--${name} must be from ${min} to ${max} (got ${n})`);
+  if (!/^-?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?$/i.test(value) || n < min || n > max) throw new UsageError(`--${name} must be a number from ${min} to ${max} (got ${JSON.stringify(value)})`);
   return n;
+}
+
+/**
+ * `--name -1` as `--name=-1` for the number flags `names`: parseArgs refuses a value that starts
+ * with a dash ("argument is ambiguous"), so the flag's own check could not say what it takes.
+ */
+export function negativeNumbers(args: readonly string[], names: readonly string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i] ?? '';
+    if (arg === '--') return [...out, ...args.slice(i)];
+    const next = args[i + 1];
+    if (next !== undefined && /^-\.?\d/.test(next) && names.some((n) => arg === `--${n}`)) {
+      out.push(`${arg}=${next}`);
+      i++;
+    } else {
+      out.push(arg);
+    }
+  }
+  return out;
 }
 
 /** Turns parseArgs' own errors (unknown flag, missing value) into a {@link UsageError}. */

@@ -14,7 +14,7 @@ import { parseArgs } from 'node:util';
 import { sqliteStore } from '../stores/sqlite.js';
 import { startProvider } from '../testing/provider.js';
 import type { Provider } from '../testing/provider.js';
-import { EXIT, UsageError, intFlag, numberFlag, parsing } from './args.js';
+import { EXIT, UsageError, intFlag, negativeNumbers, numberFlag, parsing } from './args.js';
 import type { CrashRecovery, PhaseOutcome } from './demo-clients.js';
 import { runNaive, runOnce } from './demo-clients.js';
 import type { CrashReport } from './demo-crash.js';
@@ -93,7 +93,7 @@ function parseFaults(value: string | undefined): DemoFaultName[] {
 function settingsOf(args: string[]): DemoSettings & { help: boolean } {
   const { values, positionals } = parsing(() =>
     parseArgs({
-      args,
+      args: negativeNumbers(args, ['orders', 'concurrency', 'rate', 'seed']),
       options: {
         orders: { type: 'string' },
         concurrency: { type: 'string' },

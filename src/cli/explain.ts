@@ -9,7 +9,7 @@ import { explain, explainPolicy } from '../explain/explain.js';
 import type { Explanation } from '../explain/types.js';
 import { resolveOptions } from '../options.js';
 import type { OnceClientOptions } from '../options.js';
-import { EXIT, UsageError, intFlag, parsing } from './args.js';
+import { EXIT, UsageError, intFlag, negativeNumbers, parsing } from './args.js';
 import type { CliIo } from './format.js';
 import { duration, json, section, time } from './format.js';
 import { RECORD_FLAGS, RECORD_FLAGS_HELP, withRecord } from './resolve.js';
@@ -75,7 +75,7 @@ export function formatExplanation(x: Explanation): string {
 export async function explainCommand(args: string[], io: CliIo): Promise<number> {
   const { values, positionals } = parsing(() =>
     parseArgs({
-      args,
+      args: negativeNumbers(args, ['provider-retention-ms', 'max-attempts']),
       options: {
         ...RECORD_FLAGS,
         lookup: { type: 'boolean', default: false },

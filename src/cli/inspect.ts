@@ -7,7 +7,7 @@
 import { parseArgs } from 'node:util';
 import { isTerminal } from '../operation/record.js';
 import type { OperationRecord, OperationState } from '../operation/record.js';
-import { EXIT, UsageError, intFlag, parsing } from './args.js';
+import { EXIT, UsageError, intFlag, negativeNumbers, parsing } from './args.js';
 import { SCAN_LIMIT, listReadable, unreadableLines } from './find.js';
 import type { UnreadableRow } from './find.js';
 import type { CliIo } from './format.js';
@@ -22,7 +22,7 @@ working on them. Settle them with client.recover() or \`oncefetch explain <ref>\
 
 ${STORE_FLAG_HELP}
   --tenant NAME      only this tenant
-  --limit N          stuck records listed (default 10)
+  --limit N          stuck records listed, 0 to 10000 (default 10; 0 lists none, the count stays)
   --json             machine-readable output
 
 Reads up to ${SCAN_LIMIT.toLocaleString('en')} records (the store contract has no count query). A row that
@@ -153,7 +153,7 @@ export function formatInspect(report: InspectReport): string {
 export async function inspectCommand(args: string[], io: CliIo): Promise<number> {
   const { values, positionals } = parsing(() =>
     parseArgs({
-      args,
+      args: negativeNumbers(args, ['limit']),
       options: {
         store: { type: 'string' },
         tenant: { type: 'string' },

@@ -231,6 +231,20 @@ describe('oncefetch inspect / show / explain / purge', () => {
       expect(listed.stdout).toMatch(/^oldest stuck records \(unfinished, no live lease\), 1 of 1:$/m);
     });
 
+    // User trial: `--limit -1` printed node's parseArgs message ("argument is ambiguous").
+    it.each([
+      [['inspect', '--limit', '-1'], /^oncefetch inspect: --limit must be a whole number from 0 to 10000 \(got "-1"\)$/m],
+      [['inspect', '--limit', '1.5'], /^oncefetch inspect: --limit must be a whole number from 0 to 10000 \(got "1\.5"\)$/m],
+      [['inspect', '--limit', '100000'], /^oncefetch inspect: --limit must be a whole number from 0 to 10000 \(got "100000"\)$/m],
+      [['explain', 'A-2', '--max-attempts', '-3'], /^oncefetch explain: --max-attempts must be a whole number from 1 to 100 \(got "-3"\)$/m],
+    ])('%j is a usage error (exit 2) in the CLI\'s words', async (args, message) => {
+      const run = await cli([...args, '--store', db]);
+      expect(run.code, run.stderr).toBe(2);
+      expect(run.stderr).toMatch(message);
+      expect(run.stderr).not.toMatch(/ambiguous/);
+      expect(run.stdout).toBe('');
+    });
+
     it('inspect prints a table by default', async () => {
       const run = await cli(['inspect', '--store', db]);
       expect(run.code).toBe(0);
