@@ -82,7 +82,7 @@ export interface Names {
   purgeIndex: string;
 }
 
-/** Quotes an identifier already checked against `IDENTIFIER`, so it can be a reserved word. */
+/** Quotes an identifier already checked by `identifier()` in postgres.ts (lower-case letters, digits, _), so it can be a reserved word. */
 const quote = (identifier: string): string => `"${identifier}"`;
 
 /** Builds the quoted names for `schema` and `table`. */

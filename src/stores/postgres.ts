@@ -121,8 +121,9 @@ export interface PostgresStoreOptions {
   purgeBatchSize?: number | undefined;
 }
 
-const IDENTIFIER = /^[a-z_][a-z0-9_]{0,62}$/;
-const MAX_TABLE_LENGTH = 63 - '_recovery'.length;
+/** PostgreSQL's longest identifier (NAMEDATALEN - 1). */
+const MAX_IDENTIFIER_LENGTH = 63;
+const MAX_TABLE_LENGTH = MAX_IDENTIFIER_LENGTH - '_recovery'.length;
 const CLAIM_TRIES = 3;
 /** How far the default `queryTimeoutMs` lies above `statementTimeoutMs`. */
 const QUERY_TIMEOUT_MARGIN_MS = 5_000;
@@ -163,11 +164,13 @@ function nonNegativeInteger(value: number | undefined, fallback: number, option:
   return n;
 }
 
-function identifier(value: string | undefined, fallback: string, option: string, maxLength: number): string {
+/** A lower-case SQL identifier of 1 to `maxLength` characters; the message's pattern and length agree. */
+function identifier(value: string | undefined, fallback: string, option: string, maxLength: number, why = ''): string {
   const id = value ?? fallback;
-  if (typeof id !== 'string' || !IDENTIFIER.test(id) || id.length > maxLength) {
+  const pattern = new RegExp(`^[a-z_][a-z0-9_]{0,${maxLength - 1}}$`);
+  if (typeof id !== 'string' || !pattern.test(id)) {
     throw new TypeError(
-      `postgresStore: ${option} must match ${String(IDENTIFIER)} and be at most ${maxLength} characters, got ${JSON.stringify(id)}`,
+      `postgresStore: ${option} must match ${String(pattern)} (lower-case letters, digits and _, at most ${maxLength} characters${why}), got ${JSON.stringify(id)}`,
     );
   }
   return id;
@@ -198,12 +201,12 @@ function resolveOptions(options: PostgresStoreOptions): Resolved {
   if (hasUrl && (typeof options.connectionString !== 'string' || options.connectionString.length === 0)) {
     throw new TypeError('postgresStore: connectionString must be a non-empty string');
   }
-  const schema = identifier(options.schema, 'public', 'schema', 63);
+  const schema = identifier(options.schema, 'public', 'schema', MAX_IDENTIFIER_LENGTH);
   if (schema.startsWith('pg_')) throw new TypeError('postgresStore: schema names starting with pg_ are reserved');
   const statementTimeoutMs = nonNegativeInteger(options.statementTimeoutMs, 30_000, 'statementTimeoutMs');
   return {
     schema,
-    table: identifier(options.table, 'oncefetch_records', 'table', MAX_TABLE_LENGTH),
+    table: identifier(options.table, 'oncefetch_records', 'table', MAX_TABLE_LENGTH, `, so that the names derived from it fit in ${MAX_IDENTIFIER_LENGTH}`),
     poolMax: nonNegativeInteger(options.poolMax, 10, 'poolMax', 1),
     connectTimeoutMs: nonNegativeInteger(options.connectTimeoutMs, 10_000, 'connectTimeoutMs'),
     statementTimeoutMs,

@@ -26,6 +26,23 @@ describe('store factories', () => {
     expect(error.message).toBe(message);
   });
 
+  // User trial: a 55-character table was refused with "table must match /^[a-z_][a-z0-9_]{0,62}$/ and be
+  // at most 54 characters": the pattern shown allowed 63.
+  it.each<[string, { schema?: string; table?: string }, string]>([
+    ['table', { table: 'a'.repeat(55) }, `postgresStore: table must match /^[a-z_][a-z0-9_]{0,53}$/ (lower-case letters, digits and _, at most 54 characters, so that the names derived from it fit in 63), got "${'a'.repeat(55)}"`],
+    ['table', { table: 'Orders' }, 'postgresStore: table must match /^[a-z_][a-z0-9_]{0,53}$/ (lower-case letters, digits and _, at most 54 characters, so that the names derived from it fit in 63), got "Orders"'],
+    ['schema', { schema: 's'.repeat(64) }, `postgresStore: schema must match /^[a-z_][a-z0-9_]{0,62}$/ (lower-case letters, digits and _, at most 63 characters), got "${'s'.repeat(64)}"`],
+  ])('postgresStore: a bad %s is refused with a pattern and a length that agree', (_option, names, message) => {
+    const error = thrown(() => postgresStore({ connectionString: 'postgres://db/app', ...names }));
+    expect(error).toBeInstanceOf(TypeError);
+    expect(error.message).toBe(message);
+  });
+
+  it('postgresStore takes a table of exactly 54 characters', async () => {
+    const store = postgresStore({ connectionString: 'postgres://db/app', table: 'a'.repeat(54) });
+    await store.close();
+  });
+
   it('postgresStore({ connectionString: undefined }) says so, not "pass exactly one"', () => {
     const error = thrown(() => postgresStore({ connectionString: process.env['ONCEFETCH_TEST_UNSET_VARIABLE'] }));
     expect(error).toBeInstanceOf(TypeError);
