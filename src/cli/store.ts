@@ -71,9 +71,14 @@ async function openPostgres(target: string, named: '--store' | '$ONCEFETCH_DB'):
   try {
     mod = await import('../stores/postgres.js');
     schemaMod = await import('../stores/postgres-schema.js');
-    pg = (await import('pg')).default;
   } catch (cause) {
     throw new Error(`the PostgreSQL store could not be loaded (${cause instanceof Error ? cause.message : String(cause)})`, { cause });
+  }
+  try {
+    pg = (await import('pg')).default;
+  } catch (cause) {
+    // as the library says it (oncefetch/postgres loadDriver), with the cause: a missing package or a broken install
+    throw new Error(`the PostgreSQL store needs the pg package, an optional peer dependency: npm install pg (${cause instanceof Error ? cause.message : String(cause)})`, { cause });
   }
   let connectionString = target;
   let schema: string | undefined;

@@ -4,7 +4,7 @@
  * SQLite file filled through the library against the loopback provider.
  */
 import { execFile } from 'node:child_process';
-import { chmodSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
@@ -168,6 +168,36 @@ describeWithPostgres('oncefetch inspect on PostgreSQL', (url) => {
 });
 
 // Regression (review): commands were found as COMMANDS[name], so `oncefetch constructor` ran Object.
+// User trial: on a PostgreSQL URL without pg installed the command said "Cannot find package 'pg'"
+// and not what to install, unlike the library's own error. The sources run from a copy whose
+// node_modules links every package of this repository but pg, so pg cannot be resolved from them.
+describe('oncefetch without pg installed', () => {
+  it('a postgres:// store names the package to install (exit 1)', async () => {
+    const tmp = tempDir();
+    try {
+      cpSync(join(ROOT, 'src'), join(tmp.dir, 'src'), { recursive: true });
+      cpSync(join(ROOT, 'package.json'), join(tmp.dir, 'package.json'));
+      mkdirSync(join(tmp.dir, 'node_modules'));
+      const modules = join(ROOT, 'node_modules');
+      for (const name of readdirSync(modules)) {
+        if (name !== 'pg' && !name.startsWith('pg-') && !name.startsWith('.')) symlinkSync(join(modules, name), join(tmp.dir, 'node_modules', name));
+      }
+      const run = await new Promise<Run>((done) => {
+        const args = ['--import', pathToFileURL(join(modules, 'tsx/dist/loader.mjs')).href, join(tmp.dir, 'src/cli/main.ts'), 'inspect', '--store', 'postgres://agent:secret@127.0.0.1:1/app'];
+        execFile(process.execPath, args, { cwd: tmp.dir, timeout: 30_000 }, (error, stdout, stderr) => {
+          done({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : -1, stdout, stderr });
+        });
+      });
+      expect(run.stderr).toMatch(/Cannot find package 'pg'/); // pg really is missing there
+      expect(run.code, run.stderr).toBe(1);
+      expect(run.stderr).toMatch(/^oncefetch inspect: the PostgreSQL store needs the pg package, an optional peer dependency: npm install pg \(/m);
+      expect(run.stderr).not.toContain('secret');
+    } finally {
+      tmp.cleanup();
+    }
+  });
+});
+
 describe('oncefetch <command>', () => {
   it.each(['constructor', 'toString', '__proto__'])('%s is an unknown command (exit 2), not an Object.prototype member', async (name) => {
     const run = await cli([name]);
