@@ -36,6 +36,8 @@ export async function openStore(spec: string | undefined): Promise<OnceStore> {
   const target = spec ?? defaultStorePath();
   const source: StoreSource = spec !== undefined ? '--store' : process.env['ONCEFETCH_DB'] !== undefined ? '$ONCEFETCH_DB' : undefined;
   const named = source ?? '--store';
+  // The library refuses it too (sqliteStore: path must be a non-empty string); it would resolve to the working directory.
+  if (source === '$ONCEFETCH_DB' && target === '') throw new UsageError('$ONCEFETCH_DB is set but empty: unset it for ./.oncefetch/oncefetch.db, or set it to an SQLite file or a postgres:// URL');
   if (isPostgresUrl(target)) return openPostgres(target, named);
   // Another scheme (`mysql://`, a misspelt `postgress://`) would be read as a relative path.
   const scheme = urlScheme(target);

@@ -402,6 +402,7 @@ describe('oncefetch inspect / show / explain / purge', () => {
     it.each([
       ['a mysql:// URL', 'mysql://agent:secret@db/app', /^oncefetch inspect: \$ONCEFETCH_DB: only postgres:\/\/ and postgresql:\/\/ URLs/m],
       ['a directory', tmp.dir, /^oncefetch inspect: \$ONCEFETCH_DB: .* is a directory; set it to the database file in it \(.*oncefetch\.db, say\)/m],
+      ['nothing (set, but empty)', '', /^oncefetch inspect: \$ONCEFETCH_DB is set but empty/m],
       ['a missing file', join(tmp.dir, 'missing.db'), /^oncefetch inspect: no oncefetch database at .*missing\.db \(from \$ONCEFETCH_DB\)$/m],
       ['a postgres:// URL pg cannot parse', 'postgres://agent:secret@127.0.0.1:99999/app', /^oncefetch inspect: \$ONCEFETCH_DB: not a valid PostgreSQL URL/m],
       ['a postgres:// URL with a bad table name', 'postgres://agent:secret@127.0.0.1:1/app?table=Bad-Name', /^oncefetch inspect: \$ONCEFETCH_DB: table must/m],
