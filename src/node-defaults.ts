@@ -23,6 +23,22 @@ export function defaultStorePath(): string {
   return process.env['ONCEFETCH_DB'] ?? join(process.cwd(), '.oncefetch', 'oncefetch.db');
 }
 
+/**
+ * {@link defaultStorePath} for the default store: a URL in `$ONCEFETCH_DB` (`postgres://…`, which the CLI
+ * takes) would be read as a relative path, a local SQLite file under `./postgres:/…`: a fleet meant to share
+ * PostgreSQL would get one store per machine. Refused, as an empty one is, before anything is recorded.
+ */
+function defaultPath(): string {
+  const path = defaultStorePath();
+  if (path === '') throw new TypeError('createClient: $ONCEFETCH_DB is set but empty: unset it for ./.oncefetch/oncefetch.db, or set it to a file path');
+  const url = /^[a-z][a-z0-9+.-]*:\/\//i.test(path) && URL.canParse(path) ? new URL(path) : undefined;
+  if (url !== undefined) {
+    url.username = url.password = '';
+    throw new TypeError(`createClient: $ONCEFETCH_DB is a URL (${url.href}); the default store is SQLite at a file path: set it to one, or pass a store (postgresStore({ connectionString }) for PostgreSQL)`);
+  }
+  return path;
+}
+
 /** Largest response body (by `content-length`) read whole before the `Response` is handed over. */
 const BUFFERED_BODY_BYTES = 64 * 1024;
 /** As fetch: at most 20 redirects. */
@@ -497,7 +513,7 @@ export function defaultFetch(): typeof globalThis.fetch {
 
 /** The Node platform defaults. */
 export const nodeDefaults: PlatformDefaults = {
-  store: () => sqliteStore({ path: defaultStorePath() }),
+  store: () => sqliteStore({ path: defaultPath() }),
   fetch: defaultFetch,
   telemetry: () => createTelemetry(),
 };
