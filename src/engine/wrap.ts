@@ -43,8 +43,21 @@ function unknownOutcomes(engine: Engine): UnknownOutcomes {
       { cause: earlier.error },
     );
   };
+  /**
+   * Forgets the payloads whose window has passed: oldest first (`remember` re-inserts), so it stops at the
+   * first still in it. Else each kept its error (a 5xx `Response`, body and all) until the same payload
+   * came again or 1,000 newer ones pushed it out: for as long as the process ran.
+   */
+  const forgetPassed = (): void => {
+    const now = engine.opts.now();
+    for (const [id, { at }] of ended) {
+      if (now - at <= engine.opts.retry.deadlineMs) return;
+      ended.delete(id);
+    }
+  };
   const made: UnknownOutcomes = {
     async enter(id, method, signal) {
+      forgetPassed();
       check(id, method);
       for (let held = running.get(id); held !== undefined; held = running.get(id)) {
         await (signal === undefined ? held : untilAborted(held, signal));
@@ -58,6 +71,7 @@ function unknownOutcomes(engine: Engine): UnknownOutcomes {
       };
     },
     remember(id, error) {
+      forgetPassed();
       ended.delete(id);
       ended.set(id, { at: engine.opts.now(), error });
       if (ended.size > MAX_UNKNOWN) ended.delete(ended.keys().next().value as string);
