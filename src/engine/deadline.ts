@@ -60,8 +60,7 @@ export class CallDeadline {
       onAbort();
       return noop;
     }
-    userSignal.addEventListener('abort', onAbort, { once: true });
-    return () => userSignal.removeEventListener('abort', onAbort);
+    return shareListener(userSignal, onAbort);
   }
 
   /** After the caller's abort: fires `hook` at the end of its grace, unless the deadline or `unhook` comes first. */
@@ -143,6 +142,36 @@ interface Hook {
   fn: () => void;
   graceMs: number;
   timer: ReturnType<typeof setTimeout> | undefined;
+}
+
+/** The calls' `onAbort`s by caller signal, under one listener on it (see {@link shareListener}). */
+const followers = new WeakMap<AbortSignal, { fns: Set<() => void>; listener: () => void }>();
+
+/**
+ * Calls `onAbort` when `signal` aborts, until the returned function unhooks it. The calls that share
+ * one signal (a service's shutdown signal) share one listener on it: a listener each warned on Node
+ * past 10 concurrent calls (MaxListenersExceededWarning, "Possible EventTarget memory leak"), where
+ * fetch given the same signal does not.
+ */
+function shareListener(signal: AbortSignal, onAbort: () => void): () => void {
+  let shared = followers.get(signal);
+  if (shared === undefined) {
+    const fns = new Set<() => void>();
+    const listener = (): void => {
+      followers.delete(signal);
+      for (const fn of fns) fn();
+    };
+    shared = { fns, listener };
+    followers.set(signal, shared);
+    signal.addEventListener('abort', listener, { once: true });
+  }
+  const entry = shared;
+  entry.fns.add(onAbort);
+  return () => {
+    if (!entry.fns.delete(onAbort) || entry.fns.size > 0 || followers.get(signal) !== entry) return;
+    followers.delete(signal);
+    signal.removeEventListener('abort', entry.listener);
+  };
 }
 
 /**
