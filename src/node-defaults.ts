@@ -13,6 +13,7 @@ import zlib from 'node:zlib';
 import { Agent, fetch as undiciFetch, request } from 'undici';
 import type { Dispatcher } from 'undici';
 import { FAILED_AFTER_RESPONSE } from './classify/network-error.js';
+import { KEPT_METHOD } from './classify/status.js';
 import type { PlatformDefaults } from './client.js';
 import { WHOLE_BODY } from './operation/body.js';
 import { sqliteStore } from './stores/sqlite.js';
@@ -288,6 +289,7 @@ export function requestFetch(): typeof globalThis.fetch {
     if (headers['accept-encoding'] !== undefined) return fallback(input, init);
     const signal = init.signal ?? undefined;
     signal?.throwIfAborted();
+    const sent = method;
     for (let redirects = 0; ; redirects++) {
       let res: Dispatcher.ResponseData;
       try {
@@ -317,7 +319,9 @@ export function requestFetch(): typeof globalThis.fetch {
         url = next.href;
         continue;
       }
-      return toResponse(res, method, url, redirects > 0, signal);
+      const response = await toResponse(res, method, url, redirects > 0, signal);
+      if (redirects > 0 && method === sent) Object.defineProperty(response, KEPT_METHOD, { value: true });
+      return response;
     }
   };
   return send as typeof globalThis.fetch;

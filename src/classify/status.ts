@@ -72,6 +72,14 @@ export function isRedirectStatus(status: number): boolean {
   return status >= 300 && status <= 399;
 }
 
+/**
+ * Set to `true` by the default Node transport on a response it reached through redirects that all
+ * kept the request's method and body (307, 308; a 301 or 302 of a method other than POST): that
+ * status is the request's own answer. A followed response without it may answer the GET a 303 (or a
+ * 301/302 after a POST) made of the request, and says nothing of the request's effect.
+ */
+export const KEPT_METHOD: unique symbol = Symbol('oncefetch.keptMethod');
+
 /** True for 4xx. */
 export function isClientErrorStatus(status: number): boolean {
   return status >= 400 && status <= 499;

@@ -7,7 +7,7 @@
  */
 import type { ClassifyOverride } from '../classify/classify.js';
 import { applyOverride, classifyError, classifyResponse, needsBody } from '../classify/classify.js';
-import { isSuccessStatus } from '../classify/status.js';
+import { isSuccessStatus, KEPT_METHOD } from '../classify/status.js';
 import type { Classification } from '../classify/classify.js';
 import { AmbiguousOutcomeError } from '../errors.js';
 import { captureBody, readBody } from '../operation/body.js';
@@ -486,7 +486,13 @@ async function answered(
   // answered, maybe after acting (303), maybe not (307). Nothing to classify, store or replay.
   if (response.type === 'opaqueredirect') return { classification: { class: 'ambiguous', reason: OPAQUE_REDIRECT }, snapshot, live };
   const bodyText = needsBody(response.status) ? new TextDecoder().decode(bytes.subarray(0, 4096)) : undefined;
-  const computed = classifyResponse({ status: response.status, headers: response.headers, bodyText }, opts.now());
+  let computed = classifyResponse({ status: response.status, headers: response.headers, bodyText }, opts.now());
+  // After a redirect that may have made a GET of the request (a 303: "done, look here"; a 301/302
+  // after a POST), the status is that GET's: the request's own answer was the redirect, maybe after
+  // it acted. Retried, a 503 there acted again; recorded failed, a 404 there read as "no effect".
+  if (response.redirected && computed.class !== 'success' && computed.class !== 'ambiguous' && req.method !== 'GET' && req.method !== 'HEAD' && (response as { [KEPT_METHOD]?: boolean })[KEPT_METHOD] !== true) {
+    computed = { class: 'ambiguous', reason: `${computed.reason} after a redirect: the answer of the GET the ${req.method} may have become, not of the ${req.method}` };
+  }
   const outcome: AttemptOutcome = override === undefined ? { classification: computed, snapshot, live } : { ...decide({ response: buildResponse(snapshot, live, false) }, computed), snapshot, live };
   // the response an ambiguous answer (a 5xx, say) came as: the cause the caller sees if it is never settled
   if (outcome.classification.class === 'ambiguous') outcome.cause = buildResponse(snapshot, live, false);
