@@ -939,7 +939,9 @@ export class Engine {
     deadline.signal.throwIfAborted();
     // An ambiguous outcome that no retry could settle: reconcile now rather than after a pointless wait.
     // (With providerDedupes and no lookup there is nothing to learn now: the record stays ambiguous for the next call.)
-    const lastAttempt = n >= this.opts.retry.maxAttempts;
+    // (so is one whose retry the budget cannot fund: scheduleRetry would stop before any wait, the lookup unasked)
+    const { maxAttempts, budget } = this.opts.retry;
+    const lastAttempt = n >= maxAttempts || (budget !== undefined && budget.tokens < 1);
     // A key conflict that answered a resend leaves the record ambiguous (an earlier attempt may have
     // taken effect, see `reachedBefore`): reconciled now, never resent (a lookup, else AmbiguousOutcomeError).
     const conflicted = c.class === 'conflict';
