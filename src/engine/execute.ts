@@ -154,6 +154,8 @@ class RetryLater extends Error {
     override readonly cause: unknown,
     /** what the attempt threw (no response came), whatever its class: the cause of a RetriesExhaustedError or DeadlineExceededError */
     readonly thrown: unknown,
+    /** the retry budget's token for this retry, taken already (see `step`) */
+    readonly funded = false,
   ) {
     super(`retry after ${classification.class}: ${classification.reason}`);
     this.name = 'RetryLater';
@@ -580,7 +582,7 @@ export class Engine {
     owned: OwnedRecord,
     spec: OperationSpec,
     deadline: CallDeadline,
-    { classification: c, cause, thrown }: RetryLater,
+    { classification: c, cause, thrown, funded }: RetryLater,
     attemptNumber: number,
     retriesLeft: number,
     previousDelayMs: number | undefined,
@@ -600,7 +602,7 @@ export class Engine {
       throw await this.stop(owned, unlessAmbiguous(owned.rec, new DeadlineExceededError(`waiting ${delayMs} ms would leave under ${floorMs} ms of the deadline of ${text(scope)} for the next attempt; the record stays resumable`, { scope, retryAfterMs, attempts: attemptNumber, cause: thrown })), deadline);
     }
     // Last check: a token is spent only on a retry that will happen.
-    if (retry.budget !== undefined && !retry.budget.tryRetry()) {
+    if (!funded && retry.budget !== undefined && !retry.budget.tryRetry()) {
       throw await this.stop(owned, unlessAmbiguous(owned.rec, new RetriesExhaustedError(`retry budget exhausted for ${text(scope)} after ${c.reason}; the record stays resumable`, { scope, attempts: attemptNumber, cause: thrown })), deadline);
     }
     this.stats.retries++;
@@ -939,9 +941,12 @@ export class Engine {
     deadline.signal.throwIfAborted();
     // An ambiguous outcome that no retry could settle: reconcile now rather than after a pointless wait.
     // (With providerDedupes and no lookup there is nothing to learn now: the record stays ambiguous for the next call.)
-    // (so is one whose retry the budget cannot fund: scheduleRetry would stop before any wait, the lookup unasked)
+    // So is one whose retry the budget cannot fund (scheduleRetry would stop, the lookup unasked): the
+    // token is taken here, so that no other call takes it in between (a stop for another reason there
+    // wastes it). Read only for an ambiguous outcome with a lookup.
     const { maxAttempts, budget } = this.opts.retry;
-    const lastAttempt = n >= maxAttempts || (budget !== undefined && budget.tokens < 1);
+    const funded = n < maxAttempts && c.class === 'ambiguous' && budget !== undefined && lookupOf(spec, owned.rec) !== undefined && budget.tryRetry();
+    const lastAttempt = n >= maxAttempts || (budget !== undefined && !funded);
     // A key conflict that answered a resend leaves the record ambiguous (an earlier attempt may have
     // taken effect, see `reachedBefore`): reconciled now, never resent (a lookup, else AmbiguousOutcomeError).
     const conflicted = c.class === 'conflict';
@@ -952,7 +957,7 @@ export class Engine {
       if (ended !== undefined && isTerminal(ended.state)) return { record: ended, live: undefined };
       if (isTerminal(owned.rec.state)) return { record: owned.rec, live: undefined };
     }
-    throw new RetryLater(c, cause, 'thrown' in outcome ? outcome.thrown : outcome.snapshot === null ? outcome.cause : undefined);
+    throw new RetryLater(c, cause, 'thrown' in outcome ? outcome.thrown : outcome.snapshot === null ? outcome.cause : undefined, funded);
   }
 
   /**

@@ -6,16 +6,24 @@
  * lookups found every one of them sent. With `maxAttempts` spent the lookup was asked already: a
  * retry the budget cannot fund leaves the attempt the last one too, so it is reconciled now.
  */
+import { mkdtempSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { AmbiguousOutcomeError, createClient, memoryStore, RetriesExhaustedError } from '../../src/index.js';
 import type { LookupFn } from '../../src/index.js';
+import { sqliteStore } from '../../src/stores/sqlite.js';
 import { eachTest } from '../helpers/loopback.js';
 
 const { serve, use } = eachTest();
 
-/** POST /messages: `commit` decides whether the message is created; then a 500 either way. GET /messages?ref=: the lookup. */
-function smsApi(commit: boolean, sent: string[]): (req: IncomingMessage, res: ServerResponse) => void {
+/**
+ * POST /messages: `commit` decides whether the message is created; then a 500 either way, held until
+ * `together` POSTs have come, so that their answers land at once. GET /messages?ref=: the lookup.
+ */
+function smsApi(commit: boolean, sent: string[], together = 1): (req: IncomingMessage, res: ServerResponse) => void {
+  const held: ServerResponse[] = [];
   return (req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -28,7 +36,9 @@ function smsApi(commit: boolean, sent: string[]): (req: IncomingMessage, res: Se
       }
       const { ref } = JSON.parse(Buffer.concat(chunks).toString()) as { ref: string };
       if (commit) sent.push(ref);
-      res.writeHead(500).end('{"error":"internal"}');
+      held.push(res);
+      if (held.length < together) return;
+      for (const r of held.splice(0)) r.writeHead(500).end('{"error":"internal"}');
     });
   };
 }
@@ -53,6 +63,20 @@ describe('an unknown outcome with the retry budget spent', () => {
     expect(sent).toEqual(['m1']);
     expect((await client.get({ action: 'sms', ref: 'm1' }))?.state).toBe('succeeded');
     expect(client.stats().lookups).toBe(1);
+  });
+
+  it('the last token goes to one call; the others ask their lookup at once (32 calls at once on SQLite, one token)', async () => {
+    const sent: string[] = [];
+    const origin = await serve(smsApi(true, sent, 32));
+    // (answered at once, and SQLite's group commit settles their outcome writes in one turn: their next steps interleave)
+    const dir = mkdtempSync(join(tmpdir(), 'oncefetch-budget-'));
+    const client = use(createClient({ store: sqliteStore({ path: join(dir, 'db') }), retry: { budget: { ratio: 0, reserve: 1 }, deadlineMs: 5_000 }, lookups: { sms: lookupAt(origin) } }));
+    const refs = Array.from({ length: 32 }, (_, i) => `m${i}`);
+    const results = await Promise.allSettled(
+      refs.map((ref) => client.fetch(`${origin}/messages`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ref }), once: { action: 'sms', ref } })),
+    );
+    expect(results.map((r) => (r.status === 'fulfilled' ? r.value.status : String(r.reason)))).toEqual(refs.map(() => 200));
+    expect([...sent].sort()).toEqual([...refs].sort());
   });
 
   it('a settled absent leaves it resumable (RetriesExhaustedError), not ambiguous, nothing resent', async () => {
