@@ -47,6 +47,8 @@ export interface RetryBudget {
   recordRequest(): void;
   /** True and withdraws 1 token if a retry is allowed; false (and no change) otherwise. */
   tryRetry(): boolean;
+  /** Gives back the token of a {@link tryRetry} whose retry was not made after all, up to `maxTokens`. */
+  refund(): void;
   /** Tokens currently available. */
   readonly tokens: number;
 }
@@ -95,6 +97,9 @@ export function createRetryBudget(options: RetryBudgetOptions = {}): RetryBudget
       if (units < UNITS_PER_TOKEN) return false;
       units -= UNITS_PER_TOKEN;
       return true;
+    },
+    refund() {
+      units = Math.min(cap, units + UNITS_PER_TOKEN);
     },
     get tokens() {
       return units / UNITS_PER_TOKEN;

@@ -589,9 +589,18 @@ export class Engine {
   ): Promise<number> {
     const { retry } = this.opts;
     const scope = spec.scope;
-    if (retriesLeft <= 0) throw await this.stop(owned, exhausted(owned.rec, c, retry.maxAttempts, cause, thrown), deadline);
+    // The token `step` took for this retry goes back when the retry is not made: a stop below, before
+    // the budget's own check, spent it on nothing, one less for every later call's retry.
+    const unfund = (): void => {
+      if (funded) retry.budget?.refund();
+    };
+    if (retriesLeft <= 0) {
+      unfund();
+      throw await this.stop(owned, exhausted(owned.rec, c, retry.maxAttempts, cause, thrown), deadline);
+    }
     const retryAfterMs = c.retryAfterMs;
     if (retryAfterMs !== undefined && retryAfterMs > retry.maxRetryAfterMs) {
+      unfund();
       throw await this.stop(owned, unlessAmbiguous(owned.rec, new RetriesExhaustedError(`provider asked to wait ${retryAfterMs} ms (over maxRetryAfterMs ${retry.maxRetryAfterMs}) for ${text(scope)}; the record stays resumable`, { scope, retryAfterMs, attempts: attemptNumber, cause: thrown })), deadline);
     }
     const delayMs = retryAfterMs ?? backoffDelay(retry.jitter, attemptNumber, retry, this.opts.random, previousDelayMs);
@@ -599,6 +608,7 @@ export class Engine {
     // ambiguous, where stopping now leaves it resumable. The floor: its own timeout, at most a tenth of the deadline.
     const floorMs = Math.min(retry.attemptTimeoutMs, retry.deadlineMs / 10);
     if (delayMs + floorMs > deadline.remaining(this.opts.now())) {
+      unfund();
       throw await this.stop(owned, unlessAmbiguous(owned.rec, new DeadlineExceededError(`waiting ${delayMs} ms would leave under ${floorMs} ms of the deadline of ${text(scope)} for the next attempt; the record stays resumable`, { scope, retryAfterMs, attempts: attemptNumber, cause: thrown })), deadline);
     }
     // Last check: a token is spent only on a retry that will happen.

@@ -93,3 +93,51 @@ describe('an unknown outcome with the retry budget spent', () => {
     expect(sent).toEqual([]);
   });
 });
+
+describe('the token an unknown outcome took for its retry', () => {
+  /**
+   * POST /a: a 500 (unknown outcome) asking for a wait beyond maxRetryAfterMs, or a slow 500 that leaves too
+   * little of the deadline for a retry. POST /b: a 503 (not processed) the first time, then 201.
+   */
+  function api(sent: string[]): (req: IncomingMessage, res: ServerResponse) => void {
+    let bSeen = 0;
+    return (req, res) => {
+      req.resume();
+      req.on('end', () => {
+        const path = new URL(req.url ?? '/', 'http://x').pathname;
+        if (req.method === 'GET') return void res.writeHead(404).end();
+        sent.push(path);
+        if (path === '/a') return void res.writeHead(500, { 'retry-after': '3600' }).end('{"error":"internal"}');
+        if (path === '/slow') return void setTimeout(() => res.writeHead(500).end('{"error":"internal"}'), 1_870);
+        bSeen++;
+        if (bSeen === 1) return void res.writeHead(503).end();
+        res.writeHead(201, { 'content-type': 'application/json' }).end('{"id":"b"}');
+      });
+    };
+  }
+
+  it('is given back when the retry is not made (a Retry-After over maxRetryAfterMs): a later call still gets its retry', async () => {
+    const sent: string[] = [];
+    const origin = await serve(api(sent));
+    const client = use(createClient({ store: memoryStore(), retry: { budget: { ratio: 0, reserve: 1 }, deadlineMs: 5_000, baseDelayMs: 1, maxDelayMs: 1 }, lookups: { a: lookupAt(origin) } }));
+    const first: unknown = await client.fetch(`${origin}/a`, { method: 'POST', body: '{}', once: { action: 'a', ref: 'a1' } }).catch((e: unknown) => e);
+    expect(first).toBeInstanceOf(Error);
+    // no retry was made for it: the one token is still there for the next call's retry
+    const res = await client.fetch(`${origin}/b`, { method: 'POST', body: '{}', once: { action: 'b', ref: 'b1' } });
+    expect(res.status).toBe(201);
+    expect(sent).toEqual(['/a', '/b', '/b']);
+  });
+
+  it('is given back when the retry is not made (too little of the deadline left): a later call still gets its retry', async () => {
+    const sent: string[] = [];
+    const origin = await serve(api(sent));
+    const client = use(createClient({ store: memoryStore(), retry: { budget: { ratio: 0, reserve: 1 }, deadlineMs: 2_000, attemptTimeoutMs: 1_990, baseDelayMs: 1, maxDelayMs: 1 }, lookups: { a: lookupAt(origin) } }));
+    // (answered with ~130 ms of the deadline left, under its floor of 200 ms: no retry)
+    const first: unknown = await client.fetch(`${origin}/slow`, { method: 'POST', body: '{}', once: { action: 'a', ref: 'a1' } }).catch((e: unknown) => e);
+    expect(first).toBeInstanceOf(Error);
+    expect((first as Error).message).toMatch(/would leave under 200 ms of the deadline/);
+    const res = await client.fetch(`${origin}/b`, { method: 'POST', body: '{}', once: { action: 'b', ref: 'b1' } });
+    expect(res.status).toBe(201);
+    expect(sent).toEqual(['/slow', '/b', '/b']);
+  });
+});
