@@ -239,8 +239,15 @@ export function requestFetch(): typeof globalThis.fetch {
     // undici's fetch follows redirects through the dispatcher: note when a hop was answered, since
     // a failure after that (the next hop refused) reports only the next hop's connect error.
     let answered = false;
-    const noteAnswer: Dispatcher.DispatcherComposeInterceptor = (dispatch) => (opts, handler) =>
-      dispatch(opts, answerNoted(handler, () => (answered = true)));
+    // and the method of each hop, so that a response reached through redirects that all kept it (307,
+    // 308) is marked as the request's own answer (KEPT_METHOD), as `send` marks its own
+    let firstMethod: string | undefined;
+    let keptMethod = true;
+    const noteAnswer: Dispatcher.DispatcherComposeInterceptor = (dispatch) => (opts, handler) => {
+      firstMethod ??= opts.method;
+      if (opts.method !== firstMethod) keptMethod = false;
+      return dispatch(opts, answerNoted(handler, () => (answered = true)));
+    };
     const given = (init as { dispatcher?: Dispatcher } | undefined)?.dispatcher ?? dispatcher;
     const via = typeof given.compose === 'function' ? given.compose(noteAnswer) : given;
     let res: Awaited<ReturnType<typeof undiciFetch>>;
@@ -254,6 +261,7 @@ export function requestFetch(): typeof globalThis.fetch {
     const response = new Response(res.body as ReadableStream<Uint8Array> | null, { status: res.status, statusText: res.statusText, headers: [...res.headers] });
     Object.defineProperty(response, 'url', { value: res.url });
     if (res.redirected) Object.defineProperty(response, 'redirected', { value: true });
+    if (res.redirected && firstMethod !== undefined && keptMethod) Object.defineProperty(response, KEPT_METHOD, { value: true });
     return response;
   };
 

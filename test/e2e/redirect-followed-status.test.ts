@@ -79,3 +79,26 @@ describe('a POST redirected by a 308, which keeps the method and body', () => {
     expect((await client.get({ action: 'webhook', ref: 'evt_2' }))?.attempts.map((a) => a.class)).toEqual(['retryable', 'success']);
   });
 });
+
+describe('a POST redirected by a 308 on the default transport, asking for a compressed answer', () => {
+  // (an accept-encoding header takes the default transport through undici's fetch, which follows the redirect itself)
+  it('a 503 at the target is still retried, one effect', async () => {
+    const effects: string[] = [];
+    const origin = await serve(receiver(effects));
+    const client = use(createClient({ store: memoryStore(), retry: { maxAttempts: 3, baseDelayMs: 1, maxDelayMs: 2, deadlineMs: 5_000 } }));
+    const res = await client.fetch(`${origin}/moved`, { method: 'POST', headers: { 'content-type': 'application/json', 'accept-encoding': 'gzip' }, body: '{}', once: { action: 'webhook', ref: 'evt_3' } });
+    expect(res.status).toBe(200);
+    expect(res.redirected).toBe(true);
+    expect(effects).toEqual(['/target']);
+    expect((await client.get({ action: 'webhook', ref: 'evt_3' }))?.attempts.map((a) => a.class)).toEqual(['retryable', 'success']);
+  });
+
+  it('a 503 after a 303 stays an unknown outcome: not resent', async () => {
+    const effects: string[] = [];
+    const origin = await serve(receiver(effects));
+    const client = use(createClient({ store: memoryStore(), retry: { maxAttempts: 3, baseDelayMs: 1, maxDelayMs: 2, deadlineMs: 5_000 } }));
+    const call = client.fetch(`${origin}/hook/503`, { method: 'POST', headers: { 'content-type': 'application/json', 'accept-encoding': 'gzip' }, body: '{}', once: { action: 'webhook', ref: 'evt_4' } });
+    await expect(call).rejects.toBeInstanceOf(AmbiguousOutcomeError);
+    expect(effects).toEqual(['/hook/503']);
+  });
+});
