@@ -108,7 +108,7 @@ describe('the token an unknown outcome took for its retry', () => {
         if (req.method === 'GET') return void res.writeHead(404).end();
         sent.push(path);
         if (path === '/a') return void res.writeHead(500, { 'retry-after': '3600' }).end('{"error":"internal"}');
-        if (path === '/slow') return void setTimeout(() => res.writeHead(500).end('{"error":"internal"}'), 1_870);
+        if (path === '/slow') return void setTimeout(() => res.writeHead(500).end('{"error":"internal"}'), 2_750);
         bSeen++;
         if (bSeen === 1) return void res.writeHead(503).end();
         res.writeHead(201, { 'content-type': 'application/json' }).end('{"id":"b"}');
@@ -131,11 +131,11 @@ describe('the token an unknown outcome took for its retry', () => {
   it('is given back when the retry is not made (too little of the deadline left): a later call still gets its retry', async () => {
     const sent: string[] = [];
     const origin = await serve(api(sent));
-    const client = use(createClient({ store: memoryStore(), retry: { budget: { ratio: 0, reserve: 1 }, deadlineMs: 2_000, attemptTimeoutMs: 1_990, baseDelayMs: 1, maxDelayMs: 1 }, lookups: { a: lookupAt(origin) } }));
-    // (answered with ~130 ms of the deadline left, under its floor of 200 ms: no retry)
+    const client = use(createClient({ store: memoryStore(), retry: { budget: { ratio: 0, reserve: 1 }, deadlineMs: 3_000, attemptTimeoutMs: 2_990, baseDelayMs: 1, maxDelayMs: 1 }, lookups: { a: lookupAt(origin) } }));
+    // (answered with ~250 ms of the deadline left, under its floor of 300 ms: no retry)
     const first: unknown = await client.fetch(`${origin}/slow`, { method: 'POST', body: '{}', once: { action: 'a', ref: 'a1' } }).catch((e: unknown) => e);
     expect(first).toBeInstanceOf(Error);
-    expect((first as Error).message).toMatch(/would leave under 200 ms of the deadline/);
+    expect((first as Error).message).toMatch(/would leave under 300 ms of the deadline/);
     const res = await client.fetch(`${origin}/b`, { method: 'POST', body: '{}', once: { action: 'b', ref: 'b1' } });
     expect(res.status).toBe(201);
     expect(sent).toEqual(['/slow', '/b', '/b']);
