@@ -22,7 +22,7 @@ import {
 } from '../errors.js';
 import type { OnceEvent, OnceStats } from '../events.js';
 import { emptyStats } from '../events.js';
-import { applyEvent, conflictAfterReach, conflictUnsettled, isTerminal, lateSuccess, recordId, refMinted, resendNeedsDedupe } from '../operation/record.js';
+import { answerUnsettled, applyEvent, conflictAfterReach, isTerminal, lateSuccess, recordId, refMinted, resendNeedsDedupe } from '../operation/record.js';
 import type { LiveBody } from '../operation/snapshot.js';
 import type { OperationRecord, RecordEvent, ResultSnapshot, Scope } from '../operation/record.js';
 import type { ResolvedOptions } from '../options.js';
@@ -936,8 +936,10 @@ export class Engine {
     });
     // (cut off at the deadline: the record as that write leaves it, or the call's error)
     const record = landed === CUT ? this.cutOff(owned, deadline, finished, late, outcome.fault) : landed;
-    // a key conflict that answered a resend, the record left ambiguous (see `reachedBefore`): an ambiguous outcome, counted as one
-    if (c.class === 'conflict' && record.state === 'ambiguous') this.stats.ambiguous++;
+    // a key conflict or a terminal answer to a resend, the record left ambiguous (see `reachedBefore`, `unsettledBefore`):
+    // an ambiguous outcome, counted as one
+    const refused = (c.class === 'conflict' || c.class === 'terminal') && record.state === 'ambiguous';
+    if (refused) this.stats.ambiguous++;
     if (outcome.fault !== undefined) {
       // The caller's classify failed: the attempt stands as classified by default; the call ends with that error.
       if (!isTerminal(record.state)) await this.within(owned, deadline, owned.commit({ type: 'release' }).catch(() => undefined));
@@ -957,12 +959,12 @@ export class Engine {
     const { maxAttempts, budget } = this.opts.retry;
     const funded = n < maxAttempts && c.class === 'ambiguous' && budget !== undefined && lookupOf(spec, owned.rec) !== undefined && budget.tryRetry();
     const lastAttempt = n >= maxAttempts || (budget !== undefined && !funded);
-    // A key conflict that answered a resend leaves the record ambiguous (an earlier attempt may have
-    // taken effect, see `reachedBefore`): reconciled now, never resent (a lookup, else AmbiguousOutcomeError).
-    const conflicted = c.class === 'conflict';
-    const cause = c.class !== 'ambiguous' && !conflicted ? undefined : 'cause' in outcome ? outcome.cause : new Error(c.reason);
-    if (conflicted || (c.class === 'ambiguous' && (lookupOf(spec, owned.rec) === undefined ? !this.opts.providerDedupes : lastAttempt))) {
-      // (the lookup said absent: the conflict stands, counted where the "absent" is written, see `reconcileOwned`)
+    // A key conflict or a terminal answer that answered a resend leaves the record ambiguous (an earlier
+    // attempt may have taken effect, see `reachedBefore`, `unsettledBefore`): reconciled now, never resent
+    // (a lookup, else AmbiguousOutcomeError, its cause the refusal: a 4xx Response, say).
+    const cause = c.class !== 'ambiguous' && !refused ? undefined : 'cause' in outcome ? outcome.cause : new Error(c.reason);
+    if (refused || (c.class === 'ambiguous' && (lookupOf(spec, owned.rec) === undefined ? !this.opts.providerDedupes : lastAttempt))) {
+      // (the lookup said absent: the conflict or the terminal answer stands; a conflict is counted where the "absent" is written, see `reconcileOwned`)
       const ended = await this.reconcileOwned(owned, spec, deadline, cause);
       if (ended !== undefined && isTerminal(ended.state)) return { record: ended, live: undefined };
       if (isTerminal(owned.rec.state)) return { record: owned.rec, live: undefined };
@@ -1131,8 +1133,8 @@ export class Engine {
       if (askedAt >= settleAt) return { ...first, settled: true, askedGeneration };
       // A provider that dedupes (and still remembers the key) makes an early "absent" enough for a same-key
       // resend, but not for a requested cancel: that one needs proof that nothing was delivered.
-      // Nor for a key conflict on a resend, which is never resent: the "absent" must prove that nothing was delivered.
-      if (this.trustsDedupe(owned.rec) && owned.rec.cancelRequestedAt === null && !conflictUnsettled(owned.rec)) return { ...first, settled: false, askedGeneration };
+      // Nor for a key conflict or a terminal answer on a resend, never resent: the "absent" must prove that nothing was delivered.
+      if (this.trustsDedupe(owned.rec) && owned.rec.cancelRequestedAt === null && !answerUnsettled(owned.rec)) return { ...first, settled: false, askedGeneration };
       const waitMs = Math.max(0, settleAt - this.opts.now());
       if (waitMs > deadline.remaining(this.opts.now())) {
         throw await this.stop(owned, unlessAmbiguous(owned.rec, new DeadlineExceededError(`the lookup of ${text(scope)} said absent, but the attempt may still take effect for ${waitMs} ms, past the deadline; the record stays ambiguous`, { scope })), deadline);
@@ -1187,9 +1189,10 @@ export class Engine {
         const cancelled = owned.rec.cancelRequestedAt !== null;
         // This call's own attempt got a success it could not record (see `held`): never run again.
         const held = this.held.has(deadline);
-        // A same-key resend was refused as key reuse: resending again cannot settle it, and an earlier attempt may have taken effect.
-        const conflicted = conflictUnsettled(owned.rec);
-        if (trusted && !cancelled && !held && !conflicted) {
+        // A same-key resend was refused (as key reuse, or a terminal answer): resending again cannot settle it, and an earlier attempt may have taken effect.
+        const refused = answerUnsettled(owned.rec);
+        const last = owned.rec.attempts.at(-1);
+        if (trusted && !cancelled && !held && !refused) {
           const resend: RecordEvent = { type: 'resend_after_ambiguous', detail: `${result.detail}; the provider dedupes by key` };
           await record(resend, owned.commit(resend));
           return undefined;
@@ -1198,8 +1201,10 @@ export class Engine {
           ? 'a cancel was requested'
           : held
             ? "this call's effect resolved (it took effect), but another owner took the operation over before its success was recorded (it is kept as evidence)"
-            : conflicted
-            ? `the provider refused a same-key resend as key reuse with other content (${owned.rec.attempts.at(-1)?.reason ?? 'key conflict'}): it saw this key before, so an earlier attempt reached it and may have taken effect`
+            : refused && last?.class === 'conflict'
+            ? `the provider refused a same-key resend as key reuse with other content (${last.reason ?? 'key conflict'}): it saw this key before, so an earlier attempt reached it and may have taken effect`
+            : refused
+            ? `the provider refused a same-key resend (${last?.reason ?? 'a terminal answer'}), which says nothing of an earlier attempt that may have taken effect`
             : !trusted && this.opts.providerDedupes
             ? 'the key is older than the provider retention'
             : 'the provider does not dedupe';

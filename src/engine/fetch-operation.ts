@@ -494,7 +494,8 @@ async function answered(
     computed = { class: 'ambiguous', reason: `${computed.reason} after a redirect: the answer of the GET the ${req.method} may have become, not of the ${req.method}` };
   }
   const outcome: AttemptOutcome = override === undefined ? { classification: computed, snapshot, live } : { ...decide({ response: buildResponse(snapshot, live, false) }, computed), snapshot, live };
-  // the response an ambiguous answer (a 5xx, say) came as: the cause the caller sees if it is never settled
-  if (outcome.classification.class === 'ambiguous') outcome.cause = buildResponse(snapshot, live, false);
+  // the response an ambiguous answer (a 5xx, say) came as: the cause the caller sees if it is never settled;
+  // so is a terminal answer's (a 401) to a same-key resend after an attempt that may have taken effect
+  if (outcome.classification.class === 'ambiguous' || outcome.classification.class === 'terminal') outcome.cause = buildResponse(snapshot, live, false);
   return outcome;
 }

@@ -129,6 +129,7 @@ function summaryOf(code: DiagnosisCode, r: OperationRecord, f: Facts): string {
         : `Another owner (${r.lease?.owner ?? '?'}) holds the operation under a live lease until ${iso(r.lease?.expiresAt ?? r.updatedAt)}; other calls wait for it.`;
     case 'timeout_before_response':
       if (f.resendConflict) return `${resendConflictOf(r, f)} Not resent: it is looked up first.`;
+      if (f.resendRefused) return `${resendRefusedOf(r, f)} Not resent: it is looked up first.`;
       if (f.earlierUnresolved && last?.class !== 'ambiguous' && last?.finishedAt !== null) {
         // only a 409 "in progress" is unresolved (needsDedupe counts none): the next call resends, reconciling nothing first
         if (r.state === 'pending' && cancel === undefined && !f.needsDedupe && f.inProgress409 !== undefined) {
@@ -153,6 +154,9 @@ function summaryOf(code: DiagnosisCode, r: OperationRecord, f: Facts): string {
       if (f.resendConflict && r.state === 'failed' && !f.lateSuccess) {
         return `${resendConflictOf(r, f)} Yet the record ended failed as a plain conflict: the effect may exist; a person must look at it.`;
       }
+      if (f.resendRefused && r.state === 'failed' && !f.lateSuccess) {
+        return `${resendRefusedOf(r, f)} Yet the record ended failed, which reads as "did not happen": the effect may exist; a person must look at it.`;
+      }
       if (f.lateSuccess && (r.state === 'failed' || r.state === 'cancelled')) {
         return `The record ended ${r.state}, but owner ${f.late?.owner ?? '?'} got ${f.late?.status ?? 'a success'} late, after a takeover: the request took effect; a person must look at it.`;
       }
@@ -166,6 +170,16 @@ function resendConflictOf(r: OperationRecord, f: Facts): string {
   return (
     `Attempt ${f.last?.number ?? '?'}, a resend with the same key and the same payload, was refused as key reuse with other content (${f.last?.reason ?? r.error?.message ?? 'key conflict'}): ` +
     `the provider saw the key before, most likely from ${earlier}, which may have taken effect (or it fingerprints something that varies between sends).`
+  );
+}
+
+/** What a terminal answer to a same-key resend says (`Facts.resendRefused`). */
+function resendRefusedOf(r: OperationRecord, f: Facts): string {
+  const a = f.unsettledEarlier;
+  const earlier = a === undefined ? "a superseded owner's attempt" : `attempt ${a.number} (${a.reason ?? a.class ?? 'no outcome recorded'})`;
+  return (
+    `Attempt ${f.last?.number ?? '?'}, a resend with the same key and the same payload, was refused (${f.last?.reason ?? r.error?.message ?? 'a terminal answer'}) after ${earlier}, ` +
+    'which may have taken effect and which nothing settled: the refusal (auth or validation checked before the provider\'s dedupe, say) says nothing of it.'
   );
 }
 

@@ -92,6 +92,16 @@ export interface Facts {
    * ended so by an earlier version. Never a reason for a new ref.
    */
   resendConflict: boolean;
+  /**
+   * the last attempt, a same-key resend, got a terminal answer (a 401 checked before the provider's dedupe, a
+   * 404, a 422) while an earlier attempt may have taken effect with nothing settling it (`earlierUnresolved`,
+   * record.ts's `unsettledBefore`), and nothing settled it since: the refusal says nothing of that attempt. The
+   * engine leaves such a record ambiguous and never resends it (record.ts's `answerUnsettled`); a `failed` one
+   * was ended so by an earlier version. Never a reason for a new ref.
+   */
+  resendRefused: boolean;
+  /** for `resendRefused`: the last attempt before the last one that may have taken effect (none: a superseded owner's) */
+  unsettledEarlier: AttemptRecord | undefined;
   /** the last attempt before the last one that may have reached the provider (anything but `not_sent`) */
   reachedEarlier: AttemptRecord | undefined;
   /** some attempt got 409 "in progress" */
@@ -317,6 +327,17 @@ export function factsOf(record: OperationRecord, now: number, providerRetentionM
     (reachedEarlier !== undefined || record.evidence.some((e) => e.generation < last.generation && saysSent(e))) &&
     // ambiguous: as the engine left it (record.ts's `conflictUnsettled`); failed: by an earlier version, nothing settled since
     (record.state === 'ambiguous' || (record.state === 'failed' && !settledAbsentAfter(record, last.generation)));
+  // ambiguous: as the engine left it (record.ts's `answerUnsettled`); failed: by an earlier version, with what was unsettled
+  // before the resend started (a late delivery written after a failed attempt 1 is no resend's) and nothing settled since
+  const unsettledEarlier = record.attempts.slice(0, -1).findLast(risky);
+  const resendRefused =
+    last?.class === 'terminal' &&
+    (record.state === 'ambiguous' ||
+      (record.state === 'failed' &&
+        unresolved &&
+        !settledAbsentAfter(record, last.generation) &&
+        ((unsettledEarlier !== undefined && !settledAbsentAfter(record, unsettledEarlier.generation)) ||
+          record.evidence.some((e) => isLate(e) && e.generation < last.generation && (isSuccess(e) || !settledAbsentAfter(record, e.generation))))));
   return {
     last,
     lookups,
@@ -341,6 +362,8 @@ export function factsOf(record: OperationRecord, now: number, providerRetentionM
     resendCutoffAt,
     anySent: record.attempts.some((a) => a.class !== 'not_sent') || record.evidence.some(saysSent),
     resendConflict,
+    resendRefused,
+    unsettledEarlier: resendRefused ? unsettledEarlier : undefined,
     reachedEarlier,
     inProgress409,
     concurrency,

@@ -84,17 +84,22 @@ function unsettled(c: Ctx, lead: string[]): Decision {
   const cancelRequested = c.r.cancelRequestedAt !== null;
   // a key conflict on a resend is never resent: a lookup settles it (absent: the conflict stands), or a person
   const conflict = c.f.resendConflict;
+  // so is a terminal answer to a resend after an attempt that may have taken effect (absent: the answer stands)
+  const refused = c.f.resendRefused;
+  const earlier = refused ? c.f.unsettledEarlier : c.f.reachedEarlier;
+  const stands = conflict ? 'failed, the conflict standing' : `failed, the ${c.f.last?.status ?? 'terminal'} answer standing`;
   // a pending record recover() skips (one with a cancel requested, say): the next call acts on it
   const pending = !recoverTakes(c);
   const verification = [
     `${atProvider(c, possible(c))} Two would be a duplicate.`,
-    `After reconciliation, ${showCmd(c)} shows succeeded (found) or ${late ? 'still ambiguous' : cancelRequested ? 'cancelled' : conflict ? 'failed, the conflict standing' : 'pending'} (absent) and a new lookup line.`,
+    `After reconciliation, ${showCmd(c)} shows succeeded (found) or ${late ? 'still ambiguous' : cancelRequested ? 'cancelled' : conflict || refused ? stands : 'pending'} (absent) and a new lookup line.`,
   ];
-  const guard = conflict
-    ? [`Do not send this intent again under a new ref or a new key: ${c.f.reachedEarlier === undefined ? 'an earlier attempt' : `attempt ${c.f.reachedEarlier.number}`} may have taken effect, and a new ref would make a second effect.`]
-    : [];
+  const guard =
+    conflict || refused
+      ? [`Do not send this intent again under a new ref or a new key: ${earlier === undefined ? 'an earlier attempt' : `attempt ${earlier.number}`} may have taken effect, and a new ref would make a second effect.`]
+      : [];
   // what the engine does on "unknown" (a failed lookup): a call resends with the same key where the provider dedupes
-  const resend = trusts(c) && !cancelRequested && !conflict;
+  const resend = trusts(c) && !cancelRequested && !conflict && !refused;
   if (c.p.lookupRegistered) {
     const unknown = resend
       ? `unknown → a call resends with the same key ${c.key}, which the provider dedupes (client.recover() leaves it ambiguous)`
@@ -110,6 +115,8 @@ function unsettled(c: Ctx, lead: string[]): Decision {
             ? `found → succeeded (delivery won over the cancel requested); absent → cancelled, nothing is sent; ${unknown}.`
             : conflict
               ? `found → succeeded, later calls replay it; absent → the conflict stands: the record ends failed (IdempotencyConflictError), nothing is sent; ${unknown}.`
+              : refused
+              ? `found → succeeded, later calls replay it; absent → the refusal stands: the record ends failed and replays ${c.f.last?.status ?? 'its answer'}, nothing is sent; ${unknown}.`
               : `found → succeeded, later calls replay it; absent → the next call resends with the same key ${c.key}; ${unknown}.`,
       ],
       verification,
@@ -131,6 +138,8 @@ function unsettled(c: Ctx, lead: string[]): Decision {
     ? `a cancel was requested at ${iso(c.r.cancelRequestedAt ?? 0)}, which withdrew the authority to send, and ${noLookup}`
     : conflict
       ? `the provider refused a same-key resend as key reuse (${c.f.last?.reason ?? 'key conflict'}), so a resend cannot settle it, and ${c.r.request === null ? 'client.run() reconciles only with its own lookup' : noLookup}`
+      : refused
+      ? `the provider refused a same-key resend (${c.f.last?.reason ?? 'a terminal answer'}) after an attempt that may have taken effect, so a resend cannot settle it, and ${c.r.request === null ? 'client.run() reconciles only with its own lookup' : noLookup}`
       : c.p.providerDedupes
       ? `the key is past ${iso(c.f.resendCutoffAt)} (90 % of the provider's retention), so the provider may no longer recognise it`
       : `${c.r.request === null ? 'client.run() reconciles only with its own lookup' : refMinted(c.r) ? `oncefetch minted ref '${c.ref}' for one call (no once.ref, no key header), so no lookup by ref can find it (client.recover() asks none)` : `${noLookup}${own === undefined ? '' : ','}`} and the provider does not dedupe by key`;
@@ -139,7 +148,7 @@ function unsettled(c: Ctx, lead: string[]): Decision {
       `Do not resend: ${why}; a resend could create a second effect.`,
       ...guard,
       `Check at the provider whether an effect exists for ${effectFor(c)}: its API, dashboard or support.`,
-      `Then ${c.r.request === null ? 'call client.run() again with a lookup (spec.lookup)' : refMinted(c.r) ? `call again with the same payload and once: { ref: '${c.ref}', lookup } (its own lookup)` : own !== undefined ? `call again with the same ref, payload and a once.lookup that can answer (or register a lookup for '${c.action}' (createClient({ lookups })) and ${pending ? 'call again' : 'run client.recover()'})` : `register a lookup for '${c.action}' (createClient({ lookups }))`} that reports what you found${c.r.request === null || refMinted(c.r) || own !== undefined ? '' : `, and ${pending ? 'call again' : 'run client.recover()'}`}: found settles it as succeeded; ${late ? 'absent leaves it ambiguous' : cancelRequested ? 'absent cancels it' : conflict ? 'absent ends it failed, the conflict standing' : 'absent lets the next call resend with the same key'}.`,
+      `Then ${c.r.request === null ? 'call client.run() again with a lookup (spec.lookup)' : refMinted(c.r) ? `call again with the same payload and once: { ref: '${c.ref}', lookup } (its own lookup)` : own !== undefined ? `call again with the same ref, payload and a once.lookup that can answer (or register a lookup for '${c.action}' (createClient({ lookups })) and ${pending ? 'call again' : 'run client.recover()'})` : `register a lookup for '${c.action}' (createClient({ lookups }))`} that reports what you found${c.r.request === null || refMinted(c.r) || own !== undefined ? '' : `, and ${pending ? 'call again' : 'run client.recover()'}`}: found settles it as succeeded; ${late ? 'absent leaves it ambiguous' : cancelRequested ? 'absent cancels it' : conflict || refused ? `absent ends it ${stands}` : 'absent lets the next call resend with the same key'}.`,
     ],
     verification,
     escalation: `The outcome is unknown and nothing can settle it automatically: ${why}.`,
@@ -302,6 +311,19 @@ function decideCode(code: DiagnosisCode, c: Ctx): Decision {
           ],
           verification: [atProvider(c, '0 or 1')],
           escalation: `The record ended failed on a key conflict, but the conflict answered a same-key resend (attempt ${f.last?.number ?? '?'}) after ${f.reachedEarlier === undefined ? 'a superseded owner\'s attempt' : `attempt ${f.reachedEarlier.number}`} may have reached the provider: the request may have taken effect; check it.`,
+        };
+      }
+      // a terminal answer to a resend that an earlier version ended failed, as above
+      if (f.resendRefused && r.state === 'failed' && !f.lateSuccess) {
+        const earlier = f.unsettledEarlier === undefined ? 'a superseded owner\'s attempt' : `attempt ${f.unsettledEarlier.number}`;
+        return {
+          plan: [
+            `Do not send this intent again under a new ref or a new key: ${earlier} may have taken effect; a new ref would make a second effect.`,
+            `Check at the provider whether an effect exists for ${effectFor(c)}: its API, dashboard or support.`,
+            `If it exists, the operation happened: set right by hand whatever was done because the record said failed. If not, the ${f.last?.status ?? 'terminal'} answer stands: fix the request, then send it with a new ref.`,
+          ],
+          verification: [atProvider(c, '0 or 1')],
+          escalation: `The record ended failed on ${f.last?.status ?? 'a terminal answer'}, but it answered a same-key resend (attempt ${f.last?.number ?? '?'}) after ${earlier}, which may have taken effect and which nothing settled: the request may have taken effect; check it.`,
         };
       }
       return {

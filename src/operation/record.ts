@@ -483,7 +483,9 @@ function targetState(record: OperationRecord, event: RecordEvent): OperationStat
         case 'success':
           return 'succeeded';
         case 'terminal':
-          return 'failed';
+          // A refusal of a same-key resend (a 401 checked before the provider's dedupe, a 404, a 422) says
+          // nothing of an earlier attempt that may have taken effect: reconciled, never final at once.
+          return unsettledBefore(record) ? 'ambiguous' : 'failed';
         case 'conflict':
           // On a resend the provider's "key used with other content" says above all that it saw the key
           // before: an earlier attempt of ours may have taken effect. Reconciled, never final at once.
@@ -507,7 +509,8 @@ function targetState(record: OperationRecord, event: RecordEvent): OperationStat
       if (lateSuccess(record) || lateSince(record, event.askedGeneration)) return 'ambiguous';
       // A key conflict on a resend: no effect of an earlier attempt, so the conflict stands (nothing is
       // resent after it); an "absent" asked before settleMs proves nothing and settles nothing.
-      if (conflictUnsettled(record)) return event.settled === false ? 'ambiguous' : record.cancelRequestedAt === null ? 'failed' : 'cancelled';
+      // So does a terminal answer to a resend (see `unsettledBefore`).
+      if (answerUnsettled(record)) return event.settled === false ? 'ambiguous' : record.cancelRequestedAt === null ? 'failed' : 'cancelled';
       // Only a settled "absent" proves that nothing was delivered, which is what cancelled means.
       return record.cancelRequestedAt === null || event.settled === false ? 'pending' : 'cancelled';
     case 'resend_after_ambiguous':
@@ -582,12 +585,30 @@ export function reachedBefore(record: Pick<OperationRecord, 'attempts' | 'eviden
 }
 
 /**
- * Whether `record` is `ambiguous` on a provider's key conflict that answered a resend ({@link reachedBefore}):
- * reconciled by a lookup (found: succeeded; a settled "absent": the conflict stands, `failed`), never
- * resent, not even where the provider dedupes.
+ * Whether an attempt before the last one may have taken effect with nothing settling it since ({@link deliveryUnresolved}
+ * over the earlier attempts: one that never finished, ended ambiguous or got 409 "in progress", no settled "absent"
+ * after it; or a superseded owner's late delivery nothing settled). Asked when the last attempt, a same-key resend,
+ * gets a terminal answer: the provider refused the resend (a 401 checked before its dedupe, as Stripe does; a 404;
+ * a 422), which says nothing of the earlier attempt. A 503 or 429 before it acted on nothing.
  */
+export function unsettledBefore(record: Pick<OperationRecord, 'attempts' | 'evidence'>): boolean {
+  return deliveryUnresolved({ attempts: record.attempts.slice(0, -1), evidence: record.evidence });
+}
+
+/**
+ * Whether `record` is `ambiguous` on a final answer to a resend: a provider's key conflict after an attempt
+ * that may have reached it ({@link reachedBefore}), or a terminal answer after one that may have taken effect
+ * ({@link unsettledBefore}). Reconciled by a lookup (found: succeeded; a settled "absent": the answer stands,
+ * `failed`), never resent, not even where the provider dedupes.
+ */
+export function answerUnsettled(record: Pick<OperationRecord, 'state' | 'attempts'>): boolean {
+  const last = record.attempts.at(-1)?.class;
+  return record.state === 'ambiguous' && (last === 'conflict' || last === 'terminal');
+}
+
+/** Whether `record` is `ambiguous` on a provider's key conflict that answered a resend (see {@link answerUnsettled}). */
 export function conflictUnsettled(record: Pick<OperationRecord, 'state' | 'attempts'>): boolean {
-  return record.state === 'ambiguous' && record.attempts.at(-1)?.class === 'conflict';
+  return answerUnsettled(record) && record.attempts.at(-1)?.class === 'conflict';
 }
 
 /**
@@ -652,7 +673,7 @@ export function applyEvent(record: OperationRecord, event: RecordEvent, now: num
   if (from !== undefined && !from.includes(record.state)) throw new IllegalTransitionError(record.state, to, event.type);
   if (event.type === 'reconcile_first' && !resendNeedsDedupe(record)) throw new IllegalTransitionError(record.state, to, event.type);
   // a key conflict on a resend is never resent: reconciled by a lookup, or left ambiguous
-  if (event.type === 'resend_after_ambiguous' && conflictUnsettled(record)) throw new IllegalTransitionError(record.state, to, event.type);
+  if (event.type === 'resend_after_ambiguous' && answerUnsettled(record)) throw new IllegalTransitionError(record.state, to, event.type);
   const next: OperationRecord = {
     ...record,
     state: to,
@@ -705,7 +726,7 @@ export function applyEvent(record: OperationRecord, event: RecordEvent, now: num
       if (event.result !== null) next.result = event.result;
       if (event.class === 'conflict' && to === 'failed') {
         next.error = { code: 'IDEMPOTENCY_CONFLICT', message: `provider reported key reuse: ${event.reason}` };
-      } else if (event.class === 'terminal' && event.result === null) {
+      } else if (event.class === 'terminal' && event.result === null && to === 'failed') {
         next.error = { code: 'OPERATION_FAILED', message: event.reason };
       }
       break;
@@ -724,15 +745,22 @@ export function applyEvent(record: OperationRecord, event: RecordEvent, now: num
       break;
     case 'lookup_absent':
       if (to === 'failed') {
-        const reason = record.attempts.at(-1)?.reason ?? 'key conflict';
-        next.error = { code: 'IDEMPOTENCY_CONFLICT', message: `provider reported key reuse: ${reason} (on a resend; a lookup then found no effect of an earlier attempt)` };
+        const last = record.attempts.at(-1);
+        const reason = last?.reason ?? 'key conflict';
+        // a terminal answer stands as `attempt_finished` would have left it at once: its result, or (none) OPERATION_FAILED
+        next.error =
+          last?.class === 'conflict'
+            ? { code: 'IDEMPOTENCY_CONFLICT', message: `provider reported key reuse: ${reason} (on a resend; a lookup then found no effect of an earlier attempt)` }
+            : record.result === null
+              ? { code: 'OPERATION_FAILED', message: reason }
+              : null;
       }
       note(
         'lookup',
         to === 'ambiguous'
           ? lateSuccess(record) || lateSince(record, event.askedGeneration)
             ? `absent, contradicted by a superseded owner's late response: ${event.detail}`
-            : `unknown: absent before settleMs, after a key conflict on a resend (no proof that nothing was delivered): ${event.detail}`
+            : `unknown: absent before settleMs, after a ${record.attempts.at(-1)?.class === 'conflict' ? 'key conflict' : 'terminal answer'} on a resend (no proof that nothing was delivered): ${event.detail}`
           : event.settled === false
             ? `absent before settleMs (a same-key resend is safe; no proof that nothing was delivered): ${event.detail}`
             : `absent: ${event.detail}`,

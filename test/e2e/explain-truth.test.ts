@@ -75,18 +75,23 @@ describe('explain after an attempt only cleared for a same-key resend', () => {
     expect(y?.plan[0]).toMatch(/^Do not call again from a client without providerDedupes/);
   });
 
-  it('a same-key resend refused with a 400: not a client error to fix under a new ref, but unknown', async () => {
+  // (before terminal-on-resend.test.ts's rule the 400 was returned and the record ended failed, explained as 'unknown';
+  // now the record stays ambiguous, never resent, and the call ends AmbiguousOutcomeError, its cause the 400)
+  it('a same-key resend refused with a 400: not a client error to fix under a new ref, but an unknown outcome', async () => {
     await provider.close();
     provider = await startProvider({ misbehave: { replayWithDifferentStatus: 400 } });
     const ref = 'X-400';
     provider.fault({ kind: 'drop_after_commit', match: { ref } });
     const c = client({ providerDedupes: true, retry: { maxAttempts: 3 } });
-    expect((await post(c, ref)).status).toBe(400);
+    await expect(post(c, ref)).rejects.toMatchObject({ code: 'AMBIGUOUS_OUTCOME', cause: { status: 400 } });
     expect(provider.effectsFor(ref)).toBe(1);
     const x = await c.explain({ action: 'create-order', ref });
-    expect(x?.diagnosis.code).toBe('unknown');
+    expect(x?.diagnosis.code).not.toBe('terminal_client_error');
+    expect(x?.handoff.effects).toBe('unknown');
     expect(x?.escalate).toBe(true);
-    expect(x?.plan.join(' ')).not.toMatch(/new ref/);
+    const plan = x?.plan.join('\n') ?? '';
+    expect(plan).not.toMatch(/send it with a new ref|needs a new ref/);
+    expect(plan).toMatch(/^Do not send this intent again under a new ref or a new key: attempt 1 may have taken effect/m);
   });
 
   it('a cancel requested on an ambiguous record: the plan never counts on a same-key resend', async () => {

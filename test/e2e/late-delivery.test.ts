@@ -136,7 +136,11 @@ describe('the call that sent and got its 201 after another owner took over', () 
   // Was: the record ended failed (B's same-key resend refused with a 400, no lookup asked), A's 201
   // kept on it as evidence, and explain said "No rule fits this failed record", with high confidence
   // and no contradiction, though the provider holds the order.
-  it('B recorded a failure: explain flags the failed record beside the late 201 as a contradiction, the effect happened', async () => {
+  // Since terminal-on-resend.test.ts's rule, B's 400 (an answer to a resend after A's unsettled attempt)
+  // no longer ends the record failed: B ends AmbiguousOutcomeError (its cause the 400), the record stays
+  // ambiguous, and A, holding its 201, settles it succeeded. A failed record as an earlier version wrote
+  // it (rebuilt from this one) still gets the contradiction from explain.
+  it('B\'s resend refused with a 400: ambiguous, A settles it with its 201; a failed record an earlier version wrote: explain flags the contradiction, the effect happened', async () => {
     const ref = 'HELD-failed';
     const scope = { action: 'create-order', ref };
     provider.fault({ kind: 'delay_before_commit', delayMs: 800, match: { ref } });
@@ -145,12 +149,23 @@ describe('the call that sent and got its 201 after another owner took over', () 
     const b = client({ owner: 'b', now: () => Date.now() + 60_000, lookups: {}, providerDedupes: true, retry: { maxAttempts: 1 } });
     const first = post(a.client, ref).catch((e: unknown) => e);
     await until(() => provider.requests.length === 1, "A's request to reach the provider");
-    expect((await post(b.client, ref)).status).toBe(400);
-    expect(await first).toMatchObject({ code: 'AMBIGUOUS_OUTCOME' });
+    expect(await post(b.client, ref).catch((e: unknown) => e)).toMatchObject({ code: 'AMBIGUOUS_OUTCOME', cause: { status: 400 } });
+    const endedA = await first;
+    expect(endedA instanceof Response ? endedA.status : String(endedA)).toBe(201);
     expect(provider.effects).toBe(1);
     const record = await a.client.get(scope);
-    expect(record?.state).toBe('failed');
+    expect(record?.state).toBe('succeeded');
     expect(record?.evidence).toContainEqual(expect.objectContaining({ kind: 'late_response', owner: 'a', status: 201 }));
+    if (record?.result == null) throw new Error('no record');
+    // as the previous state machine left it: failed on B's 400, A's 201 only kept as evidence
+    const legacy = {
+      ...record,
+      state: 'failed' as const,
+      generation: record.generation + 1,
+      result: { ...record.result, status: 400, statusText: 'Bad Request', source: 'attempt' as const },
+      evidence: record.evidence.filter((e) => e.kind !== 'attempt' && e.kind !== 'stop'),
+    };
+    expect((await a.client.store.compareAndSet(record.id, record.generation, legacy)).ok).toBe(true);
     const x = await b.client.explain(scope);
     expect(x?.handoff.effects).toBe(1);
     expect(x?.diagnosis.evidence).toContain('contradiction: the record ended failed, but a superseded owner got 201 late: the request took effect');

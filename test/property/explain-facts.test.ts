@@ -34,7 +34,7 @@ import { describe, expect, it } from 'vitest';
 import { explain } from '../../src/explain/explain.js';
 import { factsOf } from '../../src/explain/facts.js';
 import type { ExplainPolicy } from '../../src/explain/types.js';
-import { IllegalTransitionError, applyEvent, conflictUnsettled, deliveryUnresolved, isTerminal, lateDeliveryUnsettled, lateSuccess, newRecord, reachedBefore, resendNeedsDedupe } from '../../src/operation/record.js';
+import { IllegalTransitionError, answerUnsettled, applyEvent, conflictUnsettled, deliveryUnresolved, isTerminal, lateDeliveryUnsettled, lateSuccess, newRecord, reachedBefore, resendNeedsDedupe } from '../../src/operation/record.js';
 import type { AttemptRecord, EvidenceRecord, OperationRecord, RecordEvent, ResultSnapshot } from '../../src/operation/record.js';
 import { explainPolicy } from '../helpers/explain-policy.js';
 
@@ -263,6 +263,10 @@ describe('facts.ts agrees with record.ts on records reached through applyEvent',
           expect(f.resendConflict && !f.terminal, conflictOf).toBe(conflictUnsettled(rec));
           expect(f.resendConflict && rec.state === 'failed', conflictOf).toBe(false);
           if (rec.attempts.at(-1)?.class === 'conflict' && !f.terminal) expect(reachedBefore(rec), conflictOf).toBe(true);
+          // a terminal answer to a resend after an unsettled attempt: likewise (answerUnsettled), never failed by the state machine
+          const refusedOf = `resendRefused of ${JSON.stringify({ state: rec.state, attempts: rec.attempts, evidence: rec.evidence })}`;
+          expect(f.resendRefused && !f.terminal, refusedOf).toBe(answerUnsettled(rec) && rec.attempts.at(-1)?.class === 'terminal');
+          expect(f.resendRefused && rec.state === 'failed', refusedOf).toBe(false);
           const evidence = JSON.stringify(rec.evidence);
           expect(f.late !== undefined, `late of ${evidence}`).toBe(lateDeliveryUnsettled(rec));
           expect(f.lateSuccess, `lateSuccess of ${evidence}`).toBe(lateSuccess(rec));

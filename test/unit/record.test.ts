@@ -189,3 +189,42 @@ describe('a provider key conflict', () => {
     expect(rec.evidence.at(-1)?.detail).toBe('absent: lookup reported no such operation');
   });
 });
+
+describe('a terminal answer to a same-key resend', () => {
+  const resend: RecordEvent = { type: 'resend_after_ambiguous', detail: 'the provider dedupes by key' };
+  const absent: RecordEvent = { type: 'lookup_absent', detail: 'lookup reported no such operation' };
+  const refusal: RecordEvent = { type: 'attempt_finished', class: 'terminal', status: 401, reason: 'status 401', result: { ...snapshot, status: 401, statusText: 'Unauthorized' } };
+  const thrown: RecordEvent = { type: 'attempt_finished', class: 'terminal', status: null, reason: 'TypeError: refused', result: null };
+
+  it.each<[string, RecordEvent[], OperationState]>([
+    ['on attempt 1', [started, refusal], 'failed'],
+    ['after a 503 (acted on nothing)', [started, finished('retryable'), started, refusal], 'failed'],
+    ['after an attempt that never left', [started, finished('not_sent'), started, refusal], 'failed'],
+    ['after an ambiguous attempt cleared only for a same-key resend', [started, finished('ambiguous'), resend, started, refusal], 'ambiguous'],
+    ['after an ambiguous attempt a settled "absent" cleared', [started, finished('ambiguous'), absent, started, refusal], 'failed'],
+    ['after an "absent" asked before settleMs', [started, finished('ambiguous'), { ...absent, settled: false }, started, refusal], 'ambiguous'],
+    ['after a superseded owner\'s late delivery (reopened, then a resend)', [started, finished('retryable'), lateDelivery, resend, started, refusal], 'ambiguous'],
+  ])('%s → %s', (_name, events, state) => {
+    const rec = drive(events);
+    expect(rec.state).toBe(state);
+    expect(rec.result?.status).toBe(401);
+    expect(rec.error).toBeNull();
+  });
+
+  it('left ambiguous: never resent with the same key; a settled "absent" lets the 401 stand (failed, its result kept); "found" succeeds', () => {
+    const rec = drive([started, finished('ambiguous'), resend, started, refusal]);
+    expect(() => applyEvent(rec, resend, T0 + 99, 'o1')).toThrow(IllegalTransitionError);
+    const stood = applyEvent(rec, absent, T0 + 99, 'o1');
+    expect(stood).toMatchObject({ state: 'failed', error: null, result: { status: 401, source: 'attempt' } });
+    expect(applyEvent(rec, { ...absent, settled: false }, T0 + 99, 'o1').state).toBe('ambiguous');
+    const found = applyEvent(rec, { type: 'lookup_found', result: { ...snapshot, source: 'lookup', status: 200 }, detail: 'order found' }, T0 + 99, 'o1');
+    expect(found).toMatchObject({ state: 'succeeded', result: { status: 200, source: 'lookup' } });
+  });
+
+  it('a thrown error classified terminal: no error until reconciled, then OPERATION_FAILED when a settled "absent" lets it stand', () => {
+    const rec = drive([started, finished('ambiguous'), resend, started, thrown]);
+    expect(rec).toMatchObject({ state: 'ambiguous', error: null, result: null });
+    expect(applyEvent(rec, absent, T0 + 99, 'o1')).toMatchObject({ state: 'failed', error: { code: 'OPERATION_FAILED', message: 'TypeError: refused' } });
+    expect(drive([started, thrown])).toMatchObject({ state: 'failed', error: { code: 'OPERATION_FAILED' } });
+  });
+});
