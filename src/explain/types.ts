@@ -12,16 +12,16 @@ import type { OperationState, RecordedClass, Scope } from '../operation/record.j
  *
  * | code | evidence | decision |
  * |---|---|---|
- * | `timeout_before_response` | an attempt may have reached the provider and nothing said whether it took effect: no answer came (timeout, reset after send), or one that does not tell (500/502/504, a body that did not end after its status), or a same-key resend after it was refused as key reuse with other content (the provider saw the key: that attempt may have taken effect) | look up first; never a new ref |
+ * | `timeout_before_response` | an attempt may have reached the provider and nothing said whether it took effect: no answer came (timeout, reset after send), or one that does not tell (500/502/504, a body that did not end after its status), or a same-key resend after it was refused as key reuse with other content (the provider saw the key: that attempt may have taken effect), or with a terminal answer (a 401 checked before the provider's dedupe: it says nothing of that attempt) | look up first; never a new ref |
  * | `stale_lease` | the owner stopped renewing its lease while an attempt was on the wire (crash), or its late answer came after the takeover and nothing settled it (after a late success no "absent" does: only a lookup that finds it, or, with `providerDedupes`, a same-key resend) | take over, then look up first |
  * | `concurrent_duplicates` | another owner holds the operation, or the provider said "in progress" (409) | one owner: wait for it, never a parallel send |
  * | `payload_changed` | the provider reported the key reused with other content, on the first attempt (or after attempts that never left), or on a resend once a lookup found no effect of the earlier ones (and no superseded owner's late success says one took effect) | conflict: a new intent needs a new ref |
- * | `terminal_client_error` | the provider refused the request (4xx) | do not retry unchanged input |
+ * | `terminal_client_error` | the provider refused the request (4xx), on the first attempt, or on a resend after attempts that did not act or that a settled "absent" cleared | do not retry unchanged input |
  * | `retryable_backoff` | the provider said "not processed, later" (429, 503, …) or the request never left | call again, same key |
  * | `never_sent` | nothing reached the provider (every attempt `not_sent`, and no superseded owner's late outcome says one was answered) | send it, or cancel it |
  * | `succeeded` | a 2xx or a lookup found it | nothing: later calls replay (beside a superseded owner's late success or late ambiguous end nothing settled, unless the provider deduped them: check for a duplicate) |
  * | `cancelled` | cancelled before anything was delivered | nothing: a new intent needs a new ref |
- * | `unknown` | nothing above fits (a record an earlier version ended `failed` on a key conflict that answered a resend, say, or a `failed` one beside a superseded owner's late success) | escalate |
+ * | `unknown` | nothing above fits (a record an earlier version ended `failed` on a key conflict, or a terminal answer, that answered a resend, say, or a `failed` one beside a superseded owner's late success) | escalate |
  *
  * A `pending` record with a cancel requested sends nothing more, whatever its code: the next call
  * re-applies the cancel, which ends it `cancelled`, or, where an attempt may have reached the
