@@ -6,26 +6,15 @@
  */
 import { describe, expect, it } from 'vitest';
 import { explain } from '../../src/explain/explain.js';
-import { applyEvent, newRecord } from '../../src/operation/record.js';
+import { applyEvent } from '../../src/operation/record.js';
 import type { OperationRecord } from '../../src/operation/record.js';
-import { explainPolicy } from '../helpers/explain-policy.js';
+import { explainPolicy, startedRecord } from '../helpers/explain-policy.js';
 
 const T0 = 1_700_000_000_000;
 const UUID = '123e4567-e89b-12d3-a456-426614174abc';
 
 function ambiguous(ref: string, key: string): OperationRecord {
-  let r = newRecord({
-    scope: { tenant: 't1', action: 'create-order', ref },
-    key,
-    keySource: 'minted',
-    fingerprint: 'f'.repeat(64),
-    request: { method: 'POST', url: 'https://api.example.com/orders' },
-    owner: 'a',
-    now: T0,
-    leaseMs: 30_000,
-    retentionMs: 86_400_000,
-  });
-  r = applyEvent(r, { type: 'attempt_started', attemptId: 'att-1' }, T0 + 10, 'a');
+  let r = startedRecord(ref, key, T0);
   r = applyEvent(r, { type: 'attempt_finished', class: 'ambiguous', status: 500, reason: 'status 500', result: null }, T0 + 20, 'a');
   return applyEvent(r, { type: 'stopped', code: 'AMBIGUOUS_OUTCOME', message: 'unknown' }, T0 + 30, 'a');
 }
@@ -48,18 +37,7 @@ describe('explain on a minted ref with a lookup registered for its action', () =
   });
 
   it('a record only a dedupe cleared, the key stale: no advice to register a lookup, which is never asked about it', () => {
-    let r = newRecord({
-      scope: { tenant: 't1', action: 'create-order', ref: UUID },
-      key: UUID,
-      keySource: 'minted',
-      fingerprint: 'f'.repeat(64),
-      request: { method: 'POST', url: 'https://api.example.com/orders' },
-      owner: 'a',
-      now: T0,
-      leaseMs: 30_000,
-      retentionMs: 86_400_000,
-    });
-    r = applyEvent(r, { type: 'attempt_started', attemptId: 'att-1' }, T0 + 10, 'a');
+    let r = startedRecord(UUID, UUID, T0);
     r = applyEvent(r, { type: 'attempt_finished', class: 'ambiguous', status: null, reason: 'headers timeout', result: null }, T0 + 20, 'a');
     r = applyEvent(r, { type: 'resend_after_ambiguous', detail: 'the provider dedupes' }, T0 + 30, 'a');
     r = applyEvent(r, { type: 'stopped', code: 'ABORTED', message: 'aborted' }, T0 + 40, 'a');

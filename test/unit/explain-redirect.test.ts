@@ -7,25 +7,14 @@
  */
 import { describe, expect, it } from 'vitest';
 import { explain } from '../../src/explain/explain.js';
-import { applyEvent, newRecord } from '../../src/operation/record.js';
+import { applyEvent } from '../../src/operation/record.js';
 import type { OperationRecord } from '../../src/operation/record.js';
-import { explainPolicy } from '../helpers/explain-policy.js';
+import { explainPolicy, startedRecord } from '../helpers/explain-policy.js';
 
 const T0 = 1_700_000_000_000;
 
 function answered(status: number): OperationRecord {
-  let r = newRecord({
-    scope: { tenant: 't1', action: 'create-order', ref: 'A-17' },
-    key: '123e4567-e89b-12d3-a456-426614174abc',
-    keySource: 'minted',
-    fingerprint: 'f'.repeat(64),
-    request: { method: 'POST', url: 'https://api.example.com/orders' },
-    owner: 'a',
-    now: T0,
-    leaseMs: 30_000,
-    retentionMs: 86_400_000,
-  });
-  r = applyEvent(r, { type: 'attempt_started', attemptId: 'att-1' }, T0 + 10, 'a');
+  const r = startedRecord('A-17', '123e4567-e89b-12d3-a456-426614174abc', T0);
   const result = { source: 'attempt', kind: 'response', status, statusText: '', headers: [['location', '/orders/o-1']], body: '', bodyEncoding: 'utf8', bodyTruncated: false };
   return applyEvent(r, { type: 'attempt_finished', class: 'terminal', status, reason: `status ${status}`, result: result as never }, T0 + 20, 'a');
 }
