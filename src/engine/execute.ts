@@ -86,6 +86,12 @@ export interface AttemptOutcome {
    */
   cause?: unknown;
   /**
+   * A late outcome (the call of an earlier attempt, still out when that attempt ended, see late-call.ts):
+   * the numbers of the earlier attempts whose call it is, the first one's request the one it answers
+   * (recorded with the attempt's outcome, see `attempt_finished`).
+   */
+  answers?: readonly number[] | undefined;
+  /**
    * What the attempt threw (a `client.run` effect's error): the `cause` of a stop before the next
    * attempt (attempts, budget, a `Retry-After`, the deadline). When left out: `cause`, if no `snapshot`
    * (a transport error; a response is no thrown error).
@@ -918,6 +924,7 @@ export class Engine {
       status,
       reason: c.reason,
       result: c.class === 'success' || c.class === 'terminal' ? outcome.snapshot : null,
+      ...(outcome.answers === undefined ? {} : { answers: outcome.answers }),
     };
     const answer = c.class === 'success' || c.class === 'terminal' || c.class === 'conflict';
     const write = answer ? this.settle(owned, finished) : owned.commit(finished);

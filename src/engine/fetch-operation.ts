@@ -419,7 +419,10 @@ async function sendAttempt(
   // earlier attempt's request is still out (a custom fetch that ignored its signal): its outcome is this attempt's.
   const settled = await calls.call(ctx, () => opts.fetch(req.url, { ...req.rest, method: req.method, headers, body: body?.slice() ?? null, signal: ctx.signal }));
   const outcome = 'error' in settled ? { ...decide({ error: settled.error }, rejected(settled.error, opts.keyHeader)), snapshot: null, live: settled.error, cause: settled.error } : await answered(opts, req, settled.value, override, decide, ctx);
-  if (settled.late === true) outcome.classification = { ...outcome.classification, reason: `late, the request of an earlier attempt: ${outcome.classification.reason}` };
+  if (settled.late === true) {
+    outcome.classification = { ...outcome.classification, reason: `late, the request of an earlier attempt: ${outcome.classification.reason}` };
+    outcome.answers = settled.answers;
+  }
   return outcome;
 }
 

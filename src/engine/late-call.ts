@@ -25,6 +25,8 @@ interface Kept {
   discard: ((value: never) => void) | undefined;
   /** the abort reason of the attempt that gave it up: a call that rejects with exactly it honoured its signal */
   reason: unknown;
+  /** the attempts (numbers) whose call it is: the one that started it, then those that only waited for it */
+  attempts: () => number[];
 }
 
 /**
@@ -46,7 +48,7 @@ export interface LateCalls {
    * window counts from, and waiting for it would only spend the next attempt; a next attempt already
    * waiting for it then sends).
    */
-  call<T>(ctx: AttemptContext, start: () => Promise<T>): Promise<Settled<T> & { late?: true }>;
+  call<T>(ctx: AttemptContext, start: () => Promise<T>): Promise<Settled<T> & { late?: true; answers?: number[] }>;
   /** The operation ended with `key`: nothing is sent for it again, so no earlier call of it is waited for. */
   ended(key: string): void;
 }
@@ -66,10 +68,12 @@ export function lateCalls<V>(engine: Engine, scope: Scope, fingerprint: string, 
   let id: string | undefined;
   const slotOf = (key: string): string => `${(id ??= recordId(scope))}\n${key}\n${fingerprint}`;
   return {
-    call<T>(ctx: AttemptContext, start: () => Promise<T>): Promise<Settled<T> & { late?: true }> {
+    call<T>(ctx: AttemptContext, start: () => Promise<T>): Promise<Settled<T> & { late?: true; answers?: number[] }> {
       const found = out.size === 0 ? undefined : out.get(slotOf(ctx.key));
       if (found !== undefined) out.delete(slotOf(ctx.key));
       let late = found !== undefined;
+      // the attempts whose call this is (this one last): a late outcome answers the first one's request
+      let chain = found === undefined ? [ctx.attempt] : [...found.attempts(), ctx.attempt];
       // An earlier call that rejects with its own attempt's abort reason honoured its signal (as fetch, undici's
       // request and the default transport do, however late their rejection comes: one cut while reading a body, or
       // queued for a connection, rejects when undici gets to it): nothing of it is still out, so this attempt sends.
@@ -79,6 +83,7 @@ export function lateCalls<V>(engine: Engine, scope: Scope, fingerprint: string, 
           : (found.call as Promise<Settled<T>>).then((s) => {
               if (!('error' in s) || s.error !== found.reason) return s;
               late = false;
+              chain = [ctx.attempt];
               // (given up meanwhile itself: nothing is started for an attempt that has ended)
               return ctx.signal.aborted ? { error: ctx.signal.reason, at: now() } : settle(start, now);
             });
@@ -89,7 +94,7 @@ export function lateCalls<V>(engine: Engine, scope: Scope, fingerprint: string, 
         kept = true;
         const slot = slotOf(ctx.key);
         const reason: unknown = ctx.signal.reason;
-        const entry: Kept = { id: (id ??= recordId(scope)), call, at: Infinity, discard, reason };
+        const entry: Kept = { id: (id ??= recordId(scope)), call, at: Infinity, discard, reason, attempts: () => chain };
         out.set(slot, entry);
         // (a turn, not a clock reading: a rejection by the abort's time may be read a millisecond later)
         let aborting = true;
@@ -106,7 +111,7 @@ export function lateCalls<V>(engine: Engine, scope: Scope, fingerprint: string, 
         // Its attempt ended before it: the engine has moved on, and the outcome is the next attempt's to read
         // (a Response's body reads once; the caller's classify is not asked twice).
         if (kept) throw ctx.signal.reason;
-        return late ? { ...settled, late: true } : settled;
+        return late ? { ...settled, late: true, answers: chain.slice(0, -1) } : settled;
       });
     },
     ended: (key) => {

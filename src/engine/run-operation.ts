@@ -233,7 +233,7 @@ export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx:
     const late = settled.late === true ? 'late, the effect of an earlier attempt: ' : '';
     if ('value' in settled) {
       const value = settled.value as T;
-      return { classification: { class: 'success', reason: `${late}effect resolved` }, snapshot: valueSnapshot(toJson(value), 200, 'attempt', cap), live: { value } };
+      return { classification: { class: 'success', reason: `${late}effect resolved` }, snapshot: valueSnapshot(toJson(value), 200, 'attempt', cap), live: { value }, answers: settled.answers };
     }
     const error = settled.error;
     const computed = classifyEffectError(error, engine.opts.now());
@@ -246,7 +246,7 @@ export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx:
       fault = thrown; // the default stands; the caller gets its classify's error
     }
     const snapshot = errorSnapshot(messageOf(error, computed.reason), statusOf(error) ?? 0, cap);
-    return { classification, snapshot, live: { error }, fault, cause: error, thrown: error };
+    return { classification, snapshot, live: { error }, fault, cause: error, thrown: error, answers: settled.answers };
   };
   // (the deadline execute starts, which also bounds the lookup asked for a value not stored)
   const deadlineAt = engine.opts.now() + engine.opts.retry.deadlineMs;

@@ -31,7 +31,9 @@ export interface Facts {
    * an attempt before the last one may have reached the provider (unfinished, ambiguous or 409),
    * and no settled "absent" lookup came after it: cleared at most for a same-key resend (the
    * same test as `deliveryUnresolved` in record.ts, on the earlier attempts; a superseded owner's
-   * late delivery counts too; held to it by test/property/explain-facts.test.ts)
+   * late delivery counts too; held to it by test/property/explain-facts.test.ts). Where the last attempt
+   * is a terminal answer that came late (`answeredLate`), the attempts it answers are left out, as record.ts's
+   * `unsettledBefore` leaves them out.
    */
   earlierUnresolved: boolean;
   /**
@@ -232,6 +234,27 @@ function needsDedupeOf(record: OperationRecord, late: EvidenceRecord | undefined
   return last !== undefined && !settledAbsentAfter(record, last.generation);
 }
 
+/** How an attempt's reason marks an outcome that came late, the call of an earlier attempt (fetch-operation.ts, run-operation.ts). */
+const LATE_ANSWER = /^(?:override: )?late, the (?:request|effect) of an earlier attempt: /;
+
+/**
+ * For a last attempt that is a terminal answer which came late: the attempts whose call it is (record.ts's
+ * `attempt_finished` `answers`, which the record does not keep), read back as the run of attempts before it,
+ * by its owner, that were given up with no answer (timed out: the one whose call was still out, and those
+ * that only waited for it). Else none.
+ */
+function answeredLate(attempts: AttemptRecord[]): AttemptRecord[] {
+  const last = attempts.at(-1);
+  if (last?.class !== 'terminal' || !LATE_ANSWER.test(last.reason ?? '')) return [];
+  let i = attempts.length - 1;
+  while (i > 0) {
+    const a = attempts[i - 1];
+    if (a === undefined || a.owner !== last.owner || a.class !== 'ambiguous' || a.status !== null) break;
+    i--;
+  }
+  return attempts.slice(i, -1);
+}
+
 /** Attempts that may have acted: unfinished, or an outcome other than "not processed". */
 const maybeActed = (record: OperationRecord): AttemptRecord[] => record.attempts.filter((a) => a.finishedAt === null || a.class === null || !NO_EFFECT.has(a.class));
 
@@ -319,7 +342,9 @@ export function factsOf(record: OperationRecord, now: number, providerRetentionM
   const duplicate = deduped ? undefined : sent.findLast((a) => a !== lateAttempt);
   const sends = deduped ? 1 : landed.size;
   const last = record.attempts[record.attempts.length - 1];
-  const unresolved = unresolvedOf(record, record.attempts.slice(0, -1), late);
+  const answered = answeredLate(record.attempts);
+  const earlier = record.attempts.slice(0, -1).filter((a) => !answered.includes(a));
+  const unresolved = unresolvedOf(record, earlier, late);
   // record.ts's `reachedBefore`, written out again for the lazy chunk
   const reachedEarlier = record.attempts.slice(0, -1).findLast((a) => a.class !== 'not_sent');
   const resendConflict =
@@ -329,7 +354,7 @@ export function factsOf(record: OperationRecord, now: number, providerRetentionM
     (record.state === 'ambiguous' || (record.state === 'failed' && !settledAbsentAfter(record, last.generation)));
   // ambiguous: as the engine left it (record.ts's `answerUnsettled`); failed: by an earlier version, with what was unsettled
   // before the resend started (a late delivery written after a failed attempt 1 is no resend's) and nothing settled since
-  const unsettledEarlier = record.attempts.slice(0, -1).findLast(risky);
+  const unsettledEarlier = earlier.findLast(risky);
   const resendRefused =
     last?.class === 'terminal' &&
     (record.state === 'ambiguous' ||

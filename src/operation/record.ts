@@ -367,6 +367,14 @@ export type RecordEvent =
       status: number | null;
       reason: string;
       result: ResultSnapshot | null;
+      /**
+       * A late outcome (see late-call.ts): the numbers of the earlier attempts whose call this is, the
+       * first the one whose request it answers, the others attempts that only waited for it and sent
+       * nothing. Their outcome is this one: a terminal answer then settles them, and is no refusal of
+       * a resend that says nothing of them (see `unsettledBefore`).
+       * @default undefined (the attempt's own request)
+       */
+      answers?: readonly number[] | undefined;
     }
   | {
       /**
@@ -485,7 +493,7 @@ function targetState(record: OperationRecord, event: RecordEvent): OperationStat
         case 'terminal':
           // A refusal of a same-key resend (a 401 checked before the provider's dedupe, a 404, a 422) says
           // nothing of an earlier attempt that may have taken effect: reconciled, never final at once.
-          return unsettledBefore(record) ? 'ambiguous' : 'failed';
+          return unsettledBefore(record, event.answers) ? 'ambiguous' : 'failed';
         case 'conflict':
           // On a resend the provider's "key used with other content" says above all that it saw the key
           // before: an earlier attempt of ours may have taken effect. Reconciled, never final at once.
@@ -589,10 +597,12 @@ export function reachedBefore(record: Pick<OperationRecord, 'attempts' | 'eviden
  * over the earlier attempts: one that never finished, ended ambiguous or got 409 "in progress", no settled "absent"
  * after it; or a superseded owner's late delivery nothing settled). Asked when the last attempt, a same-key resend,
  * gets a terminal answer: the provider refused the resend (a 401 checked before its dedupe, as Stripe does; a 404;
- * a 422), which says nothing of the earlier attempt. A 503 or 429 before it acted on nothing.
+ * a 422), which says nothing of the earlier attempt. A 503 or 429 before it acted on nothing. `answered`: the
+ * earlier attempts a late outcome is the answer of (their call's, see `attempt_finished`), which it settles.
  */
-export function unsettledBefore(record: Pick<OperationRecord, 'attempts' | 'evidence'>): boolean {
-  return deliveryUnresolved({ attempts: record.attempts.slice(0, -1), evidence: record.evidence });
+export function unsettledBefore(record: Pick<OperationRecord, 'attempts' | 'evidence'>, answered: readonly number[] = []): boolean {
+  const earlier = record.attempts.slice(0, -1);
+  return deliveryUnresolved({ attempts: answered.length === 0 ? earlier : earlier.filter((a) => !answered.includes(a.number)), evidence: record.evidence });
 }
 
 /**
