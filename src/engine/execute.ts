@@ -973,7 +973,9 @@ export class Engine {
     if (refused || (c.class === 'ambiguous' && (lookupOf(spec, owned.rec) === undefined ? !this.opts.providerDedupes : lastAttempt))) {
       // (the lookup said absent: the conflict or the terminal answer stands; a conflict is counted where the "absent" is written, see `reconcileOwned`)
       const ended = await this.reconcileOwned(owned, spec, deadline, cause);
-      if (ended !== undefined && isTerminal(ended.state)) return { record: ended, live: undefined };
+      // (a refusal a settled "absent" let stand, ending the record failed on it: this call's own answer, as it came,
+      // as a terminal answer to a first attempt is returned: the whole body, a run's own error)
+      if (ended !== undefined && isTerminal(ended.state)) return { record: ended, live: refused && c.class === 'terminal' && ended.state === 'failed' ? outcome.live : undefined };
       if (isTerminal(owned.rec.state)) return { record: owned.rec, live: undefined };
     }
     throw new RetryLater(c, cause, 'thrown' in outcome ? outcome.thrown : outcome.snapshot === null ? outcome.cause : undefined, funded);
