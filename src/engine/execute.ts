@@ -291,15 +291,27 @@ export class Engine {
 
   /** Waits `ms`; rejects with `signal`'s reason when it aborts first, or with the close's when the client closes first. */
   nap(ms: number, signal?: AbortSignal): Promise<void> {
+    const wake = this.orClosed(signal);
+    return sleep(ms, wake.signal).finally(wake.done);
+  }
+
+  /**
+   * A signal that aborts with `signal`'s reason, or with the close's when the client closes first (a
+   * wait, `nap`'s or the cross-tab lock's, that must not outlast the close); `done` unhooks both.
+   */
+  private orClosed(signal: AbortSignal | undefined): { signal: AbortSignal; done: () => void } {
     const wake = new AbortController();
     const onAbort = (): void => wake.abort(signal?.reason);
     if (signal?.aborted === true) onAbort();
-    signal?.addEventListener('abort', onAbort, { once: true });
+    else signal?.addEventListener('abort', onAbort, { once: true });
     const unhook = this.whenClosed((reason) => wake.abort(reason));
-    return sleep(ms, wake.signal).finally(() => {
-      signal?.removeEventListener('abort', onAbort);
-      unhook();
-    });
+    return {
+      signal: wake.signal,
+      done: () => {
+        signal?.removeEventListener('abort', onAbort);
+        unhook();
+      },
+    };
   }
 
   emit(event: OnceEvent): void {
@@ -376,15 +388,8 @@ export class Engine {
    * when that tab lets go (up to `inFlightWaitMs`) and the call finds the store closed.
    */
   private underLock<T>(exclusive: Exclusive, id: string, body: () => Promise<T>, signal: AbortSignal): Promise<T> {
-    const wait = new AbortController();
-    const onAbort = (): void => wait.abort(signal.reason);
-    if (signal.aborted) onAbort();
-    else signal.addEventListener('abort', onAbort, { once: true });
-    const unhook = this.whenClosed((reason) => wait.abort(reason));
-    return exclusive(`${this.opts.store.name} ${id}`, body, { signal: wait.signal, maxWaitMs: this.opts.inFlightWaitMs }).finally(() => {
-      signal.removeEventListener('abort', onAbort);
-      unhook();
-    });
+    const wait = this.orClosed(signal);
+    return exclusive(`${this.opts.store.name} ${id}`, body, { signal: wait.signal, maxWaitMs: this.opts.inFlightWaitMs }).finally(wait.done);
   }
 
   /** Whether an execution of record `id` runs in this client. */
@@ -964,13 +969,14 @@ export class Engine {
     // token is taken here, so that no other call takes it in between (a stop for another reason there
     // wastes it). Read only for an ambiguous outcome with a lookup.
     const { maxAttempts, budget } = this.opts.retry;
-    const funded = n < maxAttempts && c.class === 'ambiguous' && budget !== undefined && lookupOf(spec, owned.rec) !== undefined && budget.tryRetry();
+    const lookup = lookupOf(spec, owned.rec);
+    const funded = n < maxAttempts && c.class === 'ambiguous' && budget !== undefined && lookup !== undefined && budget.tryRetry();
     const lastAttempt = n >= maxAttempts || (budget !== undefined && !funded);
     // A key conflict or a terminal answer that answered a resend leaves the record ambiguous (an earlier
     // attempt may have taken effect, see `reachedBefore`, `unsettledBefore`): reconciled now, never resent
     // (a lookup, else AmbiguousOutcomeError, its cause the refusal: a 4xx Response, say).
     const cause = c.class !== 'ambiguous' && !refused ? undefined : 'cause' in outcome ? outcome.cause : new Error(c.reason);
-    if (refused || (c.class === 'ambiguous' && (lookupOf(spec, owned.rec) === undefined ? !this.opts.providerDedupes : lastAttempt))) {
+    if (refused || (c.class === 'ambiguous' && (lookup === undefined ? !this.opts.providerDedupes : lastAttempt))) {
       // (the lookup said absent: the conflict or the terminal answer stands; a conflict is counted where the "absent" is written, see `reconcileOwned`)
       const ended = await this.reconcileOwned(owned, spec, deadline, cause);
       // (a refusal a settled "absent" let stand, ending the record failed on it: this call's own answer, as it came,
@@ -1103,11 +1109,12 @@ export class Engine {
       return landed === CUT ? this.cutOff(owned, deadline, event, late) : landed;
     };
     const lookup = async (): Promise<ReconcileOutcome> => {
-      const outcome = await reconcile(lookupOf(spec, owned.rec), { scope, key: owned.rec.key, record: owned.rec, signal: deadline.signal });
+      const asked = lookupOf(spec, owned.rec);
+      const outcome = await reconcile(asked, { scope, key: owned.rec.key, record: owned.rec, signal: deadline.signal });
       if (outcome.kind !== 'none') this.stats.lookups++;
       // name the lookup that was missing: client.run() never asks a registered one, nor does a minted ref
       else if (owned.rec.request === null) return { kind: 'none', detail: 'no spec.lookup given: client.run() asks no registered lookup' };
-      else if (spec.lookupRegistered === true && spec.lookup !== undefined) return { kind: 'none', detail: 'the lookup registered for this action is not asked about a ref oncefetch minted (give once.ref)' };
+      else if (asked !== spec.lookup) return { kind: 'none', detail: 'the lookup registered for this action is not asked about a ref oncefetch minted (give once.ref)' };
       return outcome;
     };
     // This call's own attempt got a success whose write lost the lease (see `held`): the provider's own
