@@ -28,10 +28,12 @@ function unknownOutcomes(engine: Engine): UnknownOutcomes {
   const ended = new Map<string, { at: number; error: unknown }>();
   /** payloads of this client's calls with a minted ref still running: each settles once its call has ended */
   const running = new Map<string, Promise<void>>();
+  /** Whether the window of a call that ended at `at` has passed: its payload is no longer refused. */
+  const passed = (at: number): boolean => engine.opts.now() - at > engine.opts.retry.deadlineMs;
   const check = (id: string, method: string): void => {
     const earlier = ended.get(id);
     if (earlier === undefined) return;
-    if (engine.opts.now() - earlier.at > engine.opts.retry.deadlineMs) {
+    if (passed(earlier.at)) {
       ended.delete(id);
       return;
     }
@@ -49,9 +51,8 @@ function unknownOutcomes(engine: Engine): UnknownOutcomes {
    * came again or 1,000 newer ones pushed it out: for as long as the process ran.
    */
   const forgetPassed = (): void => {
-    const now = engine.opts.now();
     for (const [id, { at }] of ended) {
-      if (now - at <= engine.opts.retry.deadlineMs) return;
+      if (!passed(at)) return;
       ended.delete(id);
     }
   };
