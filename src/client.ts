@@ -20,6 +20,7 @@ import { applyEvent, isTerminal, recordId } from './operation/record.js';
 import type { OperationRecord, Scope } from './operation/record.js';
 import type { OnceClientOptions } from './options.js';
 import { checkKeys, checkObject, checkStrings, resolveOptions } from './options.js';
+import { isPlainObject } from './schema.js';
 import type { OnceStore } from './stores/contract.js';
 import type { RecoverOptions, RecoveryReport } from './reconcile/recover.js';
 import { recover } from './reconcile/recover.js';
@@ -237,7 +238,7 @@ export function createClientWith(options: OnceClientOptions, platform: PlatformD
     purge: (filter?: unknown) =>
       admit('purge', async () => {
         // No filter: one given (`{ tenant }`) was ignored without a word, every tenant's records purged.
-        const keys = typeof filter === 'object' && filter !== null && [Object.prototype, null].includes(Object.getPrototypeOf(filter)) ? Object.keys(filter) : [];
+        const keys = isPlainObject(filter) ? Object.keys(filter) : [];
         if (keys.length > 0) throw new TypeError(`client.purge takes no filter (it purges every tenant's expired records); got ${keys.join(', ')}`);
         return opts.store.purge(opts.now());
       }),
@@ -376,8 +377,7 @@ function shutdownOf(engine: Engine): { admit: <T>(method: string, start: () => P
     close: (given) => {
       // Passed as an event handler (`process.on('SIGTERM', client.close)`, a page's `pagehide`), it gets
       // the signal's name or the event: no options. A plain object is options, checked.
-      const proto: unknown = typeof given === 'object' && given !== null ? Object.getPrototypeOf(given) : undefined;
-      const options = proto === Object.prototype || proto === null ? given : undefined;
+      const options = isPlainObject(given) ? (given as CloseOptions) : undefined;
       // (a rejection, as cancel's)
       try {
         checkWaitOptions('close', options);

@@ -125,6 +125,16 @@ type Shape = Record<string, Check<unknown>>;
 type ObjectOf<S extends Shape> = { -readonly [K in keyof S]: Out<S[K]> };
 
 /**
+ * Whether `v` is an object as a literal makes it: its prototype `Object.prototype` or null (not an
+ * array, a class instance, an event).
+ */
+export function isPlainObject(v: unknown): v is Record<string, unknown> {
+  if (typeof v !== 'object' || v === null) return false;
+  const proto: unknown = Object.getPrototypeOf(v);
+  return proto === Object.prototype || proto === null;
+}
+
+/**
  * An object with the keys of `shape`. Unknown keys are an issue when `strict`
  * (options: a typo must not pass silently); otherwise they are stripped, in a
  * copy (records: a field a newer version added is dropped, the rest is read).
@@ -149,8 +159,7 @@ export function obj<S extends Shape>(shape: S, strict = false): Check<ObjectOf<S
     let own = 0;
     for (const key in o) if (hasOwn.call(o, key)) own++;
     if (own > present && strict) return unknownKeys(o, (k) => hasOwn.call(shape, k))!;
-    const proto: unknown = Object.getPrototypeOf(o);
-    if (!changed && own === present && (proto === Object.prototype || proto === null)) return o as ObjectOf<S>;
+    if (!changed && own === present && isPlainObject(o)) return o as ObjectOf<S>;
     // A stripped or converted copy; the checks are pure, so running them again is safe (and rare).
     const out: Record<string, unknown> = {};
     for (let i = 0; i < keys.length; i++) if (keys[i]! in o) out[keys[i]!] = checks[i]!(o[keys[i]!]);

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { isPlainObject } from '../schema.js';
 
 /**
  * Default cap, in bytes, for buffering a request body: 1 MiB. Raise it with the
@@ -99,8 +100,7 @@ export async function captureBody(
     return { bytes: await readStream(body as ReadableStream<unknown>, maxBytes), impliedContentType: undefined };
   }
   // (fetch would send a plain object as "[object Object]": JSON is what was meant)
-  const proto: unknown = typeof body === 'object' && body !== null ? Object.getPrototypeOf(body) : undefined;
-  const json = proto === Object.prototype || proto === null || Array.isArray(body) ? ' (pass JSON.stringify(body) with a content-type: application/json header)' : '';
+  const json = isPlainObject(body) || Array.isArray(body) ? ' (pass JSON.stringify(body) with a content-type: application/json header)' : '';
   throw new TypeError(`oncefetch cannot capture a request body of type ${describeBody(body)}${json}`);
 }
 

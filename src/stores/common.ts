@@ -119,7 +119,6 @@ export interface ResolvedListQuery {
 
 const STATES: ReadonlySet<string> = new Set(['pending', 'in_flight', 'ambiguous', 'succeeded', 'failed', 'cancelled']);
 
-
 /**
  * Validates a list query (a bad one is a `TypeError`/`RangeError` naming the field). Unknown keys
  * are refused, as in every options object: a misspelt filter (`state` for `states`) would
