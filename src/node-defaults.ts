@@ -24,6 +24,11 @@ export function defaultStorePath(): string {
   return process.env['ONCEFETCH_DB'] ?? join(process.cwd(), '.oncefetch', 'oncefetch.db');
 }
 
+/** The scheme of a `scheme://…` URL (`mysql`, a misspelt `postgress`), else undefined: such a store location is no file path. */
+export function urlScheme(spec: string): string | undefined {
+  return /^([a-z][a-z0-9+.-]*):\/\//i.exec(spec)?.[1];
+}
+
 /**
  * {@link defaultStorePath} for the default store: a URL in `$ONCEFETCH_DB` (`postgres://…`, which the CLI
  * takes) would be read as a relative path, a local SQLite file under `./postgres:/…`: a fleet meant to share
@@ -32,7 +37,7 @@ export function defaultStorePath(): string {
 function defaultPath(): string {
   const path = defaultStorePath();
   if (path === '') throw new TypeError('createClient: $ONCEFETCH_DB is set but empty: unset it for ./.oncefetch/oncefetch.db, or set it to a file path');
-  const url = /^[a-z][a-z0-9+.-]*:\/\//i.test(path) && URL.canParse(path) ? new URL(path) : undefined;
+  const url = urlScheme(path) !== undefined && URL.canParse(path) ? new URL(path) : undefined;
   if (url !== undefined) {
     url.username = url.password = '';
     throw new TypeError(`createClient: $ONCEFETCH_DB is a URL (${url.href}); the default store is SQLite at a file path: set it to one, or pass a store (postgresStore({ connectionString }) for PostgreSQL)`);

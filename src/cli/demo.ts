@@ -23,7 +23,7 @@ import { DEMO_FAULTS, DEMO_FAULT_NAMES, orderRef } from './demo-orders.js';
 import type { DemoFaultName } from './demo-orders.js';
 import type { CliIo } from './format.js';
 import { createProgress, duration, json, table } from './format.js';
-import { urlScheme } from './store.js';
+import { urlScheme } from '../node-defaults.js';
 
 export const DEMO_HELP = `Usage: oncefetch demo [--orders N] [--concurrency C] [--faults LIST] [--rate R] [--seed S] [--store PATH] [--json]
 

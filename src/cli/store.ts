@@ -8,7 +8,7 @@
  */
 import { existsSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { defaultStorePath } from '../node-defaults.js';
+import { defaultStorePath, urlScheme } from '../node-defaults.js';
 import type { OnceStore } from '../stores/contract.js';
 import { sqliteStore } from '../stores/sqlite.js';
 import { holdsOncefetchStore } from '../stores/sqlite-open.js';
@@ -17,11 +17,6 @@ import { UsageError } from './args.js';
 /** True for a PostgreSQL connection URI. */
 export function isPostgresUrl(spec: string): boolean {
   return /^postgres(?:ql)?:\/\//i.test(spec);
-}
-
-/** The scheme of a `scheme://…` URL (`mysql`, a misspelt `postgress`), else undefined: such a `--store` is no file path. */
-export function urlScheme(spec: string): string | undefined {
-  return /^([a-z][a-z0-9+.-]*):\/\//i.exec(spec)?.[1];
 }
 
 /** The `--store` line of the store commands' help. */
@@ -121,7 +116,7 @@ async function openPostgres(target: string, named: '--store' | '$ONCEFETCH_DB'):
   } catch (cause) {
     // pg parses the URL here (a port out of range, a bad host): a bad command line, not a store failure
     await store.close();
-    throw new UsageError(`${named}: not a valid PostgreSQL URL (${(cause instanceof Error ? cause.message : String(cause)).replace(/\/\/[^@/]*@/g, '//***@')})`);
+    throw new UsageError(`${named}: not a valid PostgreSQL URL (${hideCredentials(cause instanceof Error ? cause.message : String(cause))})`);
   }
   client.on('error', () => undefined);
   let version: string | undefined;
@@ -146,5 +141,10 @@ async function openPostgres(target: string, named: '--store' | '$ONCEFETCH_DB'):
 
 /** A store name for messages, without credentials in a URL. */
 export function storeLabel(store: OnceStore): string {
-  return store.name.replace(/\/\/[^@/]*@/, '//***@');
+  return hideCredentials(store.name);
+}
+
+/** `text` with the credentials of any URL in it masked (`//***@host`). */
+function hideCredentials(text: string): string {
+  return text.replace(/\/\/[^@/]*@/g, '//***@');
 }
