@@ -21,7 +21,7 @@ import {
   isClientErrorStatus,
   isRedirectStatus,
   isServerErrorStatus,
-  isSuccessStatus,
+  isDoneStatus,
   readShouldRetry,
 } from './status.js';
 
@@ -148,7 +148,7 @@ export function needsBody(status: number): boolean {
  */
 export function classifyResponse(facts: ResponseFacts, now: number): Classification {
   const { status, headers, bodyText } = facts;
-  if (isSuccessStatus(status) || status === 303) return { class: 'success', reason: `status ${status}` };
+  if (isDoneStatus(status)) return { class: 'success', reason: `status ${status}` };
   const verdict = classifyFailureStatus(status, headers, bodyText);
   const retryAfterMs = parseRetryAfter(headers, now);
   return retryAfterMs === undefined ? verdict : { ...verdict, retryAfterMs };

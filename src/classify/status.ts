@@ -65,6 +65,14 @@ export function isSuccessStatus(status: number): boolean {
 }
 
 /**
+ * True for an answer that says the provider acted: a 2xx, or 303 See Other ("done, look here", handed
+ * back with `redirect: 'manual'`). A success as a response; thrown by an SDK, it took effect, its value lost.
+ */
+export function isDoneStatus(status: number): boolean {
+  return isSuccessStatus(status) || status === 303;
+}
+
+/**
  * True for 3xx. `fetch` follows redirects, so a 3xx reaches the classifier only with
  * `redirect: 'manual'` (or an opaque redirect); it is never retried.
  */

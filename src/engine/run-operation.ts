@@ -7,7 +7,7 @@
 import { longTimeout, untilAborted } from '../backoff/sleep.js';
 import type { Classification, OutcomeClass } from '../classify/classify.js';
 import { chosenClass, classifyError, classifyResponse } from '../classify/classify.js';
-import { isSuccessStatus } from '../classify/status.js';
+import { isDoneStatus } from '../classify/status.js';
 import { OperationFailedError, ValueNotStoredError } from '../errors.js';
 import { fingerprintPayload } from '../operation/fingerprint.js';
 import type { ResultSnapshot, Scope } from '../operation/record.js';
@@ -122,7 +122,7 @@ export function classifyEffectError(error: unknown, now: number): Classification
   // Thrown after a 2xx (an answer the SDK could not read), or a 303 See Other ("done, look here": an
   // SDK that throws on any non-2xx): it took effect, and its value is lost. (classifyResponse calls a
   // 303 a success: the engine would return this error's message object as the effect's value.)
-  if (isSuccessStatus(status) || status === 303) return { class: 'ambiguous', reason: `error after status ${status}` };
+  if (isDoneStatus(status)) return { class: 'ambiguous', reason: `error after status ${status}` };
   // SDK errors carry the provider's error type beside the message (Stripe: type/rawType
   // `idempotency_error`, code): the key-mismatch and in-progress signals may only be there.
   const bodyText = ['message', 'type', 'rawType', 'code']
