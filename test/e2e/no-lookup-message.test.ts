@@ -5,29 +5,11 @@
  * still got the error (found in a user trial, an agent's charge_card tool). Likewise a call whose
  * ref oncefetch minted, whose registered lookup is there but not asked.
  */
-import { join } from 'node:path';
-import { afterEach, beforeEach, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { AmbiguousOutcomeError } from '../../src/index.js';
-import type { OnceClient } from '../../src/index.js';
-import { startProvider } from '../../src/testing/provider.js';
-import type { Provider } from '../../src/testing/provider.js';
-import { lookupByRef, orderInit, sqliteClient, tempDir } from '../helpers/setup.js';
+import { lookupByRef, orderInit, eachSqliteClient } from '../helpers/setup.js';
 
-let provider: Provider;
-let tmp: ReturnType<typeof tempDir>;
-let client: OnceClient;
-
-beforeEach(async () => {
-  tmp = tempDir();
-  provider = await startProvider();
-  client = sqliteClient(join(tmp.dir, 'once.db'), { lookups: { charge: lookupByRef(provider.url), 'create-order': lookupByRef(provider.url) } }).client;
-});
-
-afterEach(async () => {
-  await client.close();
-  await provider.close();
-  tmp.cleanup();
-});
+const env = eachSqliteClient((provider) => ({ lookups: { charge: lookupByRef(provider.url), 'create-order': lookupByRef(provider.url) } }));
 
 async function ambiguous(p: Promise<unknown>): Promise<string> {
   const error = await p.then(
@@ -39,23 +21,23 @@ async function ambiguous(p: Promise<unknown>): Promise<string> {
 }
 
 it('client.run() with no spec.lookup: says the spec has none, not that none is registered (one is)', async () => {
-  provider.fault({ kind: 'error_after_commit', match: { ref: 'R-1' } });
+  env.provider.fault({ kind: 'error_after_commit', match: { ref: 'R-1' } });
   const message = await ambiguous(
-    client.run({ action: 'charge', ref: 'R-1', payload: { amount: 1 } }, async ({ key, signal }) => {
-      const r = await fetch(`${provider.url}/orders`, { ...orderInit('R-1'), headers: { 'content-type': 'application/json', 'idempotency-key': key }, signal });
+    env.client.run({ action: 'charge', ref: 'R-1', payload: { amount: 1 } }, async ({ key, signal }) => {
+      const r = await fetch(`${env.provider.url}/orders`, { ...orderInit('R-1'), headers: { 'content-type': 'application/json', 'idempotency-key': key }, signal });
       if (!r.ok) throw Object.assign(new Error(`HTTP ${r.status}`), { status: r.status });
       return r.json();
     }),
   );
   expect(message).not.toMatch(/no lookup registered/);
   expect(message).toMatch(/spec\.lookup/);
-  expect(provider.effectsFor('R-1')).toBe(1);
+  expect(env.provider.effectsFor('R-1')).toBe(1);
 });
 
 it('a minted ref: says the registered lookup is not asked about it', async () => {
-  provider.fault({ kind: 'error_after_commit' });
-  const message = await ambiguous(client.fetch(`${provider.url}/orders`, { ...orderInit('M-1'), once: { action: 'create-order' } }));
+  env.provider.fault({ kind: 'error_after_commit' });
+  const message = await ambiguous(env.client.fetch(`${env.provider.url}/orders`, { ...orderInit('M-1'), once: { action: 'create-order' } }));
   expect(message).not.toMatch(/no lookup registered/);
   expect(message).toMatch(/minted/);
-  expect(provider.effects).toBe(1);
+  expect(env.provider.effects).toBe(1);
 });

@@ -5,6 +5,9 @@ import { createClient } from '../../src/index.js';
 import type { OnceClient, OnceClientOptions } from '../../src/index.js';
 import type { OnceEvent } from '../../src/events.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
+import { startProvider } from '../../src/testing/provider.js';
+import type { Provider } from '../../src/testing/provider.js';
+import { afterEach, beforeEach } from 'vitest';
 
 /** A temporary directory, removed by `cleanup`. */
 export function tempDir(): { dir: string; cleanup: () => void } {
@@ -52,4 +55,25 @@ export async function until(check: () => boolean | Promise<boolean>, timeoutMs =
     if (Date.now() > end) throw new Error('timed out waiting');
     await wait(10);
   }
+}
+
+/**
+ * A loopback provider and a client on an SQLite file in a fresh temporary directory, made before
+ * each test and closed after it (the directory removed). `options` gets the provider, for lookups
+ * by its URL. The fields are the current test's.
+ */
+export function eachSqliteClient(options: (provider: Provider) => OnceClientOptions = () => ({})): { provider: Provider; client: OnceClient } {
+  const env = {} as { provider: Provider; client: OnceClient };
+  let tmp: ReturnType<typeof tempDir>;
+  beforeEach(async () => {
+    tmp = tempDir();
+    env.provider = await startProvider();
+    env.client = sqliteClient(join(tmp.dir, 'once.db'), options(env.provider)).client;
+  });
+  afterEach(async () => {
+    await env.client.close();
+    await env.provider.close();
+    tmp.cleanup();
+  });
+  return env;
 }
