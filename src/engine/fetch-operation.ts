@@ -389,6 +389,8 @@ function passThrough(body: ReadableStream<Uint8Array>, signal: AbortSignal | und
 }
 
 const OPAQUE_REDIRECT = "opaque redirect: the provider answered with a redirect that redirect 'manual' hides in a browser; use redirect 'follow' for once-only calls";
+const OPAQUE = "opaque response (status 0: mode 'no-cors', a service worker's): the provider's answer is hidden; it may have acted";
+const NETWORK_ERROR = 'the fetch resolved with Response.error() (status 0); the request may have reached the provider';
 
 /** The class of an outcome, by the caller's classify when it gives one; its error, when it throws, as `fault`. */
 type Decide = (input: Parameters<typeof applyOverride>[1], computed: Classification) => { classification: Classification; fault?: unknown };
@@ -470,6 +472,12 @@ async function answered(
   // stream, after the call returned, rewriting a terminal result (no state allows it today). Marked
   // in doubt is the safe side: a stream with no Content-Length stays marked, even when it was empty.
   // (`body` last: reading it makes a buffered response build a stream, ~10 µs a call)
+  // Response.error() is how fetch says "network error" (a page's fetch rejects with a TypeError on it):
+  // ended as that rejection, after the request may have left; no Response can be rebuilt with its status 0.
+  if (response.type === 'error') {
+    const error = new TypeError(`Failed to fetch: ${NETWORK_ERROR}`, { cause: response });
+    return { ...decide({ error }, { class: 'ambiguous', reason: `network error: ${NETWORK_ERROR}` }), snapshot: null, live: error, cause: error };
+  }
   if (override === undefined && isSuccessStatus(response.status) && STREAMED.test(response.headers.get('content-type') ?? '') && response.headers.get('content-length')?.trim() !== '0' && response.body !== null) {
     const stream = passThrough(response.body, req.signal);
     const snapshot = { ...responseSnapshot(response, new Uint8Array(0), 'attempt', opts.sensitiveHeaders, opts.maxStoredBodyBytes), bodyTruncated: true };
@@ -485,9 +493,11 @@ async function answered(
   }
   const snapshot = responseSnapshot(response, bytes, 'attempt', opts.sensitiveHeaders, opts.maxStoredBodyBytes);
   const live: LiveBody = { bytes, headers: response.headers, url: response.url, redirected: response.redirected };
-  // A browser hides a redirect under redirect 'manual' (status 0, no headers, no body): the provider
-  // answered, maybe after acting (303), maybe not (307). Nothing to classify, store or replay.
-  if (response.type === 'opaqueredirect') return { classification: { class: 'ambiguous', reason: OPAQUE_REDIRECT }, snapshot, live };
+  // A browser hides a redirect under redirect 'manual', and any answer under mode 'no-cors' (status 0, no
+  // headers, no body): the provider answered, maybe after acting (a 303, a 2xx), maybe not (a 307). Nothing to
+  // classify, store or replay.
+  const opaque = response.type === 'opaqueredirect' ? OPAQUE_REDIRECT : response.type === 'opaque' ? OPAQUE : undefined;
+  if (opaque !== undefined) return { classification: { class: 'ambiguous', reason: opaque }, snapshot, live };
   const bodyText = needsBody(response.status) ? new TextDecoder().decode(bytes.subarray(0, 4096)) : undefined;
   let computed = classifyResponse({ status: response.status, headers: response.headers, bodyText }, opts.now());
   // After a redirect that may have made a GET of the request (a 303: "done, look here"; a 301/302
@@ -496,9 +506,11 @@ async function answered(
   if (response.redirected && computed.class !== 'success' && computed.class !== 'ambiguous' && req.method !== 'GET' && req.method !== 'HEAD' && (response as { [KEPT_METHOD]?: boolean })[KEPT_METHOD] !== true) {
     computed = { class: 'ambiguous', reason: `${computed.reason} after a redirect: the answer of the GET the ${req.method} may have become, not of the ${req.method}` };
   }
-  const outcome: AttemptOutcome = override === undefined ? { classification: computed, snapshot, live } : { ...decide({ response: buildResponse(snapshot, live, false) }, computed), snapshot, live };
+  // (a status no Response can carry, a polyfill's 1xx: classified, but none to hand to classify or as the cause)
+  const rebuilt = response.status >= 200 && response.status <= 599;
+  const outcome: AttemptOutcome = override === undefined || !rebuilt ? { classification: computed, snapshot, live } : { ...decide({ response: buildResponse(snapshot, live, false) }, computed), snapshot, live };
   // the response an ambiguous answer (a 5xx, say) came as: the cause the caller sees if it is never settled;
   // so is a terminal answer's (a 401) to a same-key resend after an attempt that may have taken effect
-  if (outcome.classification.class === 'ambiguous' || outcome.classification.class === 'terminal') outcome.cause = buildResponse(snapshot, live, false);
+  if (rebuilt && (outcome.classification.class === 'ambiguous' || outcome.classification.class === 'terminal')) outcome.cause = buildResponse(snapshot, live, false);
   return outcome;
 }
