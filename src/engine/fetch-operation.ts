@@ -510,7 +510,8 @@ async function answered(
   const rebuilt = response.status >= 200 && response.status <= 599;
   const outcome: AttemptOutcome = override === undefined || !rebuilt ? { classification: computed, snapshot, live } : { ...decide({ response: buildResponse(snapshot, live, false) }, computed), snapshot, live };
   // the response an ambiguous answer (a 5xx, say) came as: the cause the caller sees if it is never settled;
-  // so is a terminal answer's (a 401) to a same-key resend after an attempt that may have taken effect
-  if (rebuilt && (outcome.classification.class === 'ambiguous' || outcome.classification.class === 'terminal')) outcome.cause = buildResponse(snapshot, live, false);
+  // so is a terminal answer's (a 401) to a same-key resend after an attempt that may have taken effect.
+  // Its body cut as the record's is: an error is held as long as the caller likes (a 100 MB error page)
+  if (rebuilt && (outcome.classification.class === 'ambiguous' || outcome.classification.class === 'terminal')) outcome.cause = buildResponse(snapshot, live, false, opts.maxStoredBodyBytes);
   return outcome;
 }

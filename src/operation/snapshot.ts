@@ -147,18 +147,21 @@ export interface LiveBody {
 
 /**
  * A `Response` for the caller: from this call's live body and headers, or from
- * a stored snapshot (a replay, marked with {@link REPLAYED_HEADER}).
+ * a stored snapshot (a replay, marked with {@link REPLAYED_HEADER}). `cap` cuts a live body
+ * (an error's cause keeps no more than the record stores), marked with {@link TRUNCATED_HEADER}.
  */
-export function buildResponse(snapshot: ResultSnapshot, live: LiveBody | undefined, replayed: boolean): Response {
+export function buildResponse(snapshot: ResultSnapshot, live: LiveBody | undefined, replayed: boolean, cap = Infinity): Response {
   const headers = new Headers(live?.headers ?? snapshot.headers);
-  // Response copies the bytes it is given, so one live body can serve several callers.
-  const bytes = (live?.bytes ?? fromBase64(snapshot.body)) as Uint8Array<ArrayBuffer>;
+  // Response copies the bytes it is given, so one live body can serve several callers. Cut, a copy: Node's
+  // Response keeps the view it is given too (its `source`), and a view keeps its whole buffer.
+  const whole = (live?.bytes ?? fromBase64(snapshot.body)) as Uint8Array<ArrayBuffer>;
+  const bytes = whole.byteLength > cap ? whole.slice(0, cap) : whole;
   // The body we hand back is complete (or capped), and decoded where fetch decodes; stale framing headers would lie.
   // A Content-Length that still describes it is kept: the bytes as received, or none (a HEAD, a 304).
   // A Content-Encoding fetch did not decode (`compress`) still says what the body is: kept, as fetch keeps it.
   // The body given is cut only where it is the stored one, or a stream's empty stand-in for a call that
-  // joined it: the live bytes (the live caller's, and a joined call's) are whole.
-  const cut = snapshot.bodyTruncated && (live === undefined || (live.stream !== undefined && replayed));
+  // joined it: the live bytes (the live caller's, and a joined call's) are whole, but in an error's cause (`cap`).
+  const cut = bytes !== whole || (snapshot.bodyTruncated && (live === undefined || (live.stream !== undefined && replayed)));
   const length = headers.get('content-length');
   const encoding = headers.get('content-encoding')?.toLowerCase() ?? '';
   const coded = FETCH_DECODES.exec(encoding);
