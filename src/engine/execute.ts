@@ -160,8 +160,6 @@ class RetryLater extends Error {
     override readonly cause: unknown,
     /** what the attempt threw (no response came), whatever its class: the cause of a RetriesExhaustedError or DeadlineExceededError */
     readonly thrown: unknown,
-    /** the retry budget's token for this retry, taken already (see `step`) */
-    readonly funded = false,
   ) {
     super(`retry after ${classification.class}: ${classification.reason}`);
     this.name = 'RetryLater';
@@ -202,6 +200,12 @@ export class Engine {
   private readonly unsentLost = new WeakMap<CallDeadline, string>();
   /** the calls (by their deadline) an attempt of which was answered as anything but not_sent: a record they follow is no replay for them */
   private readonly sent = new WeakSet<CallDeadline>();
+  /**
+   * The calls (by their deadline) that hold a retry budget token for a retry not sent yet: spent when
+   * the retry is handed to the transport (see `sendOnce`), given back when the call ends first (an
+   * abort, the client's close, a lookup that found the effect, a stop: see `attempts`).
+   */
+  private readonly funded = new WeakSet<CallDeadline>();
   /** by record id: the abandon of a write given up on before the send, pending until it lands (see `bounded`), and until when a call waits for it */
   readonly abandoning = new Map<string, { done: Promise<unknown>; until: number | (() => number) }>();
   /**
@@ -534,6 +538,9 @@ export class Engine {
       }
       if (isA(error, StoreError)) await this.letGo(owned, error, signal);
       throw error;
+    } finally {
+      // a token taken for a retry that was not sent: given back
+      if (this.funded.delete(deadline)) retry.budget?.refund();
     }
   }
 
@@ -593,25 +600,19 @@ export class Engine {
     owned: OwnedRecord,
     spec: OperationSpec,
     deadline: CallDeadline,
-    { classification: c, cause, thrown, funded }: RetryLater,
+    { classification: c, cause, thrown }: RetryLater,
     attemptNumber: number,
     retriesLeft: number,
     previousDelayMs: number | undefined,
   ): Promise<number> {
     const { retry } = this.opts;
     const scope = spec.scope;
-    // The token `step` took for this retry goes back when the retry is not made: a stop below, before
-    // the budget's own check, spent it on nothing, one less for every later call's retry.
-    const unfund = (): void => {
-      if (funded) retry.budget?.refund();
-    };
+    // A token `sendOnce` took for this retry goes back when the retry is not sent (see `funded`).
     if (retriesLeft <= 0) {
-      unfund();
       throw await this.stop(owned, exhausted(owned.rec, c, retry.maxAttempts, cause, thrown), deadline);
     }
     const retryAfterMs = c.retryAfterMs;
     if (retryAfterMs !== undefined && retryAfterMs > retry.maxRetryAfterMs) {
-      unfund();
       throw await this.stop(owned, unlessAmbiguous(owned.rec, new RetriesExhaustedError(`provider asked to wait ${retryAfterMs} ms (over maxRetryAfterMs ${retry.maxRetryAfterMs}) for ${text(scope)}; the record stays resumable`, { scope, retryAfterMs, attempts: attemptNumber, cause: thrown })), deadline);
     }
     const delayMs = retryAfterMs ?? backoffDelay(retry.jitter, attemptNumber, retry, this.opts.random, previousDelayMs);
@@ -619,12 +620,12 @@ export class Engine {
     // ambiguous, where stopping now leaves it resumable. The floor: its own timeout, at most a tenth of the deadline.
     const floorMs = Math.min(retry.attemptTimeoutMs, retry.deadlineMs / 10);
     if (delayMs + floorMs > deadline.remaining(this.opts.now())) {
-      unfund();
       throw await this.stop(owned, unlessAmbiguous(owned.rec, new DeadlineExceededError(`waiting ${delayMs} ms would leave under ${floorMs} ms of the deadline of ${text(scope)} for the next attempt; the record stays resumable`, { scope, retryAfterMs, attempts: attemptNumber, cause: thrown })), deadline);
     }
-    // Last check: a token is spent only on a retry that will happen.
-    if (!funded && retry.budget !== undefined && !retry.budget.tryRetry()) {
-      throw await this.stop(owned, unlessAmbiguous(owned.rec, new RetriesExhaustedError(`retry budget exhausted for ${text(scope)} after ${c.reason}; the record stays resumable`, { scope, attempts: attemptNumber, cause: thrown })), deadline);
+    // Last check: a token is taken only for a retry that will be sent, else given back (see `funded`).
+    if (retry.budget !== undefined && !this.funded.has(deadline)) {
+      if (!retry.budget.tryRetry()) throw await this.stop(owned, unlessAmbiguous(owned.rec, new RetriesExhaustedError(`retry budget exhausted for ${text(scope)} after ${c.reason}; the record stays resumable`, { scope, attempts: attemptNumber, cause: thrown })), deadline);
+      this.funded.add(deadline);
     }
     this.stats.retries++;
     this.emit({ type: 'retry_scheduled', scope, at: this.opts.now(), attempt: attemptNumber, delayMs, source: retryAfterMs === undefined ? 'backoff' : 'retry-after' });
@@ -917,6 +918,8 @@ export class Engine {
     if (this.closed.aborted) return this.closedUnsent(owned, deadline);
     this.handedOff(deadline);
     owned.unsentAttempt = false;
+    // (the retry's token, if it holds one, is spent now: see `funded`)
+    this.funded.delete(deadline);
     const outcome = await this.sendWithLease(owned, spec, deadline, attempt);
     const c = outcome.classification;
     if (c.class !== 'not_sent') this.sent.add(deadline);
@@ -966,11 +969,12 @@ export class Engine {
     // An ambiguous outcome that no retry could settle: reconcile now rather than after a pointless wait.
     // (With providerDedupes and no lookup there is nothing to learn now: the record stays ambiguous for the next call.)
     // So is one whose retry the budget cannot fund (scheduleRetry would stop, the lookup unasked): the
-    // token is taken here, so that no other call takes it in between (a stop for another reason there
-    // wastes it). Read only for an ambiguous outcome with a lookup.
+    // token is taken here, so that no other call takes it in between (given back if the retry is not
+    // sent: see `funded`). Read only for an ambiguous outcome with a lookup.
     const { maxAttempts, budget } = this.opts.retry;
     const lookup = lookupOf(spec, owned.rec);
     const funded = n < maxAttempts && c.class === 'ambiguous' && budget !== undefined && lookup !== undefined && budget.tryRetry();
+    if (funded) this.funded.add(deadline);
     const lastAttempt = n >= maxAttempts || (budget !== undefined && !funded);
     // A key conflict or a terminal answer that answered a resend leaves the record ambiguous (an earlier
     // attempt may have taken effect, see `reachedBefore`, `unsettledBefore`): reconciled now, never resent
@@ -984,7 +988,7 @@ export class Engine {
       if (ended !== undefined && isTerminal(ended.state)) return { record: ended, live: refused && c.class === 'terminal' && ended.state === 'failed' ? outcome.live : undefined };
       if (isTerminal(owned.rec.state)) return { record: owned.rec, live: undefined };
     }
-    throw new RetryLater(c, cause, 'thrown' in outcome ? outcome.thrown : outcome.snapshot === null ? outcome.cause : undefined, funded);
+    throw new RetryLater(c, cause, 'thrown' in outcome ? outcome.thrown : outcome.snapshot === null ? outcome.cause : undefined);
   }
 
   /**
