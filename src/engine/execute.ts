@@ -160,6 +160,8 @@ class RetryLater extends Error {
     override readonly cause: unknown,
     /** what the attempt threw (no response came), whatever its class: the cause of a RetriesExhaustedError or DeadlineExceededError */
     readonly thrown: unknown,
+    /** the lookup was asked after this attempt's outcome already (see `sendOnce`): a stop asks it no more */
+    readonly asked: boolean,
   ) {
     super(`retry after ${classification.class}: ${classification.reason}`);
     this.name = 'RetryLater';
@@ -523,8 +525,11 @@ export class Engine {
         } catch (error) {
           if (!isA(error, RetryLater)) throw error;
           cause = error.cause;
-          // Throws (a typed stop) when no attempt is left, the wait is too long, or the budget is spent.
-          previousDelayMs = await this.scheduleRetry(owned, spec, deadline, error, n, retry.maxAttempts - n, previousDelayMs);
+          // Throws (a typed stop) when no attempt is left, the wait is too long, or the budget is spent,
+          // unless the lookup asked first made the record terminal: then that is the answer.
+          const next = await this.scheduleRetry(owned, spec, deadline, error, n, retry.maxAttempts - n, previousDelayMs);
+          if (typeof next !== 'number') return { record: next, live: undefined };
+          previousDelayMs = next;
         }
       }
     } catch (error) {
@@ -595,36 +600,55 @@ export class Engine {
     }
   }
 
-  /** Decides the wait before the next attempt, or stops the loop with a typed error. */
+  /**
+   * Decides the wait before the next attempt, or stops the loop with a typed error. Before a stop after
+   * an attempt that did not act (a 503, a 429) while an earlier one's outcome is still unknown (the
+   * record ambiguous, or cleared for a resend only by the provider's dedupe), the lookup is asked, as
+   * when the budget cannot fund a retry (see `sendOnce`): one lookup now may settle what the stop would
+   * leave to the next call. Returns the record it made terminal (a "found"); a settled "absent" leaves
+   * the stop resumable.
+   */
   private async scheduleRetry(
     owned: OwnedRecord,
     spec: OperationSpec,
     deadline: CallDeadline,
-    { classification: c, cause, thrown }: RetryLater,
+    { classification: c, cause, thrown, asked }: RetryLater,
     attemptNumber: number,
     retriesLeft: number,
     previousDelayMs: number | undefined,
-  ): Promise<number> {
+  ): Promise<number | OperationRecord> {
     const { retry } = this.opts;
     const scope = spec.scope;
-    // A token `sendOnce` took for this retry goes back when the retry is not sent (see `funded`).
+    // (a token `sendOnce` took for this retry goes back when the retry is not sent: see `funded`)
+    const end = async (error: (rec: OperationRecord) => Error & { code: string }): Promise<OperationRecord> => {
+      const rec = owned.rec;
+      // (not when the last attempt's own outcome is unknown: that stop leaves it to the next call, as before)
+      const unsettled = rec.state === 'ambiguous' || (rec.state === 'pending' && resendNeedsDedupe(rec));
+      if (!asked && unsettled && rec.attempts.at(-1)?.class !== 'ambiguous' && lookupOf(spec, rec) !== undefined) {
+        if (rec.state === 'pending') await this.early(owned, deadline.signal, { type: 'reconcile_first', detail: `${DEDUPE_ONLY}no retry can be made: reconcile first` });
+        const ended = await this.reconcileOwned(owned, spec, deadline, cause);
+        if (ended !== undefined && isTerminal(ended.state)) return ended;
+        if (isTerminal(owned.rec.state)) return owned.rec;
+      }
+      throw await this.stop(owned, error(owned.rec), deadline);
+    };
     if (retriesLeft <= 0) {
-      throw await this.stop(owned, exhausted(owned.rec, c, retry.maxAttempts, cause, thrown), deadline);
+      return end((rec) => exhausted(rec, c, retry.maxAttempts, cause, thrown));
     }
     const retryAfterMs = c.retryAfterMs;
     if (retryAfterMs !== undefined && retryAfterMs > retry.maxRetryAfterMs) {
-      throw await this.stop(owned, unlessAmbiguous(owned.rec, new RetriesExhaustedError(`provider asked to wait ${retryAfterMs} ms (over maxRetryAfterMs ${retry.maxRetryAfterMs}) for ${text(scope)}; the record stays resumable`, { scope, retryAfterMs, attempts: attemptNumber, cause: thrown })), deadline);
+      return end((rec) => unlessAmbiguous(rec, new RetriesExhaustedError(`provider asked to wait ${retryAfterMs} ms (over maxRetryAfterMs ${retry.maxRetryAfterMs}) for ${text(scope)}; the record stays resumable`, { scope, retryAfterMs, attempts: attemptNumber, cause: thrown })));
     }
     const delayMs = retryAfterMs ?? backoffDelay(retry.jitter, attemptNumber, retry, this.opts.random, previousDelayMs);
     // An attempt needs time to finish: one the deadline cuts short after it was sent leaves the record
     // ambiguous, where stopping now leaves it resumable. The floor: its own timeout, at most a tenth of the deadline.
     const floorMs = Math.min(retry.attemptTimeoutMs, retry.deadlineMs / 10);
     if (delayMs + floorMs > deadline.remaining(this.opts.now())) {
-      throw await this.stop(owned, unlessAmbiguous(owned.rec, new DeadlineExceededError(`waiting ${delayMs} ms would leave under ${floorMs} ms of the deadline of ${text(scope)} for the next attempt; the record stays resumable`, { scope, retryAfterMs, attempts: attemptNumber, cause: thrown })), deadline);
+      return end((rec) => unlessAmbiguous(rec, new DeadlineExceededError(`waiting ${delayMs} ms would leave under ${floorMs} ms of the deadline of ${text(scope)} for the next attempt; the record stays resumable`, { scope, retryAfterMs, attempts: attemptNumber, cause: thrown })));
     }
     // Last check: a token is taken only for a retry that will be sent, else given back (see `funded`).
     if (retry.budget !== undefined && !this.funded.has(deadline)) {
-      if (!retry.budget.tryRetry()) throw await this.stop(owned, unlessAmbiguous(owned.rec, new RetriesExhaustedError(`retry budget exhausted for ${text(scope)} after ${c.reason}; the record stays resumable`, { scope, attempts: attemptNumber, cause: thrown })), deadline);
+      if (!retry.budget.tryRetry()) return end((rec) => unlessAmbiguous(rec, new RetriesExhaustedError(`retry budget exhausted for ${text(scope)} after ${c.reason}; the record stays resumable`, { scope, attempts: attemptNumber, cause: thrown })));
       this.funded.add(deadline);
     }
     this.stats.retries++;
@@ -844,7 +868,7 @@ export class Engine {
           : this.opts.providerDedupes
             ? 'the key is older than the provider retention'
             : 'this client does not trust the provider to dedupe';
-        await this.early(owned, deadline.signal, { type: 'reconcile_first', detail: `an earlier attempt may have been delivered and only a provider's dedupe cleared it for a resend; ${why}: reconcile first` });
+        await this.early(owned, deadline.signal, { type: 'reconcile_first', detail: `${DEDUPE_ONLY}${why}: reconcile first` });
         continue;
       }
       return this.sendOnce(owned, spec, deadline, n);
@@ -980,7 +1004,8 @@ export class Engine {
     // attempt may have taken effect, see `reachedBefore`, `unsettledBefore`): reconciled now, never resent
     // (a lookup, else AmbiguousOutcomeError, its cause the refusal: a 4xx Response, say).
     const cause = c.class !== 'ambiguous' && !refused ? undefined : 'cause' in outcome ? outcome.cause : new Error(c.reason);
-    if (refused || (c.class === 'ambiguous' && (lookup === undefined ? !this.opts.providerDedupes : lastAttempt))) {
+    const asked = refused || (c.class === 'ambiguous' && (lookup === undefined ? !this.opts.providerDedupes : lastAttempt));
+    if (asked) {
       // (the lookup said absent: the conflict or the terminal answer stands; a conflict is counted where the "absent" is written, see `reconcileOwned`)
       const ended = await this.reconcileOwned(owned, spec, deadline, cause);
       // (a refusal a settled "absent" let stand, ending the record failed on it: this call's own answer, as it came,
@@ -988,7 +1013,7 @@ export class Engine {
       if (ended !== undefined && isTerminal(ended.state)) return { record: ended, live: refused && c.class === 'terminal' && ended.state === 'failed' ? outcome.live : undefined };
       if (isTerminal(owned.rec.state)) return { record: owned.rec, live: undefined };
     }
-    throw new RetryLater(c, cause, 'thrown' in outcome ? outcome.thrown : outcome.snapshot === null ? outcome.cause : undefined);
+    throw new RetryLater(c, cause, 'thrown' in outcome ? outcome.thrown : outcome.snapshot === null ? outcome.cause : undefined, asked);
   }
 
   /**
@@ -1244,6 +1269,9 @@ export class Engine {
     }
   }
 }
+
+/** The start of a `reconcile_first`'s detail. */
+const DEDUPE_ONLY = "an earlier attempt may have been delivered and only a provider's dedupe cleared it for a resend; ";
 
 /** The error of a call that holds its attempt's success unrecorded (see `Engine.held`), the owner that took over having `did` so. */
 function heldSuccess(scope: Scope, did: string): AmbiguousOutcomeError {
