@@ -3,6 +3,9 @@
  *
  * @module
  */
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+
+type OptionsConfig = NonNullable<ParseArgsConfig['options']>;
 
 /** A bad command line: printed with the command's usage, exit code 2. */
 export class UsageError extends Error {
@@ -37,16 +40,24 @@ export function numberFlag(value: string | undefined, name: string, fallback: nu
 }
 
 /**
- * `--name -1` as `--name=-1` for the number flags `names`: parseArgs refuses a value that starts
- * with a dash ("argument is ambiguous"), so the flag's own check could not say what it takes.
+ * A string flag's value that starts with a dash: parseArgs refuses `--tenant -1` and `--limit -1`
+ * alike ("argument is ambiguous"), yet a tenant, an action or a store may be named `-1`, and a
+ * number flag's own check says what it takes. A value with one leading dash that is not one of
+ * `options`' short flags becomes `--name=VALUE`; a long flag, `--` or a short flag where the value
+ * should be (`--tenant --limit 5`: a value forgotten) is a {@link UsageError} naming the
+ * `--name=VALUE` form, never taken as the value. Arguments after `--` are left as they are.
  */
-export function negativeNumbers(args: readonly string[], names: readonly string[]): string[] {
+export function dashValues(args: readonly string[], options: OptionsConfig): string[] {
+  const shorts = new Set(Object.values(options).flatMap((o) => (o.short === undefined ? [] : [`-${o.short}`])));
   const out: string[] = [];
   for (let i = 0; i < args.length; i++) {
     const arg = args[i] ?? '';
     if (arg === '--') return [...out, ...args.slice(i)];
     const next = args[i + 1];
-    if (next !== undefined && /^-\.?\d/.test(next) && names.some((n) => arg === `--${n}`)) {
+    const name = arg.startsWith('--') ? arg.slice(2) : undefined;
+    const takesValue = name !== undefined && Object.hasOwn(options, name) && options[name]?.type === 'string';
+    if (takesValue && next !== undefined && next.length > 1 && next.startsWith('-')) {
+      if (next.startsWith('--') || shorts.has(next)) throw new UsageError(`${arg} needs a value, got the flag '${next}' (a value that starts with '-' is written ${arg}=${next})`);
       out.push(`${arg}=${next}`);
       i++;
     } else {
@@ -54,6 +65,11 @@ export function negativeNumbers(args: readonly string[], names: readonly string[
     }
   }
   return out;
+}
+
+/** parseArgs on `config`, its values that start with a dash read by {@link dashValues}, its errors by {@link parsing}. */
+export function parseFlags<T extends ParseArgsConfig & { args: string[]; options: OptionsConfig }>(config: T): ReturnType<typeof parseArgs<T>> {
+  return parsing(() => parseArgs<T>({ ...config, args: dashValues(config.args, config.options) }));
 }
 
 /** Turns parseArgs' own errors (unknown flag, missing value) into a {@link UsageError}. */

@@ -5,8 +5,7 @@
  *
  * @module
  */
-import { parseArgs } from 'node:util';
-import { EXIT, UsageError, intFlag, parsing } from './args.js';
+import { EXIT, UsageError, intFlag, parseFlags } from './args.js';
 import { naiveOrder, onceClient, onceOrder } from './demo-clients.js';
 
 /** Long enough that the demo kills the worker while its attempt is still waiting. */
@@ -14,20 +13,18 @@ const WORKER_ATTEMPT_TIMEOUT_MS = 60_000;
 
 /** Runs the worker; resolves only if the demo did not kill it. */
 export async function demoWorkerCommand(args: string[]): Promise<number> {
-  const { values } = parsing(() =>
-    parseArgs({
-      args,
-      options: {
-        client: { type: 'string' },
-        url: { type: 'string' },
-        index: { type: 'string' },
-        db: { type: 'string' },
-        tenant: { type: 'string' },
-        'lease-ms': { type: 'string' },
-      },
-      strict: true,
-    }),
-  );
+  const { values } = parseFlags({
+    args,
+    options: {
+      client: { type: 'string' },
+      url: { type: 'string' },
+      index: { type: 'string' },
+      db: { type: 'string' },
+      tenant: { type: 'string' },
+      'lease-ms': { type: 'string' },
+    },
+    strict: true,
+  });
   const url = values.url;
   if (url === undefined) throw new UsageError('demo-worker: --url is required');
   const index = intFlag(values.index, 'index', 1, 1, Number.MAX_SAFE_INTEGER);

@@ -10,11 +10,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { parseArgs } from 'node:util';
 import { sqliteStore } from '../stores/sqlite.js';
 import { startProvider } from '../testing/provider.js';
 import type { Provider } from '../testing/provider.js';
-import { EXIT, UsageError, intFlag, negativeNumbers, numberFlag, parsing } from './args.js';
+import { EXIT, UsageError, intFlag, numberFlag, parseFlags } from './args.js';
 import type { CrashRecovery, PhaseOutcome } from './demo-clients.js';
 import { runNaive, runOnce } from './demo-clients.js';
 import type { CrashReport } from './demo-crash.js';
@@ -91,23 +90,21 @@ function parseFaults(value: string | undefined): DemoFaultName[] {
 }
 
 function settingsOf(args: string[]): DemoSettings & { help: boolean } {
-  const { values, positionals } = parsing(() =>
-    parseArgs({
-      args: negativeNumbers(args, ['orders', 'concurrency', 'rate', 'seed']),
-      options: {
-        orders: { type: 'string' },
-        concurrency: { type: 'string' },
-        faults: { type: 'string' },
-        rate: { type: 'string' },
-        seed: { type: 'string' },
-        store: { type: 'string' },
-        json: { type: 'boolean', default: false },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
-      allowPositionals: true,
-      strict: true,
-    }),
-  );
+  const { values, positionals } = parseFlags({
+    args,
+    options: {
+      orders: { type: 'string' },
+      concurrency: { type: 'string' },
+      faults: { type: 'string' },
+      rate: { type: 'string' },
+      seed: { type: 'string' },
+      store: { type: 'string' },
+      json: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+    allowPositionals: true,
+    strict: true,
+  });
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0] ?? ''}"`);
   const scheme = values.store === undefined ? undefined : urlScheme(values.store);
   if (scheme !== undefined) throw new UsageError(`--store takes an SQLite file path: the demo keeps its records in SQLite only (got ${scheme}://…)`);

@@ -4,12 +4,11 @@
  *
  * @module
  */
-import { parseArgs } from 'node:util';
 import { explain, explainPolicy } from '../explain/explain.js';
 import type { Explanation } from '../explain/types.js';
 import { resolveOptions } from '../options.js';
 import type { OnceClientOptions } from '../options.js';
-import { EXIT, UsageError, intFlag, negativeNumbers, parsing } from './args.js';
+import { EXIT, UsageError, intFlag, parseFlags } from './args.js';
 import type { CliIo } from './format.js';
 import { duration, json, section, time } from './format.js';
 import { RECORD_FLAGS, RECORD_FLAGS_HELP, withRecord } from './resolve.js';
@@ -73,20 +72,18 @@ export function formatExplanation(x: Explanation): string {
 
 /** Runs `oncefetch explain`. */
 export async function explainCommand(args: string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parsing(() =>
-    parseArgs({
-      args: negativeNumbers(args, ['provider-retention-ms', 'max-attempts']),
-      options: {
-        ...RECORD_FLAGS,
-        lookup: { type: 'boolean', default: false },
-        'provider-dedupes': { type: 'boolean', default: false },
-        'provider-retention-ms': { type: 'string' },
-        'max-attempts': { type: 'string' },
-      },
-      allowPositionals: true,
-      strict: true,
-    }),
-  );
+  const { values, positionals } = parseFlags({
+    args,
+    options: {
+      ...RECORD_FLAGS,
+      lookup: { type: 'boolean', default: false },
+      'provider-dedupes': { type: 'boolean', default: false },
+      'provider-retention-ms': { type: 'string' },
+      'max-attempts': { type: 'string' },
+    },
+    allowPositionals: true,
+    strict: true,
+  });
   if (values.help) {
     io.out(EXPLAIN_HELP);
     return EXIT.ok;

@@ -4,10 +4,9 @@
  *
  * @module
  */
-import { parseArgs } from 'node:util';
 import { isTerminal } from '../operation/record.js';
 import type { OperationRecord, OperationState } from '../operation/record.js';
-import { EXIT, UsageError, intFlag, negativeNumbers, parsing } from './args.js';
+import { EXIT, UsageError, intFlag, parseFlags } from './args.js';
 import { SCAN_LIMIT, listReadable, unreadableLines } from './find.js';
 import type { UnreadableRow } from './find.js';
 import type { CliIo } from './format.js';
@@ -151,20 +150,18 @@ export function formatInspect(report: InspectReport): string {
 
 /** Runs `oncefetch inspect`. */
 export async function inspectCommand(args: string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parsing(() =>
-    parseArgs({
-      args: negativeNumbers(args, ['limit']),
-      options: {
-        store: { type: 'string' },
-        tenant: { type: 'string' },
-        limit: { type: 'string' },
-        json: { type: 'boolean', default: false },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
-      allowPositionals: true,
-      strict: true,
-    }),
-  );
+  const { values, positionals } = parseFlags({
+    args,
+    options: {
+      store: { type: 'string' },
+      tenant: { type: 'string' },
+      limit: { type: 'string' },
+      json: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+    allowPositionals: true,
+    strict: true,
+  });
   if (values.help) {
     io.out(INSPECT_HELP);
     return EXIT.ok;

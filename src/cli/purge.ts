@@ -4,10 +4,9 @@
  *
  * @module
  */
-import { parseArgs } from 'node:util';
 import { StoreError } from '../errors.js';
 import { isTerminal } from '../operation/record.js';
-import { EXIT, UsageError, parsing } from './args.js';
+import { EXIT, UsageError, parseFlags } from './args.js';
 import { SCAN_LIMIT, listReadable, unreadableLines } from './find.js';
 import type { UnreadableRow } from './find.js';
 import type { CliIo } from './format.js';
@@ -28,19 +27,17 @@ ${STORE_FLAG_HELP}
 
 /** Runs `oncefetch purge`. */
 export async function purgeCommand(args: string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parsing(() =>
-    parseArgs({
-      args,
-      options: {
-        store: { type: 'string' },
-        'dry-run': { type: 'boolean', default: false },
-        json: { type: 'boolean', default: false },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
-      allowPositionals: true,
-      strict: true,
-    }),
-  );
+  const { values, positionals } = parseFlags({
+    args,
+    options: {
+      store: { type: 'string' },
+      'dry-run': { type: 'boolean', default: false },
+      json: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+    allowPositionals: true,
+    strict: true,
+  });
   if (values.help) {
     io.out(PURGE_HELP);
     return EXIT.ok;

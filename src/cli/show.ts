@@ -4,12 +4,11 @@
  *
  * @module
  */
-import { parseArgs } from 'node:util';
 import { redactKey } from '../explain/plan.js';
 import { isTerminal } from '../operation/record.js';
 import type { OperationRecord, ResultSnapshot } from '../operation/record.js';
 import { unstoredBytes } from '../operation/snapshot.js';
-import { EXIT, UsageError, parsing } from './args.js';
+import { EXIT, UsageError, parseFlags } from './args.js';
 import type { CliIo } from './format.js';
 import { duration, json, section, table, time } from './format.js';
 import { RECORD_FLAGS, RECORD_FLAGS_HELP, withRecord } from './resolve.js';
@@ -95,9 +94,7 @@ export function formatRecord(r: OperationRecord, now: number): string {
 
 /** Runs `oncefetch show`. */
 export async function showCommand(args: string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parsing(() =>
-    parseArgs({ args, options: { ...RECORD_FLAGS, 'reveal-key': { type: 'boolean', default: false } }, allowPositionals: true, strict: true }),
-  );
+  const { values, positionals } = parseFlags({ args, options: { ...RECORD_FLAGS, 'reveal-key': { type: 'boolean', default: false } }, allowPositionals: true, strict: true });
   if (values.help) {
     io.out(SHOW_HELP);
     return EXIT.ok;

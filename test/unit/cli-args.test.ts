@@ -5,7 +5,7 @@
  */
 import { parseArgs } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { UsageError, intFlag, negativeNumbers, numberFlag, parsing } from '../../src/cli/args.js';
+import { UsageError, dashValues, intFlag, numberFlag, parsing } from '../../src/cli/args.js';
 import { thrown } from '../helpers/thrown.js';
 
 describe('intFlag', () => {
@@ -45,9 +45,10 @@ describe('numberFlag', () => {
   });
 });
 
-describe('negativeNumbers', () => {
+describe('dashValues', () => {
+  const options = { limit: { type: 'string' }, tenant: { type: 'string' }, help: { type: 'boolean', short: 'h' } } as const;
   const parse = (args: string[]): { limit?: string | undefined; tenant?: string | undefined } =>
-    parsing(() => parseArgs({ args: negativeNumbers(args, ['limit']), options: { limit: { type: 'string' }, tenant: { type: 'string' } }, strict: true }).values);
+    parsing(() => parseArgs({ args: dashValues(args, options), options, strict: true }).values);
 
   it('hands a negative number after a number flag to that flag, for the flag to refuse in its own words', () => {
     expect(parse(['--limit', '-1'])).toEqual({ limit: '-1' });
@@ -55,10 +56,16 @@ describe('negativeNumbers', () => {
     expect(parse(['--limit=-1'])).toEqual({ limit: '-1' });
   });
 
-  it('leaves other flags and other dash arguments to parseArgs', () => {
-    expect(thrown(() => parse(['--tenant', '-1']))).toBeInstanceOf(UsageError);
-    expect(thrown(() => parse(['--limit', '--tenant']))).toBeInstanceOf(UsageError);
-    expect(negativeNumbers(['--limit', '-h'], ['limit'])).toEqual(['--limit', '-h']);
-    expect(negativeNumbers(['--', '--limit', '-1'], ['limit'])).toEqual(['--', '--limit', '-1']);
+  it('hands a value with one leading dash to any string flag', () => {
+    expect(parse(['--tenant', '-1'])).toEqual({ tenant: '-1' });
+    expect(parse(['--tenant', '-x', '--limit', '5'])).toEqual({ tenant: '-x', limit: '5' });
+  });
+
+  it('refuses a flag where the value should be, in our words, and leaves what follows -- alone', () => {
+    expect(thrown(() => dashValues(['--limit', '--tenant'], options)).message).toBe("--limit needs a value, got the flag '--tenant' (a value that starts with '-' is written --limit=--tenant)");
+    expect(thrown(() => dashValues(['--tenant', '-h'], options))).toBeInstanceOf(UsageError);
+    expect(dashValues(['--', '--limit', '-1'], options)).toEqual(['--', '--limit', '-1']);
+    expect(dashValues(['--help', '-1'], options)).toEqual(['--help', '-1']);
+    expect(dashValues(['--tenant', '-'], options)).toEqual(['--tenant', '-']);
   });
 });
