@@ -106,6 +106,9 @@ const OPEN_WAIT_MS = 5_000;
 /** Rows `purge` reads per transaction: other writes wait for one page at most, not for the whole purge. */
 const PURGE_PAGE = 256;
 
+/** An error's name and message, for a StoreError's text. */
+const detailOf = (cause: unknown): string => (cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause));
+
 const isRow = (value: unknown): value is Row =>
   typeof value === 'object' &&
   value !== null &&
@@ -145,6 +148,18 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
   const name = dbName.includes('/') || storeName.includes('/') ? `indexeddb:/${JSON.stringify([dbName, storeName])}` : `indexeddb:${dbName}/${storeName}`;
   let closed = false;
   let connection: Promise<IDBDatabase> | undefined;
+  /** Whether an open has succeeded: before one, no record was written, so no call has sent anything. */
+  let everOpened = false;
+
+  /**
+   * An open refused in this context (a sandboxed or third-party frame, private mode, storage disabled:
+   * a SecurityError or InvalidStateError, or no `indexedDB`) as a StoreError that says so.
+   */
+  const unavailable = (cause: unknown): StoreError =>
+    new StoreError(
+      `${name}: storage unavailable here (sandboxed or third-party frame, private mode, storage disabled?)${everOpened ? '' : '; nothing was sent'} (${detailOf(cause)})`,
+      { cause },
+    );
 
   /**
    * The open's VersionError (the database is at a higher version than ours) as a StoreError saying what
@@ -171,8 +186,7 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
       request = indexedDB.open(dbName, DB_VERSION);
     } catch (cause) {
       // Synchronous refusals (an opaque origin's SecurityError, no indexedDB at all) reject, never escape.
-      const detail = cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause);
-      return Promise.reject(new StoreError(`${name}: IndexedDB cannot be opened here (${detail})`, { cause }));
+      return Promise.reject(unavailable(cause));
     }
     const noStore = (): StoreError =>
       new StoreError(`${name}: database "${dbName}" exists without an object store "${storeName}"; each database holds one oncefetch store, so use another dbName`);
@@ -195,7 +209,9 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
     };
     const got = promisifyRequest(request).catch(async (cause: unknown) => {
       if (foreign) throw noStore();
-      if (!(cause instanceof DOMException && cause.name === 'VersionError')) throw cause;
+      if (!(cause instanceof DOMException)) throw cause;
+      if (cause.name === 'SecurityError' || cause.name === 'InvalidStateError') throw unavailable(cause);
+      if (cause.name !== 'VersionError') throw cause;
       // A newer oncefetch's layout (another tab's after a deploy, or before a rollback) that keeps what
       // this one reads is used at its version: these records, never a fresh database that forgets them.
       const reopen = indexedDB.open(dbName);
@@ -225,6 +241,7 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
     opened.then(
       (db) => {
         clearTimeout(timer);
+        everOpened = true;
         // Another tab deleting or upgrading the database must not be blocked by us:
         // let go, and reconnect on the next call.
         db.onversionchange = () => {
@@ -254,8 +271,7 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
   /** An IndexedDB failure as a StoreError naming the store; our own errors as they are. */
   const asStoreError = (action: string, cause: unknown): unknown => {
     if (cause instanceof StoreError || cause instanceof TypeError || cause instanceof RangeError) return cause;
-    const detail = cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause);
-    return new StoreError(`${name}: ${action} failed (${detail})`, { cause });
+    return new StoreError(`${name}: ${action} failed (${detailOf(cause)})`, { cause });
   };
 
   /** Runs a store operation unless closed; every IndexedDB failure becomes a StoreError naming the store. */

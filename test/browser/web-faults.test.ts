@@ -343,6 +343,36 @@ describe.runIf(available)('browser-only failure modes in headless Chromium', { t
     await page.close();
   });
 
+  it('a sandboxed iframe (opaque origin, no storage): a StoreError that says storage is unavailable here and nothing was sent', async () => {
+    provider.routes.set('/sandboxed', { answer: () => ({ status: 201, effect: true }) });
+    const ctx = await browser.newContext();
+    // The frame's origin is opaque ('null'): its module scripts are CORS fetches.
+    await ctx.route(`${site.url}/**`, async (route) => {
+      const response = await route.fetch();
+      await route.fulfill({ response, headers: { ...response.headers(), 'access-control-allow-origin': '*' } });
+    });
+    const page = await ctx.newPage();
+    page.on('pageerror', (e) => console.error(`[page error] ${e.message}`));
+    await page.goto(`${site.url}/`);
+    await page.evaluate((src) => {
+      const frame = document.createElement('iframe');
+      frame.setAttribute('sandbox', 'allow-scripts');
+      frame.src = src;
+      document.body.append(frame);
+    }, `${site.url}/`);
+    await until(() => page.frames().length === 2, 10_000, 'the sandboxed frame');
+    const frame = page.frames()[1]!;
+    await frame.waitForSelector('body[data-ready="true"]', { state: 'attached', timeout: 10_000 });
+    expect(await frame.evaluate(() => window.origin)).toBe('null');
+    const c = call('/sandboxed');
+    const got = await frame.evaluate((x) => window.webTest.post(x), c);
+    console.info(`[web] sandboxed frame: ${got.error?.name} ${got.error?.code} ${got.error?.message}`);
+    expect(got).toMatchObject({ ok: false, error: { code: 'STORE_ERROR' } });
+    expect(got.error?.message).toMatch(/storage unavailable here \(sandboxed or third-party frame, private mode, storage disabled\?\); nothing was sent \(SecurityError/);
+    expect([posts(c.ref).length, effects(c.ref)]).toEqual([0, 0]);
+    await ctx.close();
+  });
+
   it('IndexedDB over quota: a StoreError before anything is sent', async () => {
     provider.routes.set('/quota', { answer: () => ({ status: 201, effect: true }) });
     const ctx = await browser.newContext();

@@ -92,7 +92,11 @@ async function post(call: WebCall): Promise<WebOutcome> {
   const events: string[] = [];
   const started = performance.now();
   const c = client(call, events);
-  sessionStorage.setItem('pending', JSON.stringify(call));
+  try {
+    sessionStorage.setItem('pending', JSON.stringify(call));
+  } catch {
+    // a sandboxed frame (opaque origin) has no sessionStorage: only start()'s reload needs it
+  }
   let outcome: Omit<WebOutcome, 'record' | 'ms'>;
   try {
     const init: RequestInit & { once: { action: string; ref: string } } = {

@@ -91,7 +91,7 @@ describe('indexedDbStore', () => {
     try {
       const store = indexedDbStore({ dbName: freshDbName(), groupCommit });
       const error = await storeError(store.claim(sample()));
-      expect(error.message).toMatch(/IndexedDB cannot be opened here \(SecurityError/);
+      expect(error.message).toMatch(/storage unavailable here \(sandboxed or third-party frame, private mode, storage disabled\?\); nothing was sent \(SecurityError/);
       await store.close();
     } finally {
       IDBFactory.prototype.open = original;

@@ -1,0 +1,101 @@
+/**
+ * IndexedDB refused in this context: a sandboxed or third-party frame (storage partitioned or
+ * blocked), private mode, storage disabled. The call fails with a StoreError before anything is
+ * sent; before, its message ("IndexedDB cannot be opened here (SecurityError: …)", or "claiming
+ * record … failed (InvalidStateError: …)" for a refusal reported by the open's error event) did
+ * not say why nor that nothing was sent. Run under fake-indexeddb, open made to refuse.
+ */
+import 'fake-indexeddb/auto';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { StoreError, createClient } from '../../src/index.js';
+import { indexedDbStore } from '../../src/stores/indexeddb.js';
+import { deleteIdb, freshDbName } from '../browser/idb-raw.js';
+
+const HINT = /storage unavailable here \(sandboxed or third-party frame, private mode, storage disabled\?\); nothing was sent/;
+const originalOpen = IDBFactory.prototype.open;
+
+/** An open whose request fails with `name`, as a browser reports a refusal through the error event. */
+function failingOpen(name: string): IDBFactory['open'] {
+  return () => {
+    const request = { error: new DOMException(`refused (${name})`, name) } as unknown as IDBOpenDBRequest;
+    setTimeout(() => request.onerror?.(new Event('error')), 0);
+    return request;
+  };
+}
+
+afterEach(() => {
+  IDBFactory.prototype.open = originalOpen;
+  vi.unstubAllGlobals();
+});
+
+async function callWith(): Promise<{ error: unknown; sends: number }> {
+  let sends = 0;
+  const client = createClient({
+    store: indexedDbStore({ dbName: freshDbName() }),
+    settleMs: 0,
+    fetch: () => {
+      sends++;
+      return Promise.resolve(new Response('{}', { status: 201 }));
+    },
+  });
+  const error = await client
+    .fetch('https://api.example.test/orders', { method: 'POST', body: '{}', once: { action: 'create-order', ref: 'o1' } })
+    .then(() => undefined, (e: unknown) => e);
+  await client.close();
+  return { error, sends };
+}
+
+describe('IndexedDB refused in this context', () => {
+  it('open throwing a SecurityError (an opaque origin, a sandboxed frame): the StoreError says why and that nothing was sent', async () => {
+    IDBFactory.prototype.open = () => {
+      throw new DOMException('access to the Indexed Database API is denied in this context', 'SecurityError');
+    };
+    const { error, sends } = await callWith();
+    expect(sends).toBe(0);
+    expect(error).toBeInstanceOf(StoreError);
+    expect((error as Error).message).toMatch(HINT);
+    expect((error as Error).message).toMatch(/\(SecurityError: access to the Indexed Database API is denied/);
+  });
+
+  it.each(['SecurityError', 'InvalidStateError'])('the open request failing with %s (a third-party frame, private mode) says the same', async (name) => {
+    IDBFactory.prototype.open = failingOpen(name);
+    const { error, sends } = await callWith();
+    expect(sends).toBe(0);
+    expect(error).toBeInstanceOf(StoreError);
+    expect((error as Error).message).toMatch(HINT);
+    expect((error as Error).message).toContain(`(${name}: refused (${name}))`);
+  });
+
+  it('no indexedDB at all (null, storage disabled) says the same', async () => {
+    vi.stubGlobal('indexedDB', null);
+    const { error, sends } = await callWith();
+    expect(sends).toBe(0);
+    expect(error).toBeInstanceOf(StoreError);
+    expect((error as Error).message).toMatch(HINT);
+  });
+
+  it('a refusal after the store has opened once does not claim that nothing was sent', async () => {
+    const dbName = freshDbName();
+    const store = indexedDbStore({ dbName });
+    expect(await store.get('none')).toBeUndefined();
+    // Another tab deletes the database: this store lets its connection go and reopens on the next call.
+    await deleteIdb(dbName);
+    IDBFactory.prototype.open = () => {
+      throw new DOMException('denied', 'SecurityError');
+    };
+    const error = await store.get('none').then(() => undefined, (e: unknown) => e);
+    expect(error).toBeInstanceOf(StoreError);
+    expect((error as Error).message).toMatch(/storage unavailable here/);
+    expect((error as Error).message).not.toMatch(/nothing was sent/);
+    IDBFactory.prototype.open = originalOpen;
+    await store.close();
+  });
+
+  it('another open failure (not a refusal of storage) gets no such hint', async () => {
+    IDBFactory.prototype.open = failingOpen('UnknownError');
+    const { error, sends } = await callWith();
+    expect(sends).toBe(0);
+    expect(error).toBeInstanceOf(StoreError);
+    expect((error as Error).message).not.toMatch(/storage unavailable/);
+  });
+});
