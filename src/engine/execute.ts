@@ -359,7 +359,8 @@ export class Engine {
           if (this.inflight.get(id) === joined) this.inflight.delete(id);
           continue;
         }
-        throw error;
+        // (the call it joined was cancelled: this one did not cancel, it met that cancel)
+        throw isA(error, OperationCancelledError) ? cancelledError(spec.scope, true) : error;
       }
       this.stats.replays++;
       this.emit({ type: 'replay', scope: spec.scope, at: this.opts.now(), state: shared.record.state });
@@ -486,9 +487,7 @@ export class Engine {
       this.stats.replays++;
       this.emit({ type: 'replay', scope, at: this.opts.now(), state: record.state });
     }
-    if (record.state === 'cancelled') {
-      throw new OperationCancelledError(`operation ${scope.tenant}/${scope.action}/${scope.ref} was cancelled before it was sent`, { scope });
-    }
+    if (record.state === 'cancelled') throw cancelledError(scope, replayed);
     if (record.error?.code === 'IDEMPOTENCY_CONFLICT') {
       // (a record an earlier version ended failed on a conflict that answered a resend: the effect may exist)
       const reached = conflictAfterReach(record);
@@ -1301,6 +1300,21 @@ function unlessAmbiguous(rec: OperationRecord, error: Error & { code: string }):
     scope: scopeOf(rec),
     cause: error,
   });
+}
+
+/**
+ * A cancelled operation's error. A call that met an earlier cancel (a replay, or a call that joined the
+ * cancelled one: React StrictMode's second effect run after the first one's cleanup aborted `once.signal`)
+ * is told that the ref stays cancelled, and that nothing was delivered (what `cancelled` means), so a new ref is safe.
+ */
+function cancelledError(scope: Scope, earlier: boolean): OperationCancelledError {
+  const op = `operation ${scope.tenant}/${scope.action}/${scope.ref}`;
+  return new OperationCancelledError(
+    earlier
+      ? `${op} was cancelled earlier, with nothing delivered; a cancelled ref stays cancelled and is not sent again: to send it now, use a new ref`
+      : `${op} was cancelled before it was sent`,
+    { scope },
+  );
 }
 
 /** `value instanceof C`, false for a value whose prototype cannot be read (a caller's abort reason may be a revoked Proxy). */
