@@ -12,6 +12,7 @@ import type { UnreadableRow } from './find.js';
 import type { CliIo } from './format.js';
 import { duration, json, table, time } from './format.js';
 import { STORE_FLAG_HELP, openStore, storeLabel } from './store.js';
+import { tenantFlag } from './resolve.js';
 
 export const INSPECT_HELP = `Usage: oncefetch inspect [--store PATH|URL] [--tenant NAME] [--limit N] [--json]
 
@@ -168,6 +169,7 @@ export async function inspectCommand(args: string[], io: CliIo): Promise<number>
   }
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0] ?? ''}"`);
   const limit = intFlag(values.limit, 'limit', 10, 0, 10_000);
+  tenantFlag(values.tenant);
   const store = await openStore(values.store);
   try {
     const { records, unreadable, truncated } = await listReadable(store, { tenant: values.tenant, limit: SCAN_LIMIT });

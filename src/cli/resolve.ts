@@ -28,6 +28,12 @@ export const RECORD_FLAGS_HELP = `${STORE_FLAG_HELP}
   --tenant NAME      the tenant (default: 'default' with --action; any tenant when scanning)
   --json             machine-readable output`;
 
+/** An empty `--tenant` names a tenant no client can have (createClient refuses it): a usage error, not a silent "not found". */
+export function tenantFlag(tenant: string | undefined): string | undefined {
+  if (tenant === '') throw new UsageError('--tenant must not be empty (omit it for every tenant)');
+  return tenant;
+}
+
 /**
  * Runs `body` on the one record named, closing the store after. Returns the
  * exit code: not found → 1, several matches → 2 (listed, with the flags to pick one).
@@ -39,6 +45,7 @@ export async function withRecord(
   body: (record: OperationRecord, store: OnceStore) => Promise<number> | number,
 ): Promise<number> {
   if (ref === undefined || ref === '') throw new UsageError('missing <ref>');
+  tenantFlag(values.tenant);
   const store = await openStore(values.store);
   try {
     const { records: found, truncated, unreadable } = await findRecords(store, { ref, action: values.action, tenant: values.tenant });
@@ -53,10 +60,10 @@ export async function withRecord(
       return EXIT.failure;
     }
     if (first === undefined && theirs.length === 0) {
-      const where = values.action === undefined ? `in any action${values.tenant === undefined ? ' or tenant' : ''}` : `for action '${values.action}', tenant '${values.tenant ?? 'default'}'`;
+      const where = values.action === undefined ? values.tenant === undefined ? 'in any action or tenant' : `in any action of tenant '${values.tenant}'` : `for action '${values.action}', tenant '${values.tenant ?? 'default'}'`;
       const cut = truncated ? ` among the ${SCAN_LIMIT.toLocaleString('en')} least recently updated records (the scan stops there; pass --action to look it up directly)` : '';
       // A direct look-up without --tenant reads tenant 'default' only; the scan reads every tenant.
-      const looked = values.action === undefined ? {} : { action: values.action, tenant: values.tenant ?? 'default' };
+      const looked = values.action === undefined ? (values.tenant === undefined ? {} : { tenant: values.tenant }) : { action: values.action, tenant: values.tenant ?? 'default' };
       const further =
         values.action !== undefined && values.tenant === undefined
           ? "  --action without --tenant looks in tenant 'default' only: drop --action to search every tenant and action for the ref, or pass --tenant NAME\n"

@@ -333,6 +333,22 @@ describe('oncefetch inspect / show / explain / purge', () => {
       expect(tenant.stderr).not.toMatch(/looks in tenant 'default' only/);
     });
 
+    // User trial (multi-tenant SaaS): `show <ref> --tenant T` without --action that found nothing said
+    // "in any action", not which tenant it had looked in (its --json left the tenant out), and an empty
+    // --tenant (a tenant no client can have: createClient refuses it) silently matched nothing.
+    it('show/explain --tenant without --action that finds nothing names the tenant; an empty --tenant is a usage error', async () => {
+      const run = await cli(['show', 'A-1', '--tenant', 'nobody', '--store', db]);
+      expect(run.code).toBe(1);
+      expect(run.stderr).toMatch(/no operation with ref 'A-1' in any action of tenant 'nobody' in /);
+      const json = await cli(['explain', 'A-1', '--tenant', 'nobody', '--store', db, '--json']);
+      expect(JSON.parse(json.stdout)).toEqual(expect.objectContaining({ error: 'not_found', ref: 'A-1', tenant: 'nobody' }));
+      for (const command of [['show', 'A-1'], ['explain', 'A-1'], ['inspect']]) {
+        const empty = await cli([...command, '--tenant', '', '--store', db]);
+        expect(empty.code, `${command[0]} --tenant ''`).toBe(2);
+        expect(empty.stderr).toMatch(/--tenant must not be empty/);
+      }
+    });
+
     it('explain --json escalates an ambiguous outcome with no lookup, and proposes the lookup when there is one', async () => {
       const run = await cli(['explain', 'A-2', '--store', db, '--json']);
       expect(run.code).toBe(0);
