@@ -144,7 +144,8 @@ export interface OnceClient {
   /** the store in use */
   readonly store: OnceStore;
   /**
-   * Shuts the client down gracefully, then closes the store. At once, every method that does work
+   * Shuts the client down gracefully, then closes the store (a store other open clients share is
+   * closed by the last of them to close, not under their calls). At once, every method that does work
    * (`fetch`, a `wrap()`ped fetch, `run`, `get`, `cancel`, `recover`, `purge`, `explain`) called from
    * then on rejects with a `StoreError` naming `client.close()`, before anything is recorded or sent.
    * Then it waits for the work already started to end by itself: calls in flight (and the calls that
@@ -204,11 +205,30 @@ function checkCrypto(where = 'createClient'): void {
   );
 }
 
+/**
+ * How many open clients use each store. Clients may share one (a client per tenant or per endpoint):
+ * one client's `close()` must not close it under the others' calls (a call on the wire would get a
+ * `StoreError` for the provider's 2xx, its record left `in_flight`), so the last one closes it.
+ */
+const storeUsers = new WeakMap<OnceStore, number>();
+
+/** This client no longer uses `store`: closes it when no other open client does. */
+async function releaseStore(store: OnceStore): Promise<void> {
+  const users = (storeUsers.get(store) ?? 1) - 1;
+  if (users > 0) {
+    storeUsers.set(store, users);
+    return;
+  }
+  storeUsers.delete(store);
+  await store.close();
+}
+
 /** @internal Builds a client on the given platform defaults; `where` (createClient, wrapFetch) names the caller in option errors. */
 export function createClientWith(options: OnceClientOptions, platform: PlatformDefaults, where?: string): OnceClient {
   checkCrypto(where);
   const opts = resolveOptions(options, platform, where);
   const engine = new Engine(opts, platform.exclusive, opts.telemetry ? platform.telemetry?.() : undefined);
+  storeUsers.set(opts.store, (storeUsers.get(opts.store) ?? 0) + 1);
   /**
    * A TypeError naming `client.<method>` for a scope that is not one. Other keys are let through: a
    * run spec, a record, an error's `scope` or a recovery report's entry each names its scope.
@@ -361,7 +381,7 @@ function shutdownOf(engine: Engine): { admit: <T>(method: string, start: () => P
     for (const clear of timers) clear();
     engine.close(stop.signal.aborted ? (stop.signal.reason as StoreError) : undefined);
     await undone();
-    await engine.opts.store.close();
+    await releaseStore(engine.opts.store);
   };
 
   return {
