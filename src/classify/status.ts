@@ -46,7 +46,7 @@ export const IN_PROGRESS_SIGNAL =
   /in[ _-]?progress|outstanding|being processed|idempotency[_-]key[_-]in[_-]use|concurrent/i;
 
 /**
- * Marks a 400 / 417 / 422 as "this key was already used with different content".
+ * Marks a 400 / 417 / 422 as "this key was already used with different content" (DynamoDB: IdempotentParameterMismatchException).
  * Deliberately conservative: it needs the word "idempotency" next to a reuse or
  * mismatch word, or a known provider code (Stripe `idempotency_error`, the IETF
  * draft's "Idempotency Key MUST not be reused across different payloads").
@@ -54,7 +54,7 @@ export const IN_PROGRESS_SIGNAL =
  * cost of a miss is a less specific error.
  */
 export const KEY_MISMATCH_SIGNAL =
-  /idempotency[\s_-]*key.*(?:mismatch|reuse|reused|different|does not match|already used)|(?:mismatch|reuse|reused).*idempotency|idempotency_error|idempotency-key-is-being-reused/i;
+  /idempotency[\s_-]*key.*(?:mismatch|reuse|reused|different|does not match|already used)|(?:mismatch|reuse|reused).*idempotency|idempotency_error|idempotency-key-is-being-reused|IdempotentParameterMismatch/i;
 
 /** Longest body prefix the signals are matched against, in characters (bounds regex work). */
 export const MAX_SIGNAL_BODY_CHARS = 4096;

@@ -8,6 +8,7 @@ import { longTimeout, untilAborted } from '../backoff/sleep.js';
 import type { Classification, OutcomeClass } from '../classify/classify.js';
 import { chosenClass, classifyError, classifyResponse } from '../classify/classify.js';
 import { isDoneStatus } from '../classify/status.js';
+import { parseRetryAfter } from '../backoff/retry-after.js';
 import { OperationFailedError, ValueNotStoredError } from '../errors.js';
 import { fingerprintPayload } from '../operation/fingerprint.js';
 import type { ResultSnapshot, Scope } from '../operation/record.js';
@@ -89,15 +90,56 @@ function field(error: unknown, key: string): unknown {
   }
 }
 
+/** AWS SDK v3 (smithy) errors carry no `status`: the HTTP status is `$metadata.httpStatusCode`. */
+function awsMetadataStatus(error: object): unknown {
+  const metadata = field(error, '$metadata');
+  return typeof metadata === 'object' && metadata !== null ? field(metadata, 'httpStatusCode') : undefined;
+}
+
 function statusOf(error: unknown): number | undefined {
   if (typeof error !== 'object' || error === null) return undefined;
   const first = field(error, 'status');
-  const status = typeof first === 'number' ? first : field(error, 'statusCode');
+  const second = typeof first === 'number' ? first : field(error, 'statusCode');
+  const status = typeof second === 'number' ? second : awsMetadataStatus(error);
   return typeof status === 'number' && Number.isInteger(status) && status >= 100 && status <= 599 ? status : undefined;
 }
 
+/**
+ * AWS error codes (an AWS SDK v3 error's `name`) that answer a 400 for a request not processed, "later":
+ * the SDK's own throttling codes, and DynamoDB's TransactionInProgressException (a request under this
+ * ClientRequestToken is still running: a 409 "in progress"). By status alone they would be terminal.
+ */
+const AWS_RETRYABLE_CODES: ReadonlySet<string> = new Set([
+  'BandwidthLimitExceeded',
+  'EC2ThrottledException',
+  'LimitExceededException',
+  'PriorRequestNotComplete',
+  'ProvisionedThroughputExceededException',
+  'RequestLimitExceeded',
+  'RequestThrottled',
+  'RequestThrottledException',
+  'SlowDown',
+  'ThrottledException',
+  'Throttling',
+  'ThrottlingException',
+  'TooManyRequestsException',
+  'TransactionInProgressException',
+]);
+
+/** An AWS SDK v3 error whose `name` (or `$retryable.throttling`) says "throttled, not processed". */
+function awsRetryable(error: object): string | undefined {
+  if (awsMetadataStatus(error) === undefined) return undefined;
+  const name = field(error, 'name');
+  if (typeof name === 'string' && AWS_RETRYABLE_CODES.has(name)) return name;
+  const retryable = field(error, '$retryable');
+  return typeof retryable === 'object' && retryable !== null && field(retryable, 'throttling') === true ? 'throttling' : undefined;
+}
+
 function headersOf(error: unknown): Headers {
-  const raw = field(error, 'headers');
+  const own = field(error, 'headers');
+  // (an AWS SDK v3 error keeps its response, headers included, in `$response`)
+  const response = own === undefined ? field(error, '$response') : undefined;
+  const raw = typeof response === 'object' && response !== null ? field(response, 'headers') : own;
   try {
     if (raw instanceof Headers) return raw;
     if (typeof raw === 'object' && raw !== null) return new Headers(raw as Record<string, string>);
@@ -123,9 +165,15 @@ export function classifyEffectError(error: unknown, now: number): Classification
   // SDK that throws on any non-2xx): it took effect, and its value is lost. (classifyResponse calls a
   // 303 a success: the engine would return this error's message object as the effect's value.)
   if (isDoneStatus(status)) return { class: 'ambiguous', reason: `error after status ${status}` };
+  const throttled = status === 400 ? awsRetryable(error as object) : undefined;
+  if (throttled !== undefined) {
+    const retryAfterMs = parseRetryAfter(headersOf(error), now);
+    return { class: 'retryable', reason: `status 400 ${throttled}`, ...(retryAfterMs === undefined ? {} : { retryAfterMs }) };
+  }
   // SDK errors carry the provider's error type beside the message (Stripe: type/rawType
   // `idempotency_error`, code): the key-mismatch and in-progress signals may only be there.
-  const bodyText = ['message', 'type', 'rawType', 'code']
+  // (AWS SDK v3: the error code is the `name`, IdempotentParameterMismatchException for a reused token)
+  const bodyText = ['message', 'type', 'rawType', 'code', 'name']
     .map((key) => field(error, key))
     .filter((v): v is string => typeof v === 'string')
     .join(' ');
