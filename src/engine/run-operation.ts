@@ -156,6 +156,26 @@ function headersOf(error: unknown): Headers {
  * followed a first request that left (`spec.classify` can say `not_sent` for an effect of one request).
  */
 export function classifyEffectError(error: unknown, now: number): Classification {
+  const verdict = classifyThrown(error, now);
+  // An AWS SDK v3 error says how many requests the SDK's own retries made (`$metadata.attempts`, 3 by
+  // default): the answer describes the last one only, and an earlier one may have acted (a PutItem that
+  // committed behind a 500, then ConditionalCheckFailedException on the SDK's retry).
+  const requests = sdkRequests(error);
+  if (requests > 1 && (verdict.class === 'terminal' || verdict.class === 'retryable')) {
+    return { class: 'ambiguous', reason: `${verdict.reason} after ${requests} requests (the SDK's own retries): an earlier one may have acted` };
+  }
+  return verdict;
+}
+
+/** `$metadata.attempts` of an AWS SDK v3 error: how many requests the SDK made; 1 when not given. */
+function sdkRequests(error: unknown): number {
+  if (typeof error !== 'object' || error === null) return 1;
+  const metadata = field(error, '$metadata');
+  const attempts = typeof metadata === 'object' && metadata !== null ? field(metadata, 'attempts') : undefined;
+  return typeof attempts === 'number' && Number.isInteger(attempts) && attempts > 1 ? attempts : 1;
+}
+
+function classifyThrown(error: unknown, now: number): Classification {
   const status = statusOf(error);
   if (status === undefined) {
     const c = classifyError(error, 'awaiting_response');

@@ -11,11 +11,11 @@ import type { OnceEvent, RunContext } from '../../src/index.js';
 
 const SPEC = { action: 'enqueue', ref: 'job-1', payload: { to: 'a@example.com' } };
 
-function awsError(name: string, httpStatusCode: number, headers: Record<string, string> = {}): Error {
+function awsError(name: string, httpStatusCode: number, headers: Record<string, string> = {}, attempts = 1): Error {
   const error = Object.assign(new Error(`${name} message`), {
     $fault: httpStatusCode >= 500 ? 'server' : 'client',
     $retryable: undefined,
-    $metadata: { httpStatusCode, requestId: 'r-1', attempts: 1, totalRetryDelay: 0 },
+    $metadata: { httpStatusCode, requestId: 'r-1', attempts, totalRetryDelay: 0 },
     __type: `com.amazonaws.sqs#${name}`,
   });
   error.name = name;
@@ -103,5 +103,31 @@ describe('client.run with AWS SDK v3 errors', () => {
     await expect(client.run(SPEC, effect)).rejects.toBeInstanceOf(IdempotencyConflictError);
     expect(seen).toHaveLength(1);
     expect((await client.get(SPEC))?.attempts.map((a) => a.class)).toEqual(['conflict']);
+  });
+
+  // Measured with @aws-sdk/client-dynamodb's default maxAttempts 3: a PutItem committed, its answer a 500
+  // (or a dropped connection); the SDK's own retry got ConditionalCheckFailedException (400), $metadata.attempts 2.
+  it.each([
+    ['ConditionalCheckFailedException', 400],
+    ['ValidationException', 400],
+    ['ThrottlingException', 400],
+    ['ServiceUnavailable', 503],
+  ])('a %s after the SDK retried by itself ($metadata.attempts 2) is ambiguous: an earlier request may have acted', async (name, status) => {
+    const client = makeClient();
+    const { effect, seen } = scripted([{ error: awsError(name, status, {}, 2) }, { value: 'never' }]);
+    await expect(client.run(SPEC, effect)).rejects.toBeInstanceOf(AmbiguousOutcomeError);
+    expect(seen).toHaveLength(1);
+    const record = await client.get(SPEC);
+    expect(record?.state).toBe('ambiguous');
+    expect(record?.attempts[0]?.reason).toContain('2 requests');
+  });
+
+  it('after the SDK retried by itself, a lookup that finds the effect makes it a success', async () => {
+    const client = makeClient();
+    const { effect, seen } = scripted([{ error: awsError('ConditionalCheckFailedException', 400, {}, 2) }]);
+    const value = await client.run({ ...SPEC, lookup: async () => ({ value: 'found' }) }, effect);
+    expect(value).toBe('found');
+    expect(seen).toHaveLength(1);
+    expect((await client.get(SPEC))?.state).toBe('succeeded');
   });
 });
