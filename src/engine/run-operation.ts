@@ -90,17 +90,20 @@ function field(error: unknown, key: string): unknown {
   }
 }
 
-/** AWS SDK v3 (smithy) errors carry no `status`: the HTTP status is `$metadata.httpStatusCode`. */
-function awsMetadataStatus(error: object): unknown {
+/**
+ * `error.$metadata[key]` of an AWS SDK v3 (smithy) error, which carries no `status`: its HTTP status is
+ * `$metadata.httpStatusCode`, and `$metadata.attempts` the number of requests the SDK's own retries made.
+ */
+function awsMetadata(error: object, key: 'httpStatusCode' | 'attempts'): unknown {
   const metadata = field(error, '$metadata');
-  return typeof metadata === 'object' && metadata !== null ? field(metadata, 'httpStatusCode') : undefined;
+  return typeof metadata === 'object' && metadata !== null ? field(metadata, key) : undefined;
 }
 
 function statusOf(error: unknown): number | undefined {
   if (typeof error !== 'object' || error === null) return undefined;
   const first = field(error, 'status');
   const second = typeof first === 'number' ? first : field(error, 'statusCode');
-  const status = typeof second === 'number' ? second : awsMetadataStatus(error);
+  const status = typeof second === 'number' ? second : awsMetadata(error, 'httpStatusCode');
   return typeof status === 'number' && Number.isInteger(status) && status >= 100 && status <= 599 ? status : undefined;
 }
 
@@ -128,7 +131,7 @@ const AWS_RETRYABLE_CODES: ReadonlySet<string> = new Set([
 
 /** An AWS SDK v3 error whose `name` (or `$retryable.throttling`) says "throttled, not processed". */
 function awsRetryable(error: object): string | undefined {
-  if (awsMetadataStatus(error) === undefined) return undefined;
+  if (awsMetadata(error, 'httpStatusCode') === undefined) return undefined;
   const name = field(error, 'name');
   if (typeof name === 'string' && AWS_RETRYABLE_CODES.has(name)) return name;
   const retryable = field(error, '$retryable');
@@ -150,8 +153,9 @@ function headersOf(error: unknown): Headers {
 }
 
 /**
- * Default classification of an error thrown by an effect: by its HTTP status when it has one (a 2xx
- * or a 303 is ambiguous: it acted), else as a transport error, but never `not_sent`: a connect error at the end of an
+ * Default classification of an error thrown by an effect: by its HTTP status when it has one (`status`,
+ * `statusCode`, or an AWS SDK v3 error's `$metadata.httpStatusCode`; a 2xx or a 303 is ambiguous: it
+ * acted; an AWS SDK error's answer after the SDK's own retries is ambiguous unless a conflict), else as a transport error, but never `not_sent`: a connect error at the end of an
  * effect is proof about its last request only, and an SDK's own retry (or a second call) may have
  * followed a first request that left (`spec.classify` can say `not_sent` for an effect of one request).
  */
@@ -160,19 +164,11 @@ export function classifyEffectError(error: unknown, now: number): Classification
   // An AWS SDK v3 error says how many requests the SDK's own retries made (`$metadata.attempts`, 3 by
   // default): the answer describes the last one only, and an earlier one may have acted (a PutItem that
   // committed behind a 500, then ConditionalCheckFailedException on the SDK's retry).
-  const requests = sdkRequests(error);
-  if (requests > 1 && (verdict.class === 'terminal' || verdict.class === 'retryable')) {
+  const requests = typeof error === 'object' && error !== null ? awsMetadata(error, 'attempts') : undefined;
+  if (typeof requests === 'number' && requests > 1 && (verdict.class === 'terminal' || verdict.class === 'retryable')) {
     return { class: 'ambiguous', reason: `${verdict.reason} after ${requests} requests (the SDK's own retries): an earlier one may have acted` };
   }
   return verdict;
-}
-
-/** `$metadata.attempts` of an AWS SDK v3 error: how many requests the SDK made; 1 when not given. */
-function sdkRequests(error: unknown): number {
-  if (typeof error !== 'object' || error === null) return 1;
-  const metadata = field(error, '$metadata');
-  const attempts = typeof metadata === 'object' && metadata !== null ? field(metadata, 'attempts') : undefined;
-  return typeof attempts === 'number' && Number.isInteger(attempts) && attempts > 1 ? attempts : 1;
 }
 
 function classifyThrown(error: unknown, now: number): Classification {
