@@ -600,12 +600,12 @@ export class Engine {
   }
 
   /**
-   * Decides the wait before the next attempt, or stops the loop with a typed error. Before a stop after
-   * an attempt that did not act (a 503, a 429) while an earlier one's outcome is still unknown (the
-   * record ambiguous, or cleared for a resend only by the provider's dedupe), the lookup is asked, as
-   * when the budget cannot fund a retry (see `sendOnce`): one lookup now may settle what the stop would
-   * leave to the next call. Returns the record it made terminal (a "found"); a settled "absent" leaves
-   * the stop resumable.
+   * Decides the wait before the next attempt, or stops the loop with a typed error. Before a stop while
+   * the outcome is unknown (the record ambiguous, by the last attempt or an earlier one, or cleared for a
+   * resend only by the provider's dedupe), the lookup is asked unless it was after the last attempt, as
+   * when the attempts or the budget run out (see `sendOnce`): one lookup now may settle what the stop
+   * would leave to the next call. Returns the record it made terminal (a "found"); a settled "absent"
+   * leaves the stop resumable.
    */
   private async scheduleRetry(
     owned: OwnedRecord,
@@ -621,9 +621,9 @@ export class Engine {
     // (a token `sendOnce` took for this retry goes back when the retry is not sent: see `funded`)
     const end = async (error: (rec: OperationRecord) => Error & { code: string }): Promise<OperationRecord> => {
       const rec = owned.rec;
-      // (not when the last attempt's own outcome is unknown: that stop leaves it to the next call, as before)
+      // (`asked`: the last attempt's outcome was looked up already, see `sendOnce`)
       const unsettled = rec.state === 'ambiguous' || (rec.state === 'pending' && resendNeedsDedupe(rec));
-      if (!asked && unsettled && rec.attempts.at(-1)?.class !== 'ambiguous' && lookupOf(spec, rec) !== undefined) {
+      if (!asked && unsettled && lookupOf(spec, rec) !== undefined) {
         if (rec.state === 'pending') await this.early(owned, deadline.signal, { type: 'reconcile_first', detail: `${DEDUPE_ONLY}no retry can be made: reconcile first` });
         const ended = await this.reconcileOwned(owned, spec, deadline, cause);
         if (ended !== undefined && isTerminal(ended.state)) return ended;

@@ -11,7 +11,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { AmbiguousOutcomeError, createClient, memoryStore, RetriesExhaustedError } from '../../src/index.js';
+import { AmbiguousOutcomeError, createClient, DeadlineExceededError, memoryStore, RetriesExhaustedError } from '../../src/index.js';
 import type { LookupFn } from '../../src/index.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
 import { eachTest } from '../helpers/loopback.js';
@@ -99,13 +99,13 @@ describe('the token an unknown outcome took for its retry', () => {
    * POST /a: a 500 (unknown outcome) asking for a wait beyond maxRetryAfterMs, or a slow 500 that leaves too
    * little of the deadline for a retry. POST /b: a 503 (not processed) the first time, then 201.
    */
-  function api(sent: string[]): (req: IncomingMessage, res: ServerResponse) => void {
+  function api(sent: string[], looked: string[] = []): (req: IncomingMessage, res: ServerResponse) => void {
     let bSeen = 0;
     return (req, res) => {
       req.resume();
       req.on('end', () => {
         const path = new URL(req.url ?? '/', 'http://x').pathname;
-        if (req.method === 'GET') return void res.writeHead(404).end();
+        if (req.method === 'GET') return void (looked.push(path), res.writeHead(404).end());
         sent.push(path);
         if (path === '/a') return void res.writeHead(500, { 'retry-after': '3600' }).end('{"error":"internal"}');
         if (path === '/slow') return void setTimeout(() => res.writeHead(500).end('{"error":"internal"}'), 2_750);
@@ -130,12 +130,17 @@ describe('the token an unknown outcome took for its retry', () => {
 
   it('is given back when the retry is not made (too little of the deadline left): a later call still gets its retry', async () => {
     const sent: string[] = [];
-    const origin = await serve(api(sent));
-    const client = use(createClient({ store: memoryStore(), retry: { budget: { ratio: 0, reserve: 1 }, deadlineMs: 3_000, attemptTimeoutMs: 2_990, baseDelayMs: 1, maxDelayMs: 1 }, lookups: { a: lookupAt(origin) } }));
-    // (answered with ~250 ms of the deadline left, under its floor of 300 ms: no retry)
+    const looked: string[] = [];
+    const origin = await serve(api(sent, looked));
+    // (settleMs 0: the stop's lookup, asked with ~250 ms left, can settle "absent" within the deadline)
+    const client = use(createClient({ store: memoryStore(), settleMs: 0, retry: { budget: { ratio: 0, reserve: 1 }, deadlineMs: 3_000, attemptTimeoutMs: 2_990, baseDelayMs: 1, maxDelayMs: 1 }, lookups: { a: lookupAt(origin) } }));
+    // (answered with ~250 ms of the deadline left, under its floor of 300 ms: no retry; the lookup is
+    // asked before that stop, as the outcome is unknown, and its settled "absent" leaves the stop's own error)
     const first: unknown = await client.fetch(`${origin}/slow`, { method: 'POST', body: '{}', once: { action: 'a', ref: 'a1' } }).catch((e: unknown) => e);
-    expect(first).toBeInstanceOf(Error);
+    expect(first).toBeInstanceOf(DeadlineExceededError);
     expect((first as Error).message).toMatch(/would leave under 300 ms of the deadline/);
+    expect(looked).toEqual(['/messages']);
+    expect((await client.get({ action: 'a', ref: 'a1' }))?.state).toBe('pending');
     const res = await client.fetch(`${origin}/b`, { method: 'POST', body: '{}', once: { action: 'b', ref: 'b1' } });
     expect(res.status).toBe(201);
     expect(sent).toEqual(['/slow', '/b', '/b']);

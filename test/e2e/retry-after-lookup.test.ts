@@ -4,22 +4,24 @@
  * unknown (here: cleared for a same-key resend by `providerDedupes` only) asks the registered lookup
  * before it stops, as a call whose retry the budget cannot fund does (budget-lookup.test.ts): a found
  * is returned, a settled absent leaves the record resumable. Before, it stopped unasked and only the
- * next call asked. Effects are counted at the provider (a loopback server); lookups at its GET.
+ * next call asked. So does a stop right after an attempt of unknown outcome itself (a 500 with a long
+ * `Retry-After`, a dropped connection whose backoff passes the deadline), which a lookup failing
+ * leaves an AmbiguousOutcomeError. Effects are counted at the provider (a loopback server); lookups at its GET.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { describe, expect, it } from 'vitest';
-import { AmbiguousOutcomeError, createClient, DeadlineExceededError, memoryStore } from '../../src/index.js';
+import { AmbiguousOutcomeError, createClient, DeadlineExceededError, memoryStore, RetriesExhaustedError } from '../../src/index.js';
 import type { LookupFn, OnceClientOptions } from '../../src/index.js';
 import { eachTest } from '../helpers/loopback.js';
 
 const { serve, use } = eachTest();
 
-type Answer = 'create-and-drop' | 'drop' | 'create-500-retry-after' | '503' | '503-retry-after' | '201';
+type Answer = 'create-and-drop' | 'drop' | 'create-500-retry-after' | '500-retry-after' | '503' | '503-retry-after' | '201';
 
 /**
  * POST /orders answers from `posts` in turn: `create-and-drop` creates the order and drops the
  * connection (an unknown outcome), `create-500-retry-after` creates it and answers 500 with
- * `Retry-After: 3600`, `503-retry-after` answers 503 with `Retry-After: 10` (nothing created).
+ * `Retry-After: 3600` (`500-retry-after`: the same, nothing created), `503-retry-after` answers 503 with `Retry-After: 10` (nothing created).
  * GET /orders?ref= (the lookup) answers 500 for its first `lookupFails` calls, then 200 or 404.
  */
 function ordersApi(posts: Answer[], lookupFails = 0) {
@@ -49,6 +51,7 @@ function ordersApi(posts: Answer[], lookupFails = 0) {
         created.push(ref);
         return void res.writeHead(500, { 'retry-after': '3600' }).end('{"error":"internal"}');
       }
+      if (answer === '500-retry-after') return void res.writeHead(500, { 'retry-after': '3600' }).end('{"error":"internal"}');
       if (answer === '503') return void res.writeHead(503).end();
       if (answer === '503-retry-after') return void res.writeHead(503, { 'retry-after': '10' }).end();
       created.push(ref);
@@ -132,13 +135,78 @@ describe('a retry that cannot be made after an unknown outcome asks the lookup f
     expect(explained?.diagnosis.summary).toMatch(/nothing settled it \(it was only cleared for a same-key resend\)/);
   });
 
-  it('the same attempt of unknown outcome (a 500 with a Retry-After over maxRetryAfterMs) stops unasked as before: the next call reconciles it', async () => {
+  // (before, the last attempt's own unknown outcome stopped unasked: AmbiguousOutcomeError, lookups 0, record
+  // ambiguous, and only the next call looked it up; one rule now, whichever attempt's outcome is unknown)
+  it('the last attempt of unknown outcome itself (a 500 with a Retry-After over maxRetryAfterMs, the order created): the lookup finds it', async () => {
     const { client, call, created, seen } = await setUp(['create-500-retry-after']);
+    const res = await call();
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ id: 'o-1', ref: 'A-1' });
+    expect(created).toEqual(['A-1']);
+    expect(seen).toEqual({ posts: 1, lookups: 1 });
+    expect((await client.get({ action: 'order', ref: 'A-1' }))?.state).toBe('succeeded');
+    const explained = await client.explain({ action: 'order', ref: 'A-1' });
+    expect(explained?.diagnosis).toMatchObject({ code: 'succeeded', summary: expect.stringMatching(/^A lookup found the effect \(status 200\) after attempt 1 got 500/) });
+  });
+
+  it('the same, nothing created: a settled absent leaves the record resumable (RetriesExhaustedError, not ambiguous), nothing resent', async () => {
+    const { client, call, created, seen } = await setUp(['500-retry-after']);
+    const error: unknown = await call().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RetriesExhaustedError);
+    expect(error).not.toBeInstanceOf(AmbiguousOutcomeError);
+    expect(error).toMatchObject({ retryAfterMs: 3_600_000 });
+    expect(created).toEqual([]);
+    expect(seen).toEqual({ posts: 1, lookups: 1 });
+    expect((await client.get({ action: 'order', ref: 'A-1' }))?.state).toBe('pending');
+    const explained = await client.explain({ action: 'order', ref: 'A-1' });
+    expect(explained?.diagnosis.summary).toMatch(/a lookup then found no effect, so it may be resent with the same key\.$/);
+    expect(explained?.plan[0]).toMatch(/^A lookup found no effect: call again with the same ref and payload; the same key .* is resent\.$/);
+  });
+
+  it('the same, the order created, the lookup failing, under providerDedupes: the lookup is asked once; its failure clears only a same-key resend, so the stop stands (RetriesExhaustedError), as when the attempts run out', async () => {
+    const { client, call, created, seen } = await setUp(['create-500-retry-after'], { providerDedupes: true }, 1);
+    const error: unknown = await call().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RetriesExhaustedError);
+    expect(created).toEqual(['A-1']);
+    expect(seen).toEqual({ posts: 1, lookups: 1 });
+    expect((await client.get({ action: 'order', ref: 'A-1' }))?.state).toBe('pending');
+    const explained = await client.explain({ action: 'order', ref: 'A-1' });
+    expect(explained?.diagnosis.summary).toMatch(/it was cleared for a same-key resend \(the provider dedupes by key\), so it may be resent with the same key\.$/);
+  });
+
+  it('the same, the order created, the lookup failing: AmbiguousOutcomeError, its cause the lookup\'s error; record ambiguous, nothing resent', async () => {
+    const { client, call, created, seen } = await setUp(['create-500-retry-after'], {}, 1);
     const error: unknown = await call().catch((e: unknown) => e);
     expect(error).toBeInstanceOf(AmbiguousOutcomeError);
+    expect((error as Error).cause).toMatchObject({ message: 'lookup 500' });
+    expect(created).toEqual(['A-1']);
+    expect(seen).toEqual({ posts: 1, lookups: 1 });
+    expect((await client.get({ action: 'order', ref: 'A-1' }))?.state).toBe('ambiguous');
+    const explained = await client.explain({ action: 'order', ref: 'A-1' });
+    expect(explained?.diagnosis.evidence).toContainEqual(expect.stringMatching(/: unknown: lookup failed: lookup 500$/));
+    expect(explained?.plan[0]).toMatch(/^Look up first: run client.recover\(\)/);
+  });
+
+  it('the same with no lookup registered (providerDedupes, so the stop is reached): AmbiguousOutcomeError, the stop its cause, as before; record ambiguous, nothing resent', async () => {
+    const { client, call, created, seen } = await setUp(['create-500-retry-after'], { providerDedupes: true, lookups: {} });
+    const error: unknown = await call().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AmbiguousOutcomeError);
+    expect((error as Error).cause).toBeInstanceOf(RetriesExhaustedError);
     expect(created).toEqual(['A-1']);
     expect(seen).toEqual({ posts: 1, lookups: 0 });
     expect((await client.get({ action: 'order', ref: 'A-1' }))?.state).toBe('ambiguous');
+  });
+
+  it('the last attempt of unknown outcome (a dropped connection) and a backoff past the deadline: the lookup finds the order', async () => {
+    const { client, call, created, seen } = await setUp(['create-and-drop'], { random: () => 0.99, retry: { baseDelayMs: 10_000, maxDelayMs: 10_000 } });
+    const started = Date.now();
+    const res = await call();
+    expect(res.status).toBe(200);
+    // (no backoff slept: the 9.9 s wait would pass the 5 s deadline)
+    expect(Date.now() - started).toBeLessThan(2_000);
+    expect(created).toEqual(['A-1']);
+    expect(seen).toEqual({ posts: 1, lookups: 1 });
+    expect((await client.get({ action: 'order', ref: 'A-1' }))?.state).toBe('succeeded');
   });
 
   it('the budget spent after a dedupe-cleared resend got a 503: the lookup finds the order (no retry for it to fund)', async () => {

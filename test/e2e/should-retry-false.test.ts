@@ -102,29 +102,59 @@ const with500Headers = (headers: Record<string, string>): typeof globalThis.fetc
   return new Response(await res.arrayBuffer(), { status: res.status, statusText: res.statusText, headers: h });
 };
 
+// The call cannot wait for the Retry-After, and the 500's outcome is unknown: it asks the lookup before
+// it stops (within what is left of the deadline), as when the attempts or the budget run out. Before, it
+// stopped with AmbiguousOutcomeError unasked and only the next call looked the order up.
 describe.each([
   ['no hint (the default class)', {}],
   ['x-should-retry: false', { 'x-should-retry': 'false' }],
   ['stripe-should-retry: false', { 'stripe-should-retry': 'false' }],
 ])('a 500 after the order was committed, %s, with a Retry-After the call cannot wait for', (_, hint) => {
-  it.each([
+  const stops = [
     ['over maxRetryAfterMs (1 h, the default cap 60 s)', {}, 'RETRIES_EXHAUSTED'],
     ['past the deadline (1 h, deadline 5 s, cap 2 h)', { deadlineMs: 5_000, maxRetryAfterMs: 7_200_000 }, 'DEADLINE_EXCEEDED'],
-  ] as const)('%s: the call stops with AmbiguousOutcomeError, the record stays ambiguous (never failed); the next call looks it up before any resend; 1 effect, 1 POST', async (_, retry, code) => {
-    const ref = `RA-${Object.keys(hint).join('') || 'none'}-${code}`;
+  ] as const;
+
+  function setUp(ref: string, retry: OnceClientOptions['retry'], lookupFails = 0) {
     provider.fault({ kind: 'error_after_commit', status: 500, match: { ref } });
-    let lookups = 0;
+    const seen = { lookups: 0 };
     const byRef = lookupByRef(provider.url);
     const c = createClient({
       store: memoryStore(),
       fetch: with500Headers({ ...hint, 'retry-after': '3600' }),
       settleMs: 20,
-      lookups: { [ACTION]: (ctx) => (lookups++, byRef(ctx)) },
+      lookups: { [ACTION]: (ctx) => (++seen.lookups <= lookupFails ? Promise.reject(new Error('lookup endpoint down')) : byRef(ctx)) },
       retry: { budget: false, ...retry },
     });
     clients.push(c);
+    return { c, seen };
+  }
+
+  it.each(stops)('%s: the lookup, asked once before the stop, finds the order; the call returns it, the record succeeded (never failed); 1 effect, 1 POST', async (_, retry, code) => {
+    const ref = `RA-${Object.keys(hint).join('') || 'none'}-${code}`;
+    const { c, seen } = setUp(ref, retry);
+    const res = await order(c, ref);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ ref });
+    expect(seen.lookups).toBe(1);
+    const rec = await c.get({ action: ACTION, ref });
+    expect({ state: rec?.state, status: rec?.result?.status, source: rec?.result?.source, lease: rec?.lease }).toEqual({ state: 'succeeded', status: 200, source: 'lookup', lease: null });
+    expect(rec?.attempts.map((a) => [a.status, a.class])).toEqual([[500, 'ambiguous']]);
+    expect(provider.effectsFor(ref)).toBe(1);
+    expect(posts(ref)).toBe(1);
+    // the next call with the same ref replays it: no lookup, nothing sent
+    expect((await order(c, ref)).status).toBe(200);
+    expect(seen.lookups).toBe(1);
+    expect(provider.effectsFor(ref)).toBe(1);
+    expect(posts(ref)).toBe(1);
+  });
+
+  it.each(stops)('%s, the lookup failing: AmbiguousOutcomeError (its cause the lookup\'s error), the record stays ambiguous (never failed); the next call looks it up before any resend; 1 effect, 1 POST', async (_, retry, code) => {
+    const ref = `RAF-${Object.keys(hint).join('') || 'none'}-${code}`;
+    const { c, seen } = setUp(ref, retry, 1);
     const error = await order(c, ref).catch((e: unknown) => e);
-    expect(error).toMatchObject({ code: 'AMBIGUOUS_OUTCOME', cause: { code, retryAfterMs: 3_600_000 } });
+    expect(error).toMatchObject({ code: 'AMBIGUOUS_OUTCOME', cause: { message: 'lookup endpoint down' } });
+    expect(seen.lookups).toBe(1);
     const rec = await c.get({ action: ACTION, ref });
     expect({ state: rec?.state, result: rec?.result, lease: rec?.lease }).toEqual({ state: 'ambiguous', result: null, lease: null });
     expect(rec?.attempts.map((a) => [a.status, a.class])).toEqual([[500, 'ambiguous']]);
@@ -132,7 +162,7 @@ describe.each([
     // the next call with the same ref reconciles first: the lookup finds the order, nothing is resent
     const res = await order(c, ref);
     expect(res.status).toBe(200);
-    expect(lookups).toBe(1);
+    expect(seen.lookups).toBe(2);
     expect((await c.get({ action: ACTION, ref }))?.state).toBe('succeeded');
     expect(provider.effectsFor(ref)).toBe(1);
     expect(posts(ref)).toBe(1);

@@ -692,21 +692,72 @@ describe('inputs', () => {
 describe('a call that stops while its last outcome is unknown', () => {
   const serverError = (retryAfter: string) => new Response('oops', { status: 500, headers: { 'retry-after': retryAfter } });
 
-  it.each<[string, OnceClientOptions, string]>([
-    ['Retry-After over maxRetryAfterMs', {}, '3600'],
-    ['a wait past the deadline', { retry: { deadlineMs: 1_000 } }, '5'],
-  ])('%s: AmbiguousOutcomeError with the reason as its cause; record ambiguous, not resent', async (_name, options, retryAfter) => {
+  // A stop that ends the call while the last attempt's outcome is unknown asks the registered lookup
+  // first (within what is left of the deadline), as the attempts or the budget running out does. Before,
+  // these stops ended AmbiguousOutcomeError unasked (the test pinned `lookups` at 0) and left it to the next call.
+  const stops: [string, OnceClientOptions, string, string][] = [
+    ['Retry-After over maxRetryAfterMs', {}, '3600', 'RETRIES_EXHAUSTED'],
+    ['a wait past the deadline', { retry: { deadlineMs: 1_000 } }, '5', 'DEADLINE_EXCEEDED'],
+  ];
+
+  it.each(stops)('%s, the order committed: the lookup is asked once before the stop; its "found" is returned, record succeeded; 1 POST', async (_name, options, retryAfter) => {
+    const { fetch, calls } = scriptedFetch([serverError(retryAfter)]);
+    const { client, events } = makeClient(fetch, options);
+    let lookups = 0;
+    const res = await client.fetch(URL_ORDERS, orderInit({ ...SCOPE, lookup: async () => (lookups++, json(200, { id: 'o-1' })) }));
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ id: 'o-1' });
+    expect(await client.get(SCOPE)).toMatchObject({ state: 'succeeded', lease: null, result: { status: 200, source: 'lookup' } });
+    expect(calls).toHaveLength(1);
+    expect(lookups).toBe(1);
+    expect(events.filter((e) => e.type === 'retry_scheduled')).toHaveLength(0);
+    // the next call replays it: no POST, no lookup
+    expect((await client.fetch(URL_ORDERS, orderInit({ ...SCOPE, lookup: async () => (lookups++, null) }))).status).toBe(200);
+    expect(calls).toHaveLength(1);
+    expect(lookups).toBe(1);
+  });
+
+  it.each(stops)('%s, a settled "absent": the stop\'s own error (resumable, not ambiguous), record pending; 1 lookup, 1 POST; the next call resends with the same key', async (_name, options, retryAfter, code) => {
+    const { fetch, calls } = scriptedFetch([serverError(retryAfter), created()]);
+    const { client } = makeClient(fetch, { ...options, settleMs: 0 });
+    let lookups = 0;
+    const lookup = async (): Promise<null> => (lookups++, null);
+    const error = await client.fetch(URL_ORDERS, orderInit({ ...SCOPE, lookup })).catch((e: unknown) => e);
+    expect(error).not.toBeInstanceOf(AmbiguousOutcomeError);
+    expect(error).toMatchObject({ code, retryAfterMs: Number(retryAfter) * 1000 });
+    expect(await client.get(SCOPE)).toMatchObject({ state: 'pending', lease: null });
+    expect(calls).toHaveLength(1);
+    expect(lookups).toBe(1);
+    expect((await client.fetch(URL_ORDERS, orderInit({ ...SCOPE, lookup }))).status).toBe(201);
+    expect(calls).toHaveLength(2);
+    expect(keysOf(calls)[1]).toBe(keysOf(calls)[0]);
+    expect(lookups).toBe(1);
+  });
+
+  it.each(stops)('%s, the lookup throws: AmbiguousOutcomeError, its cause the lookup\'s error; record ambiguous, not resent; 1 lookup, 1 POST', async (_name, options, retryAfter) => {
     const { fetch, calls } = scriptedFetch([serverError(retryAfter)]);
     const { client } = makeClient(fetch, options);
     let lookups = 0;
+    const down = new Error('lookup endpoint down');
     const error = await client
-      .fetch(URL_ORDERS, orderInit({ ...SCOPE, lookup: async () => (lookups++, null) }))
+      .fetch(URL_ORDERS, orderInit({ ...SCOPE, lookup: async () => (lookups++, Promise.reject(down)) }))
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(AmbiguousOutcomeError);
-    expect((error as Error).cause).toMatchObject({ code: options.retry?.deadlineMs === undefined ? 'RETRIES_EXHAUSTED' : 'DEADLINE_EXCEEDED' });
+    expect((error as Error).cause).toBe(down);
     expect(await client.get(SCOPE)).toMatchObject({ state: 'ambiguous', lease: null });
     expect(calls).toHaveLength(1);
-    expect(lookups).toBe(0);
+    expect(lookups).toBe(1);
+  });
+
+  it.each(stops)('%s, no lookup registered (providerDedupes, so the stop is reached): AmbiguousOutcomeError with the reason as its cause, as before; record ambiguous, not resent', async (_name, options, retryAfter, code) => {
+    const { fetch, calls } = scriptedFetch([serverError(retryAfter)]);
+    const { client, events } = makeClient(fetch, { ...options, providerDedupes: true });
+    const error = await client.fetch(URL_ORDERS, orderInit()).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AmbiguousOutcomeError);
+    expect((error as Error).cause).toMatchObject({ code });
+    expect(await client.get(SCOPE)).toMatchObject({ state: 'ambiguous', lease: null });
+    expect(calls).toHaveLength(1);
+    expect(events.filter((e) => e.type === 'lookup')).toHaveLength(0);
   });
 
   it('an "absent" that could only be trusted after the deadline: AmbiguousOutcomeError, cause DeadlineExceeded', async () => {
