@@ -625,8 +625,13 @@ export class Engine {
       const unsettled = rec.state === 'ambiguous' || (rec.state === 'pending' && resendNeedsDedupe(rec));
       if (!asked && unsettled && lookupOf(spec, rec) !== undefined) {
         if (rec.state === 'pending') await this.early(owned, deadline.signal, { type: 'reconcile_first', detail: `${DEDUPE_ONLY}no retry can be made: reconcile first` });
-        const ended = await this.reconcileOwned(owned, spec, deadline, cause);
-        if (ended !== undefined && isTerminal(ended.state)) return ended;
+        try {
+          const ended = await this.reconcileOwned(owned, spec, deadline, cause);
+          if (ended !== undefined && isTerminal(ended.state)) return ended;
+        } catch (failure) {
+          // (the deadline, not the caller, cut the lookup off: the stop stands, an AmbiguousOutcomeError)
+          if (failure !== deadline.passed || deadline.signal.reason !== failure || owned.rec.state !== 'ambiguous') throw failure;
+        }
         if (isTerminal(owned.rec.state)) return owned.rec;
       }
       throw await this.stop(owned, error(owned.rec), deadline);

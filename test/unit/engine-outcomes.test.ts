@@ -749,6 +749,28 @@ describe('a call that stops while its last outcome is unknown', () => {
     expect(lookups).toBe(1);
   });
 
+  it.each([
+    ['that ends at its signal', true],
+    ['that ignores its signal', false],
+  ] as const)('a wait past the deadline, a lookup %s hanging until the deadline: AmbiguousOutcomeError (the stop\'s reason its cause), record ambiguous, lease released; 1 lookup, 1 POST', async (_name, listens) => {
+    const { fetch, calls } = scriptedFetch([serverError('5')]);
+    const { client } = makeClient(fetch, { retry: { deadlineMs: 1_000 } });
+    let lookups = 0;
+    const lookup: LookupFn = ({ signal }) =>
+      new Promise<null>((_resolve, reject) => {
+        lookups++;
+        if (listens) signal.addEventListener('abort', () => reject(signal.reason as Error));
+      });
+    const started = Date.now();
+    const error = await client.fetch(URL_ORDERS, orderInit({ ...SCOPE, lookup })).catch((e: unknown) => e);
+    expect(Date.now() - started).toBeLessThan(2_500);
+    expect(error).toBeInstanceOf(AmbiguousOutcomeError);
+    expect((error as Error).cause).toMatchObject({ code: 'DEADLINE_EXCEEDED', message: expect.stringMatching(/^waiting 5000 ms would leave under 100 ms of the deadline/) });
+    expect(await client.get(SCOPE)).toMatchObject({ state: 'ambiguous', lease: null });
+    expect(calls).toHaveLength(1);
+    expect(lookups).toBe(1);
+  });
+
   it.each(stops)('%s, no lookup registered (providerDedupes, so the stop is reached): AmbiguousOutcomeError with the reason as its cause, as before; record ambiguous, not resent', async (_name, options, retryAfter, code) => {
     const { fetch, calls } = scriptedFetch([serverError(retryAfter)]);
     const { client, events } = makeClient(fetch, { ...options, providerDedupes: true });
