@@ -936,6 +936,21 @@ export class Engine {
     }
     // Opened, not sent: after an abort it is closed not_sent (`abandon`), never sent with an aborted signal.
     deadline.signal.throwIfAborted();
+    // The lease ran out before the send, by this process's clock (the write that opened the attempt was
+    // acknowledged late, or the process stalled): another owner may have taken the record over meanwhile,
+    // found nothing at the provider and sent. Taken back by compare-and-set before anything leaves; lost,
+    // the attempt is closed as never sent (only this call knows) and the call follows the new owner.
+    while (owned.rec.lease !== null && owned.rec.lease.expiresAt <= this.opts.now()) {
+      await this.early(owned, deadline.signal, { type: 'renew', leaseExpiresAt: this.opts.now() + this.opts.leaseMs }).catch(async (error: unknown) => {
+        if (isA(error, LeaseLostError)) {
+          const opened = owned.rec.attempts.at(-1)?.id ?? '';
+          // (not written, or refused as closed under the new owner's lease: closed when this call takes the record back, see `run`)
+          await this.closeUnsent(owned, 'its lease ran out before it was sent', deadline.signal).catch(() => this.unsentLost.set(deadline, opened));
+        }
+        throw error;
+      });
+      deadline.signal.throwIfAborted();
+    }
     const attempt = owned.rec.attempts.length;
     this.stats.attempts++;
     this.stats.attemptsPerOperation = this.stats.attempts / Math.max(1, this.stats.operationsExecuted);
