@@ -939,10 +939,11 @@ export class Engine {
     // The lease ran out before the send, by this process's clock (the write that opened the attempt was
     // acknowledged late, or the process stalled): another owner may have taken the record over meanwhile,
     // found nothing at the provider and sent. Taken back by compare-and-set before anything leaves; lost,
-    // the attempt is closed as never sent (only this call knows) and the call follows the new owner.
+    // the attempt is closed as never sent (only this call knows) and the call follows the new owner. So
+    // it is when the store fails that write (the call then ends with its StoreError, nothing sent).
     while (owned.rec.lease !== null && owned.rec.lease.expiresAt <= this.opts.now()) {
       await this.early(owned, deadline.signal, { type: 'renew', leaseExpiresAt: this.opts.now() + this.opts.leaseMs }).catch(async (error: unknown) => {
-        if (isA(error, LeaseLostError)) {
+        if (isA(error, LeaseLostError) || (isA(error, StoreError) && !deadline.signal.aborted)) {
           const opened = owned.rec.attempts.at(-1)?.id ?? '';
           // (not written, or refused as closed under the new owner's lease: closed when this call takes the record back, see `run`)
           await this.closeUnsent(owned, 'its lease ran out before it was sent', deadline.signal).catch(() => this.unsentLost.set(deadline, opened));

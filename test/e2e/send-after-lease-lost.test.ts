@@ -9,11 +9,12 @@
  * Before: the late-acknowledged client sent all the same: 2 orders at the provider for one ref.
  */
 import { describe, expect, it } from 'vitest';
-import { createClient, memoryStore } from '../../src/index.js';
+import { StoreError, createClient, memoryStore } from '../../src/index.js';
 import type { OnceClient, OnceStore } from '../../src/index.js';
 import type { Provider } from '../../src/testing/provider.js';
 import { keylessProviderEachTest } from '../helpers/keyless-provider.js';
 import { lookupByRef, orderInit, until, wait } from '../helpers/setup.js';
+import { lossy } from '../helpers/lossy-store.js';
 import { slowAck } from '../helpers/slow-ack.js';
 
 const ACTION = 'create-order';
@@ -29,8 +30,8 @@ function clientOf(store: OnceStore, owner: string): OnceClient {
   return client;
 }
 
-function order(client: OnceClient, ref: string): Promise<Response> {
-  return client.fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref, lookup: lookupByRef(provider.url) } });
+function order(client: OnceClient, ref: string, lookup = true): Promise<Response> {
+  return client.fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref, ...(lookup ? { lookup: lookupByRef(provider.url) } : {}) } });
 }
 
 const settled = (p: Promise<Response>) => p.then((r) => String(r.status), (e: unknown) => (e instanceof Error ? e.name : String(e)));
@@ -76,4 +77,33 @@ describe('an attempt whose opening write is acknowledged after its lease ran out
     const rec = await a.get({ action: ACTION, ref });
     expect(rec).toMatchObject({ state: 'succeeded', attempts: [{ owner: 'a', class: 'success' }] });
   });
+
+  for (const how of ['fail', 'lose'] as const) {
+    it(`the write that takes the lease back ${how === 'fail' ? 'fails' : 'is applied, its acknowledgement lost'}: nothing sent, the attempt closed not_sent; the next client (no lookup) sends once`, async () => {
+      const ref = `SL-renew-${how}`;
+      const inner = memoryStore();
+      const faulty = lossy(inner);
+      const { store, plan } = slowAck(faulty.store);
+      plan.only = ['claim+attempt'];
+      plan.ackDelayMs = LEASE_MS + 100;
+      // the renewal (a lease-only write) is the next write after the claim
+      if (how === 'fail') faulty.plan.fail = 'lease';
+      else faulty.plan.lose = 'lease';
+      const a = clientOf(store, 'a');
+      const first = await order(a, ref, false).then(
+        (r) => r.status,
+        (e: unknown) => e,
+      );
+      expect(first).toBeInstanceOf(StoreError);
+      expect(provider.effectsFor(ref)).toBe(0);
+      const rec = await inner.get(JSON.stringify(['default', ACTION, ref]));
+      expect(rec).toMatchObject({ state: 'pending', attempts: [{ class: 'not_sent' }] });
+      // released, or the lease that ran out (nobody waits for it)
+      expect(rec?.lease === null || (rec?.lease?.expiresAt ?? 0) <= Date.now()).toBe(true);
+      // a new client, no lookup: nothing can have been delivered, so it sends, once
+      const b = clientOf(inner, 'b');
+      expect(await settled(order(b, ref, false))).toBe('201');
+      expect(provider.effectsFor(ref)).toBe(1);
+    });
+  }
 });
