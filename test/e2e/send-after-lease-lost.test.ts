@@ -3,18 +3,21 @@
  * has run out (a PostgreSQL COMMIT whose reply is slow, a store wrapper that waits): meanwhile another
  * client takes the operation over, reconciles (a settled "absent": nothing had been sent) and sends.
  * The first client must not then send its attempt: its lease ran out before the send, by its own clock,
- * so the record may be another's. Two clients of one memory store, a loopback provider that does not
- * dedupe (effects counted there), a lookup by ref.
+ * so the record may be another's. It takes the lease back by compare-and-set first; lost, it closes
+ * the attempt as never sent and follows the new owner. Two clients of one store (one SQLite file, one
+ * IndexedDB database, one PostgreSQL schema), a loopback provider that does not dedupe (effects counted
+ * there), a lookup by ref.
  *
  * Before: the late-acknowledged client sent all the same: 2 orders at the provider for one ref.
  */
-import { describe, expect, it } from 'vitest';
-import { StoreError, createClient, memoryStore } from '../../src/index.js';
+import { expect, it } from 'vitest';
+import { StoreError, createClient } from '../../src/index.js';
 import type { OnceClient, OnceStore } from '../../src/index.js';
 import type { Provider } from '../../src/testing/provider.js';
+import { describeEachStore } from '../helpers/close-stores.js';
 import { keylessProviderEachTest } from '../helpers/keyless-provider.js';
-import { lookupByRef, orderInit, until, wait } from '../helpers/setup.js';
 import { lossy } from '../helpers/lossy-store.js';
+import { lookupByRef, orderInit, until, wait } from '../helpers/setup.js';
 import { slowAck } from '../helpers/slow-ack.js';
 
 const ACTION = 'create-order';
@@ -36,31 +39,26 @@ function order(client: OnceClient, ref: string, lookup = true): Promise<Response
 
 const settled = (p: Promise<Response>) => p.then((r) => String(r.status), (e: unknown) => (e instanceof Error ? e.name : String(e)));
 
-describe('an attempt whose opening write is acknowledged after its lease ran out', () => {
+describeEachStore('an attempt whose opening write is acknowledged after its lease ran out', cleanups, (at) => {
   for (const which of ['claim+attempt', 'attempt_started'] as const) {
     it(`${which}: the late-acknowledged client does not send over the new owner's send: one effect`, async () => {
       const ref = `SL-${which}`;
-      const inner = memoryStore();
-      const { store, plan } = slowAck(inner);
+      const { store, plan } = slowAck(at().open());
       plan.only = [which];
       plan.ackDelayMs = LEASE_MS + SETTLE_MS + 900;
       const a = clientOf(store, 'a');
-      const b = clientOf(inner, 'b');
-      if (which === 'attempt_started') {
-        // attempt 1 answered 503 (retryable, nothing done): the retry's attempt_started is the slow write
-        provider.fault({ kind: 'status_before_commit', status: 503, match: { ref } });
-      }
+      const b = clientOf(at().open(), 'b');
+      // attempt 1 answered 503 (retryable, nothing done): the retry's attempt_started is the slow write
+      if (which === 'attempt_started') provider.fault({ kind: 'status_before_commit', status: 503, match: { ref } });
       const first = settled(order(a, ref));
       await until(() => plan.pending);
       // A's lease runs out while its write's acknowledgement is held
       await wait(LEASE_MS + 50);
-      const second = await settled(order(b, ref));
-      expect(second).toBe('201');
+      expect(await settled(order(b, ref))).toBe('201');
       expect(provider.effectsFor(ref)).toBe(1);
       const outcome = await first;
-      // whatever A answers, it sent nothing more: one order for the ref
+      // it sent nothing more, and follows the new owner: the recorded success
       expect(provider.effectsFor(ref), `a ended ${outcome}`).toBe(1);
-      // it follows the new owner: the recorded success
       expect(outcome).toBe('201');
       await wait(50);
       expect(provider.effectsFor(ref)).toBe(1);
@@ -69,20 +67,18 @@ describe('an attempt whose opening write is acknowledged after its lease ran out
 
   it('with no other client: the lease is taken back by compare-and-set and the attempt sent, once', async () => {
     const ref = 'SL-alone';
-    const { store, plan } = slowAck(memoryStore());
+    const { store, plan } = slowAck(at().open());
     plan.ackDelayMs = LEASE_MS + 200;
     const a = clientOf(store, 'a');
     expect(await settled(order(a, ref))).toBe('201');
     expect(provider.effectsFor(ref)).toBe(1);
-    const rec = await a.get({ action: ACTION, ref });
-    expect(rec).toMatchObject({ state: 'succeeded', attempts: [{ owner: 'a', class: 'success' }] });
+    expect(await a.get({ action: ACTION, ref })).toMatchObject({ state: 'succeeded', attempts: [{ owner: 'a', class: 'success' }] });
   });
 
   for (const how of ['fail', 'lose'] as const) {
     it(`the write that takes the lease back ${how === 'fail' ? 'fails' : 'is applied, its acknowledgement lost'}: nothing sent, the attempt closed not_sent; the next client (no lookup) sends once`, async () => {
       const ref = `SL-renew-${how}`;
-      const inner = memoryStore();
-      const faulty = lossy(inner);
+      const faulty = lossy(at().open());
       const { store, plan } = slowAck(faulty.store);
       plan.only = ['claim+attempt'];
       plan.ackDelayMs = LEASE_MS + 100;
@@ -96,12 +92,12 @@ describe('an attempt whose opening write is acknowledged after its lease ran out
       );
       expect(first).toBeInstanceOf(StoreError);
       expect(provider.effectsFor(ref)).toBe(0);
-      const rec = await inner.get(JSON.stringify(['default', ACTION, ref]));
+      // a new client, no lookup: nothing can have been delivered, so it sends, once
+      const b = clientOf(at().open(), 'b');
+      const rec = await b.get({ action: ACTION, ref });
       expect(rec).toMatchObject({ state: 'pending', attempts: [{ class: 'not_sent' }] });
       // released, or the lease that ran out (nobody waits for it)
       expect(rec?.lease === null || (rec?.lease?.expiresAt ?? 0) <= Date.now()).toBe(true);
-      // a new client, no lookup: nothing can have been delivered, so it sends, once
-      const b = clientOf(inner, 'b');
       expect(await settled(order(b, ref, false))).toBe('201');
       expect(provider.effectsFor(ref)).toBe(1);
     });
