@@ -641,18 +641,18 @@ export class Engine {
     }
     const retryAfterMs = c.retryAfterMs;
     if (retryAfterMs !== undefined && retryAfterMs > retry.maxRetryAfterMs) {
-      return end((rec) => unlessAmbiguous(rec, new RetriesExhaustedError(`provider asked to wait ${retryAfterMs} ms (over maxRetryAfterMs ${retry.maxRetryAfterMs}) for ${text(scope)}; the record stays resumable`, { scope, retryAfterMs, attempts: attemptNumber, cause: thrown })));
+      return end((rec) => unlessAmbiguous(rec, new RetriesExhaustedError(`provider asked to wait ${retryAfterMs} ms (over maxRetryAfterMs ${retry.maxRetryAfterMs}) for ${text(scope)}; the record stays resumable${unsure(rec)}`, { scope, retryAfterMs, attempts: attemptNumber, cause: thrown })));
     }
     const delayMs = retryAfterMs ?? backoffDelay(retry.jitter, attemptNumber, retry, this.opts.random, previousDelayMs);
     // An attempt needs time to finish: one the deadline cuts short after it was sent leaves the record
     // ambiguous, where stopping now leaves it resumable. The floor: its own timeout, at most a tenth of the deadline.
     const floorMs = Math.min(retry.attemptTimeoutMs, retry.deadlineMs / 10);
     if (delayMs + floorMs > deadline.remaining(this.opts.now())) {
-      return end((rec) => unlessAmbiguous(rec, new DeadlineExceededError(`waiting ${delayMs} ms would leave under ${floorMs} ms of the deadline of ${text(scope)} for the next attempt; the record stays resumable`, { scope, retryAfterMs, attempts: attemptNumber, cause: thrown })));
+      return end((rec) => unlessAmbiguous(rec, new DeadlineExceededError(`waiting ${delayMs} ms would leave under ${floorMs} ms of the deadline of ${text(scope)} for the next attempt; the record stays resumable${unsure(rec)}`, { scope, retryAfterMs, attempts: attemptNumber, cause: thrown })));
     }
     // Last check: a token is taken only for a retry that will be sent, else given back (see `funded`).
     if (retry.budget !== undefined && !this.funded.has(deadline)) {
-      if (!retry.budget.tryRetry()) return end((rec) => unlessAmbiguous(rec, new RetriesExhaustedError(`retry budget exhausted for ${text(scope)} after ${c.reason}; the record stays resumable`, { scope, attempts: attemptNumber, cause: thrown })));
+      if (!retry.budget.tryRetry()) return end((rec) => unlessAmbiguous(rec, new RetriesExhaustedError(`retry budget exhausted for ${text(scope)} after ${c.reason}; the record stays resumable${unsure(rec)}`, { scope, attempts: attemptNumber, cause: thrown })));
       this.funded.add(deadline);
     }
     this.stats.retries++;
@@ -1308,8 +1308,15 @@ function exhausted(rec: OperationRecord, c: Classification, maxAttempts: number,
   if (rec.state === 'ambiguous') {
     return new AmbiguousOutcomeError(`${maxAttempts} attempts used and the last outcome of ${text(scope)} is ambiguous (${c.reason}); not resent`, { scope, cause });
   }
-  return new RetriesExhaustedError(`${maxAttempts} attempts used for ${text(scope)}, last: ${c.reason}; the record stays resumable`, { scope, attempts: maxAttempts, retryAfterMs: c.retryAfterMs, cause: thrown });
+  return new RetriesExhaustedError(`${maxAttempts} attempts used for ${text(scope)}, last: ${c.reason}; the record stays resumable${unsure(rec)}`, { scope, attempts: maxAttempts, retryAfterMs: c.retryAfterMs, cause: thrown });
 }
+
+/**
+ * What a resumable stop adds when an earlier attempt may have acted, a same-key resend having been
+ * cleared by the provider's dedupe only: a caller must not read "resumable" as "nothing happened".
+ */
+const unsure = (rec: OperationRecord): string =>
+  rec.state === 'pending' && resendNeedsDedupe(rec) ? '; an earlier attempt may have taken effect: call again with the same ref, never a new one' : '';
 
 /**
  * By the record, not the reason for stopping: a call that stops while its last attempt's outcome is

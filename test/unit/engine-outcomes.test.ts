@@ -1096,3 +1096,34 @@ describe("an opaque redirect (redirect: 'manual' in a browser)", () => {
     expect(calls).toHaveLength(1);
   });
 });
+
+// A stop after a same-key resend that only the provider's dedupe cleared (record pending, an earlier
+// attempt of unknown outcome): resumable, but the error must not read as "nothing happened" — a caller
+// who retries under a new ref makes a second effect when the earlier attempt acted.
+describe('a resumable stop after an attempt that may have acted (providerDedupes, no lookup)', () => {
+  const serverError = () => json(500, { error: 'oops' });
+  const unavailable = (headers: Record<string, string> = {}) => json(503, { error: 'busy' }, headers);
+
+  it.each<[string, OnceClientOptions, Step[], string]>([
+    ['attempts used', { retry: { maxAttempts: 2 } }, [serverError(), unavailable()], 'RETRIES_EXHAUSTED'],
+    ['a Retry-After over maxRetryAfterMs', { retry: { maxAttempts: 3 } }, [serverError(), unavailable({ 'retry-after': '3600' })], 'RETRIES_EXHAUSTED'],
+    ['a wait past the deadline', { retry: { maxAttempts: 3, deadlineMs: 2_000, maxRetryAfterMs: 60_000 } }, [serverError(), unavailable({ 'retry-after': '30' })], 'DEADLINE_EXCEEDED'],
+  ])('%s: the error says an earlier attempt may have taken effect and to call again with the same ref', async (_name, options, steps, code) => {
+    const { fetch, calls } = scriptedFetch(steps);
+    const { client } = makeClient(fetch, { providerDedupes: true, ...options, retry: { baseDelayMs: 1, maxDelayMs: 1, ...options.retry } });
+    const error = await client.fetch(URL_ORDERS, orderInit()).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code });
+    expect((error as Error).message).toMatch(/an earlier attempt may have taken effect: call again with the same ref, never a new one/);
+    expect(calls).toHaveLength(2);
+    expect(calls[0]?.headers.get('idempotency-key')).toBe(calls[1]?.headers.get('idempotency-key'));
+    expect((await client.get(SCOPE))?.state).toBe('pending');
+  });
+
+  it('a stop with every earlier attempt known not to have acted keeps its plain message', async () => {
+    const { fetch } = scriptedFetch([unavailable(), unavailable()]);
+    const { client } = makeClient(fetch, { providerDedupes: true, retry: { maxAttempts: 2, baseDelayMs: 1, maxDelayMs: 1 } });
+    const error = await client.fetch(URL_ORDERS, orderInit()).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'RETRIES_EXHAUSTED' });
+    expect((error as Error).message).not.toMatch(/may have taken effect/);
+  });
+});
