@@ -156,6 +156,11 @@ export interface ResolvedOptions {
 const ms = s.int(0);
 const positiveMs = s.int(1);
 const nonEmpty = s.str(1);
+/**
+ * A tenant is a text column of the PostgreSQL store, which cannot hold a NUL: the other stores kept one,
+ * so it is refused for all before anything is recorded (an action and a ref travel JSON-escaped, kept by every store).
+ */
+export const NO_NUL = 'must not contain a NUL character (PostgreSQL cannot store one)';
 const fn = s.custom<(...args: never[]) => unknown>((v) => typeof v === 'function', 'must be a function');
 const nonNegative = s.num(0);
 
@@ -171,7 +176,7 @@ const optionsCheck = s.obj(
     store: s.optional(
       s.custom<OnceStore>((v) => typeof v === 'object' && v !== null && typeof (v as OnceStore).claim === 'function', 'must be a store (see the store contract)'),
     ),
-    tenant: s.optional(nonEmpty),
+    tenant: s.optional(s.str(1, /^[^\0]*$/, NO_NUL)),
     fetch: s.optional(fn),
     keyHeader: s.optional(s.str(0, /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'must be an HTTP header name')),
     quoteKey: s.optional(s.bool),
@@ -218,9 +223,12 @@ export function checkObject(where: string, what: string, value: unknown): assert
   if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new TypeError(`${where}: ${what} must be an object, got ${got(value)}`);
 }
 
-/** Throws a TypeError naming `<what>.<field>` of `where` for the first of `fields` that is not a non-empty string. */
+/** Throws a TypeError naming `<what>.<field>` of `where` for the first of `fields` that is not a non-empty string (a tenant, nor one with a NUL: {@link NO_NUL}). */
 export function checkStrings(where: string, what: string, fields: Record<string, unknown>): void {
-  for (const [name, value] of Object.entries(fields)) if (typeof value !== 'string' || value === '') throw new TypeError(`${where}: ${what}.${name} must be a non-empty string`);
+  for (const [name, value] of Object.entries(fields)) {
+    if (typeof value !== 'string' || value === '') throw new TypeError(`${where}: ${what}.${name} must be a non-empty string`);
+    if (name === 'tenant' && value.includes('\0')) throw new TypeError(`${where}: ${what}.tenant ${NO_NUL}`);
+  }
 }
 
 /**

@@ -17,7 +17,7 @@ import type { OperationRecord, Scope } from '../operation/record.js';
 import { buildResponse, responseSnapshot } from '../operation/snapshot.js';
 import type { LiveBody } from '../operation/snapshot.js';
 import type { ResolvedOptions } from '../options.js';
-import { checkKeys } from '../options.js';
+import { checkKeys, checkStrings } from '../options.js';
 import type { LookupFn, SnapshotLookup } from '../reconcile/lookup.js';
 import type { AttemptContext, AttemptOutcome, Engine, OperationSpec } from './execute.js';
 import { lateCalls } from './late-call.js';
@@ -142,6 +142,7 @@ export async function onceFetch(engine: Engine, input: string | URL | Request, i
   if (req.bodyOf !== undefined) req.body = req.bodyOf.clone().body;
   const onceOptions: OnceOptions = checkOnce(once);
   const key = unquote(callerKey);
+  checkKeyOnce(init?.headers, key, callerKey, opts.keyHeader);
   if (key === '') throw new TypeError(`client.fetch: the ${opts.keyHeader} header is empty; give it a non-empty key, or leave it out and oncefetch mints one`);
   const normalised = normaliseUrl(req.url); // an invalid URL, or one with credentials, is a TypeError here
   const u = new URL(normalised);
@@ -241,6 +242,23 @@ function unquote(key: string | undefined): string | undefined {
   return m?.[1] === undefined ? key.trim() : m[1].replace(/\\(["\\])/g, '$1');
 }
 
+/**
+ * The caller's key header given twice (two casings in an object, two entries, `Headers.append`): fetch
+ * joins the values with ", " and the joined text would be the key, one nobody meant. Refused, equal
+ * values too, before anything is recorded: by its entries when they can be read, else by the comma in
+ * the joined value (outside an RFC 8941 quoted string), which any HTTP hop could split the same way.
+ */
+function checkKeyOnce(raw: HeadersInit | undefined, key: string | undefined, given: string | undefined, name: string): void {
+  const where = `client.fetch: the ${name} header`;
+  if (raw !== undefined && !(raw instanceof Headers)) {
+    const pairs = (Symbol.iterator in raw ? [...(raw as Iterable<string[]>)] : Object.entries(raw)).filter((p) => String(p[0]).toLowerCase() === name.toLowerCase());
+    if (pairs.length > 1) throw new TypeError(`${where} is given ${pairs.length} times (${pairs.map((p) => `${p[0]}: ${p[1]}`).join(', ')}): fetch would join them into one key. Give it once`);
+  }
+  if (key === given?.trim() && key?.includes(',') === true) {
+    throw new TypeError(`${where} holds a comma (${key}), as a header given twice does (Headers.append). Give one key without a comma, or RFC 8941 quoted`);
+  }
+}
+
 /** `key` as an RFC 8941 string: quoted, with backslash and double quote escaped. */
 export function quoteKey(key: string): string {
   return `"${key.replace(/["\\]/g, '\\$&')}"`;
@@ -254,10 +272,7 @@ function checkOnce(once: OnceOptions | boolean | undefined): OnceOptions {
   if (once === undefined || once === true) return {};
   if (typeof once !== 'object' || once === null) throw new TypeError(`client.fetch: once must be an options object, true or false, got ${once === null ? 'null' : typeof once}`);
   checkKeys('client.fetch', 'once', once, ONCE_KEYS);
-  for (const name of ['tenant', 'action', 'ref'] as const) {
-    const value: unknown = once[name];
-    if (value !== undefined && (typeof value !== 'string' || value === '')) throw new TypeError(`client.fetch: once.${name} must be a non-empty string`);
-  }
+  for (const name of ['tenant', 'action', 'ref'] as const) if (once[name] !== undefined) checkStrings('client.fetch', 'once', { [name]: once[name] });
   for (const name of ['lookup', 'classify'] as const) {
     if (once[name] !== undefined && typeof once[name] !== 'function') throw new TypeError(`client.fetch: once.${name} must be a function`);
   }

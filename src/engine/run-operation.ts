@@ -271,7 +271,7 @@ const SPEC_KEYS = ['action', 'ref', 'tenant', 'key', 'payload', 'lookup', 'class
 export async function onceRun<T>(engine: Engine, spec: RunSpec<T>, effect: (ctx: RunContext) => Promise<T>): Promise<T> {
   checkKeys('client.run', 'spec', spec, SPEC_KEYS);
   const scope: Scope = { tenant: spec.tenant ?? engine.opts.tenant, action: spec.action, ref: spec.ref };
-  checkStrings('client.run', 'spec', { action: spec.action, ref: spec.ref });
+  checkStrings('client.run', 'spec', { ...scope });
   if (spec.key !== undefined && (typeof spec.key !== 'string' || spec.key === '')) throw new TypeError('client.run: spec.key must be a non-empty string (or left out: oncefetch mints one)');
   if (typeof effect !== 'function') throw new TypeError('client.run: effect must be a function');
   const fingerprint = await fingerprintPayload(spec.payload ?? null);

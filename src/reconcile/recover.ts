@@ -21,7 +21,7 @@ import type { OperationRecord, Scope } from '../operation/record.js';
 import type { CorruptRow, OnceStore } from '../stores/contract.js';
 import { reconcile, settledAt } from './lookup.js';
 import type { ReconcileOutcome } from './lookup.js';
-import { checkKeys } from '../options.js';
+import { NO_NUL, checkKeys } from '../options.js';
 
 /**
  * What `client.recover()` did, per operation scope. `absent` operations wait
@@ -211,6 +211,7 @@ export async function recover(engine: Engine, options: RecoverOptions = {}): Pro
   // provider may hold an order this one's lookup calls absent.
   const tenant = options.tenant ?? engine.opts.tenant;
   if (typeof tenant !== 'string' || tenant === '') throw new TypeError('client.recover: option "tenant" must be a non-empty string');
+  if (tenant.includes('\0')) throw new TypeError(`client.recover: option "tenant" ${NO_NUL}`);
   // (named here, not left to the store's list(): a custom store may check nothing)
   const limit: unknown = options.limit ?? 100;
   if (typeof limit !== 'number') throw new TypeError('client.recover: option "limit" must be a non-negative integer');
