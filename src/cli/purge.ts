@@ -16,7 +16,9 @@ import { STORE_FLAG_HELP, openStore, storeLabel } from './store.js';
 export const PURGE_HELP = `Usage: oncefetch purge [--store PATH|URL] [--dry-run] [--json]
 
 Removes succeeded, failed and cancelled records whose retention (expiresAt) has
-passed. Unfinished records are never removed: settle them with client.recover().
+passed, of every tenant and action: purge is store-wide (it takes no --tenant,
+--action or --ref). Unfinished records are never removed: settle them with
+client.recover().
 It removes in batches; when the store fails part-way, it prints how many records
 the batches before had removed, then the error (exit 1).
 
@@ -27,6 +29,12 @@ ${STORE_FLAG_HELP}
 
 /** Runs `oncefetch purge`. */
 export async function purgeCommand(args: string[], io: CliIo): Promise<number> {
+  // Store-wide by design, as client.purge() (which refuses { tenant }): said so, not parseArgs' "Unknown option".
+  const end = args.indexOf('--');
+  const scoped = args.slice(0, end < 0 ? undefined : end).map((a) => /^--(tenant|action|ref)(?:=|$)/.exec(a)?.[1]).find((f) => f !== undefined);
+  if (scoped !== undefined) {
+    throw new UsageError(`purge takes no --${scoped}: it is store-wide, removing every tenant's terminal records past their expiresAt (set by each client's retentionMs), as client.purge() does`);
+  }
   const { values, positionals } = parseFlags({
     args,
     options: {
