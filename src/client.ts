@@ -145,7 +145,8 @@ export interface OnceClient {
   readonly store: OnceStore;
   /**
    * Shuts the client down gracefully, then closes the store (a store other open clients share is
-   * closed by the last of them to close, not under their calls). At once, every method that does work
+   * closed by the last of them to close, not under their calls; one given to `wrapFetch` too, whose
+   * client has no `close()`, is never closed by oncefetch: call its `close()` yourself). At once, every method that does work
    * (`fetch`, a `wrap()`ped fetch, `run`, `get`, `cancel`, `recover`, `purge`, `explain`) called from
    * then on rejects with a `StoreError` naming `client.close()`, before anything is recorded or sent.
    * Then it waits for the work already started to end by itself: calls in flight (and the calls that
@@ -407,7 +408,9 @@ function shutdownOf(engine: Engine): { admit: <T>(method: string, start: () => P
       const waitMs = options?.waitMs;
       if (waitMs !== undefined) {
         // (each close()'s bound counts from that call; the first to run out stops the wait)
-        const reason = new StoreError(`client.close({ waitMs: ${waitMs} }) stopped this work when its wait ran out, and closed the store`);
+        // (a store other open clients share stays open for them, see `releaseStore`: not said closed)
+        const shared = (storeUsers.get(engine.opts.store) ?? 1) > 1;
+        const reason = new StoreError(`client.close({ waitMs: ${waitMs} }) stopped this work when its wait ran out${shared ? '' : ', and closed the store'}`);
         if (waitMs === 0) stop.abort(reason);
         else if (!waited) timers.push(longTimeout(() => stop.abort(reason), waitMs));
       }

@@ -42,7 +42,8 @@ export function createClient(options: OnceClientOptions = {}): OnceClient {
 
 /**
  * A plain `fetch` with the once-only guarantee, for SDKs that take a `fetch`
- * option. Same options as {@link createClient}.
+ * option. Same options as {@link createClient}. Its client has no `close()`: a `store` given to it
+ * stays open, also after the `close()` of the other clients that share it; close it yourself.
  *
  * @example
  * ```ts

@@ -52,3 +52,42 @@ describe.each([
     expect(storeClosed).toBe(1);
   });
 });
+
+describe("close({ waitMs }) of one client of a shared store: the stopped call's error", () => {
+  it('does not say the store was closed while another client keeps it open (and does when it was)', async () => {
+    let sends = 0;
+    // a 503 asking for 5 s: the call waits in its backoff when close({ waitMs: 0 }) stops it
+    const fetch = (async () => {
+      sends++;
+      return new Response('busy', { status: 503, headers: { 'retry-after': '5' } });
+    }) as typeof globalThis.fetch;
+    const store: OnceStore = node.memoryStore();
+    let storeClosed = 0;
+    const close = store.close.bind(store);
+    store.close = () => {
+      storeClosed++;
+      return close();
+    };
+    const t1 = node.createClient({ tenant: 't1', store, fetch, telemetry: false, retry: { budget: false } });
+    const t2 = node.createClient({ tenant: 't2', store, fetch, telemetry: false, retry: { budget: false } });
+    const waiting = (client: typeof t1) => client.fetch(URL_, { method: 'POST', body: '{}', once: { action: 'pay', ref: 'x' } }).then(
+        (res) => new Error(`resolved with ${res.status}`),
+        (e: unknown) => e as Error,
+      );
+
+    const first = waiting(t1);
+    await new Promise((r) => setTimeout(r, 50));
+    await t1.close({ waitMs: 0 });
+    const shared = await first;
+    expect(shared.message).toMatch(/stopped this work when its wait ran out/);
+    expect(storeClosed).toBe(0);
+    expect(shared.message).not.toMatch(/closed the store/);
+
+    const last = waiting(t2);
+    await new Promise((r) => setTimeout(r, 50));
+    await t2.close({ waitMs: 0 });
+    expect((await last).message).toMatch(/stopped this work when its wait ran out, and closed the store/);
+    expect(storeClosed).toBe(1);
+    expect(sends).toBe(2);
+  });
+});
