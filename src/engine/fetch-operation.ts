@@ -349,33 +349,49 @@ function rejected(error: unknown, keyHeader: string): Classification {
 /** Media types of a 2xx passed through as it arrives: `text/event-stream`, and JSON lines (`application/x-ndjson`, `application/ndjson`, `application/jsonl`, `application/x-jsonl`, `application/x-jsonlines`, `application/jsonlines`, `application/stream+json`). */
 const STREAMED = /^\s*(?:text\/event-stream|application\/(?:x-)?(?:ndjson|jsonl|jsonlines)|application\/stream\+json)\s*(?:;|$)/i;
 
-/** Streams handed to a caller: cancelled at their source once collected unread, as fetch's own Response is. */
-const unread = new FinalizationRegistry<ReadableStreamDefaultReader<Uint8Array>>((reader) => void reader.cancel('the response was garbage collected unread').catch(() => undefined));
+/**
+ * Streams handed to a caller: once collected unread, their abort listener is removed and their source
+ * cancelled, as fetch's own Response is. (`release` reaches the stream only weakly: a held value that
+ * reached it would keep it from ever being collected.)
+ */
+const unread = new FinalizationRegistry<(reason: string) => void>((release) => release('the response was garbage collected unread'));
 
 /**
  * `body` for the live caller, a chunk per read; the caller's abort errors it and cancels the source.
  * Not a pipe: a pipe holds the body locked and reachable, so a transport's own collection of an
  * unread body (undici's fetch has one) never comes, and the connection stays open for good.
+ * The abort listener reaches the stream's controller through a WeakRef: agents pass one signal to
+ * every call, and a stream never read must not stay reachable from it, nor its listener stay on it.
  */
 function passThrough(body: ReadableStream<Uint8Array>, signal: AbortSignal | undefined): ReadableStream<Uint8Array> {
   const reader = body.getReader();
   const token = {};
-  let onAbort: (() => void) | undefined;
+  let controllerRef: WeakRef<ReadableStreamDefaultController<Uint8Array>> | undefined;
+  let listening = false;
   const settle = (): void => {
     unread.unregister(token);
-    if (onAbort !== undefined) signal?.removeEventListener('abort', onAbort);
+    if (listening) {
+      listening = false;
+      signal?.removeEventListener('abort', onAbort);
+    }
   };
+  const release = (reason: unknown): void => {
+    settle();
+    reader.cancel(reason).catch(() => undefined);
+  };
+  function onAbort(): void {
+    const reason: unknown = signal?.reason;
+    controllerRef?.deref()?.error(reason);
+    release(reason);
+  }
   const stream = new ReadableStream<Uint8Array>(
     {
       start: (controller) => {
         if (signal === undefined) return;
-        onAbort = () => {
-          settle();
-          controller.error(signal.reason);
-          reader.cancel(signal.reason).catch(() => undefined);
-        };
-        if (signal.aborted) onAbort();
-        else signal.addEventListener('abort', onAbort, { once: true });
+        controllerRef = new WeakRef(controller);
+        if (signal.aborted) return onAbort();
+        signal.addEventListener('abort', onAbort, { once: true });
+        listening = true;
       },
       pull: async (controller) => {
         let next: ReadableStreamReadResult<Uint8Array>;
@@ -399,7 +415,7 @@ function passThrough(body: ReadableStream<Uint8Array>, signal: AbortSignal | und
     },
     { highWaterMark: 0 },
   );
-  unread.register(stream, reader, token);
+  unread.register(stream, release, token);
   return stream;
 }
 

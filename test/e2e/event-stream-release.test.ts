@@ -4,6 +4,7 @@
  * be released, and nothing may throw outside the caller's reach (an uncaught exception ends a Node
  * process). Counted at a loopback server that streams until the client goes away.
  */
+import { getEventListeners } from 'node:events';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
@@ -142,6 +143,46 @@ describe('an event stream the caller never reads', () => {
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
     expect(state.closed).toBe(3);
+  });
+});
+
+describe('an event stream the caller never reads, under a signal that outlives it', () => {
+  // Agents pass one long-lived AbortSignal to every call. The stream's abort listener on it held the
+  // stream's controller, so the stream stayed reachable from the signal: never collected, its listener
+  // never removed, its connection never given back. Measured in a user trial before the fix: 200 calls
+  // left unread kept 200 listeners on the signal after collections; here 0 of 3 endless streams closed.
+  it.each([
+    ['the default transport', undefined],
+    ["Node's global fetch", globalThis.fetch],
+  ] as const)('is released once collected, and its listener removed (%s)', async (_, transport) => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const { url, state } = await endless(50);
+    const c = loop.use(createClient({ store: memoryStore(), telemetry: false, ...(transport === undefined ? {} : { fetch: transport }) }));
+    const controller = new AbortController();
+    const listeners = (): number => getEventListeners(controller.signal, 'abort').length;
+    const statuses: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      statuses.push((await c.fetch(url, { method: 'POST', body: '{"stream":true}', signal: controller.signal, once: { action: 'chat', ref: `shared-${i}` } })).status);
+    }
+    expect(statuses).toEqual([200, 200, 200]);
+    for (let i = 0; i < 30 && (state.closed < 3 || listeners() > 0); i++) {
+      gc();
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect({ closed: state.closed, listeners: listeners() }).toEqual({ closed: 3, listeners: 0 });
+  });
+
+  it('keeps no listener once read to its end, nor once cancelled', async () => {
+    const url = await short();
+    const c = loop.use(createClient({ store: memoryStore(), telemetry: false }));
+    const controller = new AbortController();
+    for (let i = 0; i < 5; i++) {
+      const res = await c.fetch(url, { method: 'POST', body: '{"stream":true}', signal: controller.signal, once: { action: 'chat', ref: `read-${i}` } });
+      if (i % 2 === 0) expect(await res.text()).toBe('data: done\n\n');
+      else await res.body?.cancel();
+    }
+    expect(getEventListeners(controller.signal, 'abort').length).toBe(0);
   });
 });
 
