@@ -121,14 +121,15 @@ export interface UnknownOutcomes {
   /**
    * Waits while a call of this payload is running (under `signal`), then refuses this one if an earlier
    * call's outcome stayed unknown; else marks it running. The function returned ends that mark: called
-   * once the call has ended, after `remember`.
+   * once the call has ended, after `remember`. `retryCount`: a Stainless SDK's own retry (`x-stainless-retry-count`
+   * ≥ 1), refused at once, its cause the earlier call's error when that call's outcome stayed unknown.
    */
-  enter(id: string, method: string, signal: AbortSignal | undefined): Promise<() => void>;
+  enter(id: string, method: string, signal: AbortSignal | undefined, retryCount?: string): Promise<() => void>;
   /** `error`: what the call threw, the refusal's `cause` */
   remember(id: string, error: unknown): void;
 }
 
-export async function onceFetch(engine: Engine, input: string | URL | Request, init?: OnceRequestInit, unknown?: UnknownOutcomes): Promise<Response> {
+export async function onceFetch(engine: Engine, input: string | URL | Request, init?: OnceRequestInit, unknown?: UnknownOutcomes, retryCount?: string): Promise<Response> {
   const opts = engine.opts;
   const req = plain(input, init);
   const callerKey = req.headers.get(opts.keyHeader) ?? undefined;
@@ -171,7 +172,7 @@ export async function onceFetch(engine: Engine, input: string | URL | Request, i
     ref: onceOptions.ref ?? key ?? (mintedRef as string),
   };
   const unknownId = mintedRef === undefined ? undefined : `${scope.tenant}\n${fingerprint}`;
-  const leave = unknownId === undefined ? undefined : await unknown?.enter(unknownId, req.method, req.signal);
+  const leave = unknownId === undefined ? undefined : await unknown?.enter(unknownId, req.method, req.signal, retryCount);
   try {
     // A custom fetch may ignore its signal: its request, still out after its attempt ended, is the next attempt's.
     const calls = lateCalls(engine, scope, fingerprint, cancelBody);

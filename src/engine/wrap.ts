@@ -3,7 +3,8 @@
  * retries. A Stainless-generated SDK (openai-node among them) retries a failed call by
  * itself and marks each retry `x-stainless-retry-count: N`. Without an Idempotency-Key
  * oncefetch cannot tie that retry to the call it repeats: sent, it would be a new operation
- * under a new key, a second effect whenever the first call took one. It is refused instead.
+ * under a new key, a second effect whenever the first call took one. It is refused instead
+ * (its cause, when an earlier call of this client with that payload left its outcome unknown, that call's error).
  * Other SDKs retry with no marker (ky with 'post' in `retry.methods`, got): a call with no key
  * nor ref whose payload is that of an earlier such call of this client whose outcome stayed
  * unknown (within `retry.deadlineMs` of its end) is refused the same way. One that comes while
@@ -57,8 +58,21 @@ function unknownOutcomes(engine: Engine): UnknownOutcomes {
     }
   };
   const made: UnknownOutcomes = {
-    async enter(id, method, signal) {
+    async enter(id, method, signal, retryCount) {
       forgetPassed();
+      if (retryCount !== undefined) {
+        // (its cause, when the earlier call of this payload left its outcome unknown: that call's error)
+        const earlier = ended.get(id);
+        const unknownBefore = earlier !== undefined && !passed(earlier.at);
+        const { keyHeader } = engine.opts;
+        throw new TypeError(
+          `client.wrap(): the SDK is retrying a ${method} on its own (x-stainless-retry-count: ${retryCount}) without an ${keyHeader} header` +
+            (unknownBefore ? ', after a call of the same payload whose outcome is unknown (it may have taken effect; its error is the cause)' : '') +
+            '; oncefetch cannot tie it to the call it repeats, and would send it as a new operation under a new key (a second effect if that call took one). ' +
+            `Not sent. Set the SDK's maxRetries: 0 (oncefetch retries with one key), or pass an ${keyHeader} header per call.`,
+          unknownBefore ? { cause: earlier.error } : undefined,
+        );
+      }
       check(id, method);
       for (let held = running.get(id); held !== undefined; held = running.get(id)) {
         await (signal === undefined ? held : untilAborted(held, signal));
@@ -93,14 +107,9 @@ export async function wrappedFetch(engine: Engine, input: string | URL | Request
   const method = (init?.method ?? request?.method ?? 'GET').toUpperCase();
   const isOnce = once !== false && (once !== undefined || headers.has(keyHeader) || onceMethods.has(method));
   const tied = headers.has(keyHeader) || (typeof once === 'object' && once.ref !== undefined);
-  if (count !== null && isOnce && !tied && Number(count) >= 1) {
-    throw new TypeError(
-      `client.wrap(): the SDK is retrying a ${method} on its own (x-stainless-retry-count: ${count}) without an ${keyHeader} header; ` +
-        'oncefetch cannot tie it to the call it repeats, and would send it as a new operation under a new key (a second effect if that call took one). ' +
-        `Not sent. Set the SDK's maxRetries: 0 (oncefetch retries with one key), or pass an ${keyHeader} header per call.`,
-    );
-  }
-  const res = await onceFetch(engine, input, init, unknown);
+  // A Stainless SDK's own retry without a key is refused (by `unknown.enter`, which knows the earlier call's outcome)
+  const retrying = count !== null && isOnce && !tied && Number(count) >= 1 ? count : undefined;
+  const res = await onceFetch(engine, input, init, unknown, retrying);
   // oncefetch returns a non-2xx only as final (terminal, or settled); the SDK would resend a 409 or a 5xx
   // as a new operation, now refused (or, keyed as stripe-node keys it, replayed after its backoff): tell it
   // not to, so its caller gets the response's own error. stripe-node reads only its own header.

@@ -80,6 +80,11 @@ describe('openai-node with client.wrap() and its default maxRetries (2)', () => 
       expect(fake.requests).toHaveLength(1);
       expect(error).toBeInstanceOf(OpenAI.APIConnectionError);
       expect(String((error as Error).cause)).toMatch(/maxRetries: 0/);
+      // The refusal is the SDK's last error: it names the unknown outcome it follows, with that error as its
+      // cause, so the caller still learns the completion may have been created (before, a bare TypeError).
+      const refusal = (error as Error).cause as Error;
+      expect(refusal.message).toMatch(/after a call of the same payload whose outcome is unknown/);
+      expect(refusal.cause).toMatchObject({ code: 'AMBIGUOUS_OUTCOME' });
     },
   );
 
@@ -119,6 +124,9 @@ describe('openai-node with client.wrap() and its default maxRetries (2)', () => 
     expect(error).toBeInstanceOf(OpenAI.APIConnectionError);
     expect(fake.requests).toHaveLength(2);
     expect(fake.effects).toBe(0);
+    // (nothing may have taken effect: the refusal names no unknown outcome)
+    expect((error as Error).cause).toMatchObject({ message: expect.not.stringMatching(/outcome is unknown/) as unknown });
+    expect(((error as Error).cause as Error).cause).toBeUndefined();
   });
 });
 
