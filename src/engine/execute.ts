@@ -622,15 +622,17 @@ export class Engine {
     const end = async (error: (rec: OperationRecord) => Error & { code: string }): Promise<OperationRecord> => {
       const rec = owned.rec;
       // (`asked`: the last attempt's outcome was looked up already, see `sendOnce`)
-      const unsettled = rec.state === 'ambiguous' || (rec.state === 'pending' && resendNeedsDedupe(rec));
-      if (!asked && unsettled && lookupOf(spec, rec) !== undefined) {
-        if (rec.state === 'pending') await this.early(owned, deadline.signal, { type: 'reconcile_first', detail: `${DEDUPE_ONLY}no retry can be made: reconcile first` });
+      const unsettled = (r: OperationRecord): boolean => r.state === 'ambiguous' || (r.state === 'pending' && resendNeedsDedupe(r));
+      if (!asked && unsettled(rec) && lookupOf(spec, rec) !== undefined) {
         try {
+          if (rec.state === 'pending') await this.early(owned, deadline.signal, { type: 'reconcile_first', detail: `${DEDUPE_ONLY}no retry can be made: reconcile first` });
           const ended = await this.reconcileOwned(owned, spec, deadline, cause);
           if (ended !== undefined && isTerminal(ended.state)) return ended;
         } catch (failure) {
-          // (the deadline, not the caller, cut the lookup off: the stop stands, an AmbiguousOutcomeError)
-          if (failure !== deadline.passed || deadline.signal.reason !== failure || owned.rec.state !== 'ambiguous') throw failure;
+          // (the deadline, not the caller, cut the lookup off, or the write before it that makes the record
+          // ambiguous, landing later: the stop stands, an AmbiguousOutcomeError, as the record will say)
+          if (failure !== deadline.passed || deadline.signal.reason !== failure || !unsettled(owned.rec)) throw failure;
+          throw await this.stop(owned, error({ ...owned.rec, state: 'ambiguous' }), deadline);
         }
         if (isTerminal(owned.rec.state)) return owned.rec;
       }

@@ -1,0 +1,69 @@
+/**
+ * A stop while an earlier attempt's outcome is unknown asks the lookup first (scheduleRetry's `end`).
+ * When the record was cleared for a same-key resend only by the provider's dedupe, `end` first writes
+ * `reconcile_first` (pending -> ambiguous). Here the call's deadline passes while that write is
+ * pending (a store slow to acknowledge it): the record ends ambiguous, so the caller must not be told
+ * "the record stays resumable" by a bare DeadlineExceededError. Effects counted at a scripted fetch.
+ */
+import { expect, it } from 'vitest';
+import { AmbiguousOutcomeError, createClient, memoryStore } from '../../src/index.js';
+import type { LookupFn, OnceStore } from '../../src/index.js';
+
+const SCOPE = { action: 'create-order', ref: 'A-17' };
+const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+it("a deadline that passes while end()'s reconcile_first write is pending: AmbiguousOutcomeError (record ambiguous), not a bare 'resumable' DeadlineExceededError; 1 effect, 2 POSTs", async () => {
+  const inner = memoryStore();
+  let slowWrites = 0;
+  // reconcile_first applied at once, acknowledged 1.5 s later (past the 1 s deadline)
+  const store: OnceStore = {
+    name: inner.name,
+    claim: (r) => inner.claim(r),
+    compareAndSet: async (id, g, next) => {
+      const res = await inner.compareAndSet(id, g, next);
+      if (next.evidence.at(-1)?.detail.includes('no retry can be made')) {
+        slowWrites++;
+        await wait(1_500);
+      }
+      return res;
+    },
+    get: (id) => inner.get(id),
+    list: (q) => inner.list(q),
+    purge: (n) => inner.purge(n),
+    close: () => inner.close(),
+  };
+  let effects = 0;
+  let posts = 0;
+  const steps = [
+    () => {
+      effects++;
+      return new Response('oops', { status: 500 });
+    },
+    () => new Response('busy', { status: 503, headers: { 'retry-after': '5' } }),
+  ];
+  const fetch = (async () => {
+    posts++;
+    const step = steps.shift();
+    if (step === undefined) throw new Error('unexpected POST');
+    return step();
+  }) as typeof globalThis.fetch;
+  let lookups = 0;
+  // the first lookup (before the resend) fails: the provider's dedupe clears the resend
+  const lookup: LookupFn = async () => {
+    lookups++;
+    throw new Error('lookup down');
+  };
+  const client = createClient({ store, fetch, random: () => 0, settleMs: 0, providerDedupes: true, telemetry: false, retry: { deadlineMs: 1_000, budget: false } });
+  const error: unknown = await client.fetch('https://api.example.test/orders', { method: 'POST', body: '{}', once: { ...SCOPE, lookup } }).catch((e: unknown) => e);
+  await wait(1_700);
+  const record = await client.get(SCOPE);
+  expect(slowWrites).toBe(1);
+  expect({ effects, posts, lookups }).toEqual({ effects: 1, posts: 2, lookups: 1 });
+  expect(record?.state).toBe('ambiguous');
+  expect(error).toBeInstanceOf(AmbiguousOutcomeError);
+  expect((error as Error).message).not.toMatch(/stays resumable$/);
+  // the stop as it was decided, its cause; the lease released
+  expect((error as Error).cause).toMatchObject({ code: 'DEADLINE_EXCEEDED', message: expect.stringMatching(/^waiting 5000 ms would leave under 100 ms of the deadline/) });
+  expect(record?.lease).toBeNull();
+  await client.close();
+}, 10_000);
