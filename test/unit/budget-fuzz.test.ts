@@ -49,7 +49,6 @@ async function round(seed: number, dedupes: boolean) {
   const keysSeen = new Map<string, Set<string>>();
   let over = 0;
   let retriesSent = 0;
-  let budget: RetryBudget | undefined;
   const fetch = (async (input: RequestInfo | URL, init?: RequestInit): Promise<Response> => {
     const ref = new URL(String(input)).searchParams.get('ref') ?? '';
     const key = new Headers(init?.headers).get('idempotency-key') ?? '';
@@ -95,12 +94,12 @@ async function round(seed: number, dedupes: boolean) {
     providerDedupes: dedupes,
     telemetry: false,
     onEvent: (e) => {
-      if (budget !== undefined && budget.tokens > RESERVE) over++;
+      if ((budgets[0]?.tokens ?? 0) > RESERVE) over++;
       if (e.type === 'attempt_started' && e.attempt >= 2) retriesSent++;
     },
     retry: { baseDelayMs: 1, maxDelayMs: 4, maxAttempts: 1 + Math.floor(random() * 4), deadlineMs: 400, attemptTimeoutMs: 100, budget: { ratio: 0, reserve: RESERVE, maxTokens: 100 } },
   });
-  budget = budgets[0];
+  const budget = budgets[0];
   const calls: Promise<unknown>[] = [];
   for (let i = 0; i < 30; i++) {
     const ref = `R-${seed}-${i}`;
