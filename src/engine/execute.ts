@@ -202,6 +202,8 @@ export class Engine {
   private readonly unsentLost = new WeakMap<CallDeadline, string>();
   /** the calls (by their deadline) an attempt of which was answered as anything but not_sent: a record they follow is no replay for them */
   private readonly sent = new WeakSet<CallDeadline>();
+  /** by call (its deadline): the record as a write after the send that the deadline cut off leaves it (see `cutOff`), read by a stop decided before it (see `scheduleRetry`) */
+  private readonly cutLeaves = new WeakMap<CallDeadline, OperationRecord>();
   /**
    * The calls (by their deadline) that hold a retry budget token for a retry not sent yet: spent when
    * the retry is handed to the transport (see `sendOnce`), given back when the call ends first (an
@@ -622,17 +624,21 @@ export class Engine {
     const end = async (error: (rec: OperationRecord) => Error & { code: string }): Promise<OperationRecord> => {
       const rec = owned.rec;
       // (`asked`: the last attempt's outcome was looked up already, see `sendOnce`)
-      const unsettled = (r: OperationRecord): boolean => r.state === 'ambiguous' || (r.state === 'pending' && resendNeedsDedupe(r));
-      if (!asked && unsettled(rec) && lookupOf(spec, rec) !== undefined) {
+      const unsettled = rec.state === 'ambiguous' || (rec.state === 'pending' && resendNeedsDedupe(rec));
+      if (!asked && unsettled && lookupOf(spec, rec) !== undefined) {
+        let first = rec.state === 'pending';
         try {
-          if (rec.state === 'pending') await this.early(owned, deadline.signal, { type: 'reconcile_first', detail: `${DEDUPE_ONLY}no retry can be made: reconcile first` });
+          if (first) await this.early(owned, deadline.signal, { type: 'reconcile_first', detail: `${DEDUPE_ONLY}no retry can be made: reconcile first` });
+          first = false;
           const ended = await this.reconcileOwned(owned, spec, deadline, cause);
           if (ended !== undefined && isTerminal(ended.state)) return ended;
         } catch (failure) {
-          // (the deadline, not the caller, cut the lookup off, or the write before it that makes the record
-          // ambiguous, landing later: the stop stands, an AmbiguousOutcomeError, as the record will say)
-          if (failure !== deadline.passed || deadline.signal.reason !== failure || !unsettled(owned.rec)) throw failure;
-          throw await this.stop(owned, error({ ...owned.rec, state: 'ambiguous' }), deadline);
+          // (the deadline, not the caller, cut the lookup off, or a write of it: the stop stands, by the record
+          // as that write leaves it: ambiguous (reconcile_first, landing later), an AmbiguousOutcomeError;
+          // cleared by a settled "absent", the stop's own error)
+          if (failure !== deadline.passed || deadline.signal.reason !== failure) throw failure;
+          const left = first ? { ...owned.rec, state: 'ambiguous' as const } : (this.cutLeaves.get(deadline) ?? owned.rec);
+          throw await this.stop(owned, error(left), deadline);
         }
         if (isTerminal(owned.rec.state)) return owned.rec;
       }
@@ -781,6 +787,7 @@ export class Engine {
       this.unrecorded.add(next);
       return next;
     }
+    this.cutLeaves.set(deadline, next);
     throw this.endedBy(next, deadline, late);
   }
 

@@ -6,7 +6,7 @@
  * "the record stays resumable" by a bare DeadlineExceededError. Effects counted at a scripted fetch.
  */
 import { expect, it } from 'vitest';
-import { AmbiguousOutcomeError, createClient, memoryStore } from '../../src/index.js';
+import { AmbiguousOutcomeError, DeadlineExceededError, createClient, memoryStore } from '../../src/index.js';
 import type { LookupFn, OnceStore } from '../../src/index.js';
 
 const SCOPE = { action: 'create-order', ref: 'A-17' };
@@ -65,5 +65,49 @@ it("a deadline that passes while end()'s reconcile_first write is pending: Ambig
   // the stop as it was decided, its cause; the lease released
   expect((error as Error).cause).toMatchObject({ code: 'DEADLINE_EXCEEDED', message: expect.stringMatching(/^waiting 5000 ms would leave under 100 ms of the deadline/) });
   expect(record?.lease).toBeNull();
+  await client.close();
+}, 10_000);
+
+it("the last attempt's own unknown outcome (a 500, Retry-After past the deadline), the lookup's settled \"absent\" whose write the deadline cuts off: the stop's own DeadlineExceededError (record pending), not an AmbiguousOutcomeError; 0 effects, 1 POST, 1 lookup", async () => {
+  const inner = memoryStore();
+  let slowWrites = 0;
+  // the "absent" applied at once, acknowledged 1.5 s later (past the 1 s deadline)
+  const store: OnceStore = {
+    name: inner.name,
+    claim: (r) => inner.claim(r),
+    compareAndSet: async (id, g, next) => {
+      const res = await inner.compareAndSet(id, g, next);
+      if (next.evidence.at(-1)?.detail.startsWith('absent')) {
+        slowWrites++;
+        await wait(1_500);
+      }
+      return res;
+    },
+    get: (id) => inner.get(id),
+    list: (q) => inner.list(q),
+    purge: (n) => inner.purge(n),
+    close: () => inner.close(),
+  };
+  let posts = 0;
+  // a 500 that created nothing (0 effects)
+  const fetch = (async () => {
+    posts++;
+    return new Response('oops', { status: 500, headers: { 'retry-after': '5' } });
+  }) as typeof globalThis.fetch;
+  let lookups = 0;
+  const lookup: LookupFn = async () => {
+    lookups++;
+    return null;
+  };
+  const client = createClient({ store, fetch, random: () => 0, settleMs: 0, telemetry: false, retry: { deadlineMs: 1_000, budget: false } });
+  const error: unknown = await client.fetch('https://api.example.test/orders', { method: 'POST', body: '{}', once: { ...SCOPE, lookup } }).catch((e: unknown) => e);
+  await wait(1_700);
+  const record = await client.get(SCOPE);
+  expect(slowWrites).toBe(1);
+  expect({ posts, lookups }).toEqual({ posts: 1, lookups: 1 });
+  expect(record).toMatchObject({ state: 'pending', lease: null });
+  expect(error).not.toBeInstanceOf(AmbiguousOutcomeError);
+  expect(error).toBeInstanceOf(DeadlineExceededError);
+  expect((error as Error).message).toMatch(/^waiting 5000 ms would leave under 100 ms of the deadline/);
   await client.close();
 }, 10_000);
