@@ -1333,7 +1333,8 @@ const unsure = (rec: OperationRecord): string =>
  */
 function unlessAmbiguous(rec: OperationRecord, error: Error & { code: string }): Error & { code: string } {
   if (rec.state !== 'ambiguous') return error;
-  return new AmbiguousOutcomeError(`${error.message}; the last outcome is ambiguous (it may have taken effect): not resent, the next call or recover() reconciles it`, {
+  // (the reason's own "the record stays resumable" is not so: the record is ambiguous; the cause keeps it whole)
+  return new AmbiguousOutcomeError(`${error.message.replace(/; the record stays resumable$/, '')}; the last outcome is ambiguous (it may have taken effect): not resent, the next call or recover() reconciles it`, {
     scope: scopeOf(rec),
     cause: error,
   });

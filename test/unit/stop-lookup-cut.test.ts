@@ -111,3 +111,22 @@ it("the last attempt's own unknown outcome (a 500, Retry-After past the deadline
   expect((error as Error).message).toMatch(/^waiting 5000 ms would leave under 100 ms of the deadline/);
   await client.close();
 }, 10_000);
+
+it.each([
+  ['a Retry-After past the deadline', { deadlineMs: 1_000 }, '5'],
+  ['a Retry-After over maxRetryAfterMs', { maxRetryAfterMs: 1_000 }, '5'],
+  ['the attempts used up', { maxAttempts: 1 }, undefined],
+] as const)('%s after a 500 (no lookup, providerDedupes): the AmbiguousOutcomeError does not say the record stays resumable (it is ambiguous); 1 POST', async (_name, retry, retryAfter) => {
+  let posts = 0;
+  const fetch = (async () => {
+    posts++;
+    return new Response('oops', { status: 500, headers: retryAfter === undefined ? {} : { 'retry-after': retryAfter } });
+  }) as typeof globalThis.fetch;
+  const client = createClient({ store: memoryStore(), fetch, random: () => 0, settleMs: 0, providerDedupes: true, telemetry: false, retry: { budget: false, ...retry } });
+  const error: unknown = await client.fetch('https://api.example.test/orders', { method: 'POST', body: '{}', once: SCOPE }).catch((e: unknown) => e);
+  expect(posts).toBe(1);
+  expect((await client.get(SCOPE))?.state).toBe('ambiguous');
+  expect(error).toBeInstanceOf(AmbiguousOutcomeError);
+  expect((error as Error).message).not.toMatch(/resumable/);
+  await client.close();
+});
