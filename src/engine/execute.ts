@@ -489,7 +489,7 @@ export class Engine {
       this.stats.replays++;
       this.emit({ type: 'replay', scope, at: this.opts.now(), state: record.state });
     }
-    if (record.state === 'cancelled') throw cancelledError(scope, replayed);
+    if (record.state === 'cancelled') throw cancelledError(scope, replayed, record.attempts.some((a) => a.class !== 'not_sent'));
     if (record.error?.code === 'IDEMPOTENCY_CONFLICT') {
       // (a record an earlier version ended failed on a conflict that answered a resend: the effect may exist)
       const reached = conflictAfterReach(record);
@@ -1345,12 +1345,13 @@ function unlessAmbiguous(rec: OperationRecord, error: Error & { code: string }):
  * cancelled one: React StrictMode's second effect run after the first one's cleanup aborted `once.signal`)
  * is told that the ref stays cancelled, and that nothing was delivered (what `cancelled` means), so a new ref is safe.
  */
-function cancelledError(scope: Scope, earlier: boolean): OperationCancelledError {
+function cancelledError(scope: Scope, earlier: boolean, sent = false): OperationCancelledError {
   const op = `operation ${scope.tenant}/${scope.action}/${scope.ref}`;
   return new OperationCancelledError(
     earlier
       ? `${op} was cancelled earlier, with nothing delivered; a cancelled ref stays cancelled and is not sent again: to send it now, use a new ref`
-      : `${op} was cancelled before it was sent`,
+      : // (sent: a cancel requested while an attempt was out, which took no effect: a 503, or a settled "absent")
+        `${op} was cancelled ${sent ? 'after its attempts, with nothing delivered' : 'before it was sent'}`,
     { scope },
   );
 }

@@ -37,3 +37,30 @@ describe('a cancelled ref met by a later call', () => {
     await client.close();
   });
 });
+
+describe('the cancelling call that had sent', () => {
+  it('a cancel requested while attempt 1 (a 500, nothing created) is out, settled by a lookup: the call is told it was cancelled after its attempts, not "before it was sent"; 1 POST, 0 effects', async () => {
+    let posts = 0;
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((r) => (release = r));
+    const fetch = (async () => {
+      posts++;
+      await gate;
+      return new Response('oops', { status: 500 });
+    }) as typeof globalThis.fetch;
+    const scope = { action: 'place-order', ref: 'o-2' };
+    const client = createClient({ store: memoryStore(), fetch, random: () => 0, settleMs: 0, telemetry: false, retry: { budget: false, baseDelayMs: 1, maxDelayMs: 1 } });
+    const place = () => client.fetch('http://provider.test/orders', { method: 'POST', body: '{"item":"teapot"}', once: { ...scope, lookup: async () => null } });
+    const call = place().then(() => undefined, (e: unknown) => e);
+    while (posts === 0) await new Promise((r) => setTimeout(r, 5));
+    const cancel = client.cancel(scope);
+    await new Promise((r) => setTimeout(r, 20));
+    release();
+    expect(await cancel).toMatchObject({ state: 'cancelled' });
+    const own = (await call) as Error;
+    expect(posts).toBe(1);
+    expect(own).toBeInstanceOf(OperationCancelledError);
+    expect(own.message).toBe('operation default/place-order/o-2 was cancelled after its attempts, with nothing delivered');
+    await client.close();
+  });
+});
