@@ -950,7 +950,8 @@ export class Engine {
     // found nothing at the provider and sent. Taken back by compare-and-set before anything leaves; lost,
     // the attempt is closed as never sent (only this call knows) and the call follows the new owner. So
     // it is when the store fails that write (the call then ends with its StoreError, nothing sent).
-    while (owned.rec.lease !== null && owned.rec.lease.expiresAt <= this.opts.now()) {
+    // (not after the client's close: its store goes next, and the call sends nothing, see below)
+    while (!this.closed.aborted && owned.rec.lease !== null && owned.rec.lease.expiresAt <= this.opts.now()) {
       await this.early(owned, deadline.signal, { type: 'renew', leaseExpiresAt: this.opts.now() + this.opts.leaseMs }).catch(async (error: unknown) => {
         if (isA(error, LeaseLostError) || (isA(error, StoreError) && !deadline.signal.aborted)) {
           const opened = owned.rec.attempts.at(-1)?.id ?? '';
