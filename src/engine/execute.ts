@@ -951,8 +951,10 @@ export class Engine {
     // the attempt is closed as never sent (only this call knows) and the call follows the new owner. So
     // it is when the store fails that write (the call then ends with its StoreError, nothing sent).
     // (not after the client's close: its store goes next, and the call sends nothing, see below)
-    while (!this.closed.aborted && owned.rec.lease !== null && owned.rec.lease.expiresAt <= this.opts.now()) {
-      await this.early(owned, deadline.signal, { type: 'renew', leaseExpiresAt: this.opts.now() + this.opts.leaseMs }).catch(async (error: unknown) => {
+    // A renew that lands with its own lease run out (a store slower than `leaseMs`) would only repeat: the call ends.
+    for (let renewed = false; !this.closed.aborted && owned.rec.lease !== null && owned.rec.lease.expiresAt <= this.opts.now(); renewed = true) {
+      const slow = renewed ? new StoreError(`${owned.rec.id}: the store acknowledged a lease renewal after the lease (leaseMs ${this.opts.leaseMs} ms) had run out; nothing was sent. Raise leaseMs above the store's write latency`) : undefined;
+      await (slow === undefined ? this.early(owned, deadline.signal, { type: 'renew', leaseExpiresAt: this.opts.now() + this.opts.leaseMs }) : Promise.reject(slow)).catch(async (error: unknown) => {
         if (isA(error, LeaseLostError) || (isA(error, StoreError) && !deadline.signal.aborted)) {
           const opened = owned.rec.attempts.at(-1)?.id ?? '';
           // (not written, or refused as closed under the new owner's lease: closed when this call takes the record back, see `run`)
