@@ -6,7 +6,7 @@
  */
 import { sleep, untilAborted } from '../backoff/sleep.js';
 import { OperationInFlightError, StoreError } from '../errors.js';
-import { applyEvent, isTerminal, newRecord, recordId } from '../operation/record.js';
+import { applyEvent, deliveryUnresolved, isTerminal, newRecord, recordId } from '../operation/record.js';
 import type { OperationRecord } from '../operation/record.js';
 import type { CallDeadline } from './deadline.js';
 import type { Engine, OperationSpec } from './execute.js';
@@ -80,10 +80,10 @@ export async function acquire(engine: Engine, spec: OperationSpec, deadline: Cal
     }
     engine.handedOff(deadline);
     if (record.fingerprint !== spec.fingerprint) {
-      throw engine.conflict(spec.scope, 'the same scope was used before with a different payload', earlierEffect(record));
+      throw engine.conflict(spec.scope, 'the same scope was used before with a different payload', earlierEffect(record, now()));
     }
     if (spec.callerKey !== undefined && record.key !== spec.callerKey) {
-      throw engine.conflict(spec.scope, 'the same scope was used before with a different Idempotency-Key', earlierEffect(record));
+      throw engine.conflict(spec.scope, 'the same scope was used before with a different Idempotency-Key', earlierEffect(record, now()));
     }
     if (isTerminal(record.state)) return { kind: 'replay', record };
     if (failed !== undefined) throw failed;
@@ -271,8 +271,14 @@ async function waitForOwner(engine: Engine, id: string, deadline: CallDeadline, 
   );
 }
 
-/** What a record's payload did, for a conflict's message: took effect, may have, or nothing said (no effect known). */
-function earlierEffect(record: OperationRecord): 'took' | 'may-have' | undefined {
+/**
+ * What a record's payload did, for a conflict's message: took effect, may have, may (a call with it still holds a
+ * live lease: another process's, waiting out a 429, say), or nothing said (no effect known). A `pending` record
+ * counts too: one a provider's dedupe cleared for a resend still has an attempt that may have taken effect.
+ */
+function earlierEffect(record: OperationRecord, now: number): 'took' | 'may-have' | 'may-take' | undefined {
   if (record.state === 'succeeded') return 'took';
-  return record.state === 'ambiguous' || record.state === 'in_flight' ? 'may-have' : undefined;
+  if (isTerminal(record.state)) return undefined;
+  if (record.state === 'ambiguous' || record.state === 'in_flight' || deliveryUnresolved(record)) return 'may-have';
+  return record.lease !== null && record.lease.expiresAt > now ? 'may-take' : undefined;
 }

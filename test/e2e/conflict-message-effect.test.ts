@@ -5,8 +5,9 @@
  * arguments re-worded, already placed the order: a new ref would place it twice (found in a user
  * trial: an agent replaying a tool call under the same ref with regenerated arguments).
  */
-import { describe, expect, it } from 'vitest';
-import { AmbiguousOutcomeError, IdempotencyConflictError } from '../../src/index.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { AmbiguousOutcomeError, IdempotencyConflictError, RetriesExhaustedError, createClient, memoryStore } from '../../src/index.js';
+import { startProvider } from '../../src/testing/provider.js';
 import { orderInit, eachSqliteClient } from '../helpers/setup.js';
 
 const env = eachSqliteClient(() => ({ retry: { baseDelayMs: 10, maxDelayMs: 50, attemptTimeoutMs: 300 } }));
@@ -64,5 +65,66 @@ describe('IdempotencyConflictError says what the earlier payload did', () => {
     expect(e.message).toMatch(/Use a new ref for a new intent\.$/);
     expect(e.message).not.toMatch(/effect/);
     expect(env.provider.effectsFor('A-4')).toBe(0);
+  });
+});
+
+/**
+ * Two workers of a job queue on one store (two clients, two owners): a redelivered message whose payload
+ * changed (a producer bug) meets a record that is `pending`, not `ambiguous` or `in_flight`. Found in a
+ * user trial with BullMQ: the conflict said only "nothing was sent. Use a new ref for a new intent", while
+ * the earlier payload had already created the order (an attempt taken over from a SIGKILLed worker, cleared
+ * for a same-key resend by the provider's dedupe, then out of attempts) or was about to (another worker
+ * waiting out a 429): a dead-lettered job re-published under a new ref would make a second order.
+ */
+describe('IdempotencyConflictError on a pending record of another client', () => {
+  const opened: { close: () => Promise<void> }[] = [];
+  afterEach(async () => {
+    for (const c of opened.splice(0).reverse()) await c.close();
+  });
+  const setup = async (extra: Parameters<typeof createClient>[0] = {}) => {
+    const provider = await startProvider();
+    const store = memoryStore();
+    const retry = { baseDelayMs: 10, maxDelayMs: 50, attemptTimeoutMs: 300 };
+    const a = createClient({ store, retry, ...extra });
+    const b = createClient({ store, retry });
+    opened.push(provider, a, b);
+    const send = (c: typeof a, ref: string, qty: number) => c.fetch(`${provider.url}/orders`, { ...orderInit(ref, { qty }), once: { action: 'create-order', ref } });
+    return { provider, a, b, send };
+  };
+
+  it('another worker waits out a 429 (its lease live): the earlier payload may take effect', async () => {
+    const { provider, a, b, send } = await setup({ retry: { baseDelayMs: 10, maxDelayMs: 50, attemptTimeoutMs: 300, maxRetryAfterMs: 5_000 } });
+    provider.fault({ kind: 'status_before_commit', status: 429, retryAfter: '1', match: { ref: 'P-1' } });
+    const first = send(a, 'P-1', 1);
+    await new Promise((r) => setTimeout(r, 200));
+    expect((await a.get({ action: 'create-order', ref: 'P-1' }))?.state).toBe('pending');
+    const e = await conflictOf(send(b, 'P-1', 2));
+    expect(e.message).toMatch(/may take effect/);
+    expect(e.message).toMatch(/do not send it under a new ref/);
+    expect((await first).status).toBe(201);
+    expect(provider.effectsFor('P-1')).toBe(1);
+  });
+
+  it('pending after a dedupe-cleared resend ran out of attempts: the earlier payload may have taken effect', async () => {
+    const { provider, b, a, send } = await setup({ providerDedupes: true, retry: { baseDelayMs: 10, maxDelayMs: 50, attemptTimeoutMs: 300, maxAttempts: 2 } });
+    provider.fault({ kind: 'error_after_commit', status: 500, match: { ref: 'P-2' } });
+    provider.fault({ kind: 'status_before_commit', status: 503, match: { ref: 'P-2' } });
+    await expect(send(a, 'P-2', 1)).rejects.toBeInstanceOf(RetriesExhaustedError);
+    expect((await a.get({ action: 'create-order', ref: 'P-2' }))?.state).toBe('pending');
+    expect(provider.effectsFor('P-2')).toBe(1);
+    const e = await conflictOf(send(b, 'P-2', 2));
+    expect(e.message).toMatch(/may have taken effect/);
+    expect(e.message).toMatch(/do not send it under a new ref/);
+    expect(provider.effectsFor('P-2')).toBe(1);
+  });
+
+  it('pending after a 503 only (nothing can have taken effect, no call running): a new ref, as before', async () => {
+    const { provider, b, a, send } = await setup({ retry: { baseDelayMs: 10, maxDelayMs: 50, attemptTimeoutMs: 300, maxAttempts: 1 } });
+    provider.fault({ kind: 'status_before_commit', status: 503, match: { ref: 'P-3' } });
+    await expect(send(a, 'P-3', 1)).rejects.toBeInstanceOf(RetriesExhaustedError);
+    const e = await conflictOf(send(b, 'P-3', 2));
+    expect(e.message).toMatch(/Use a new ref for a new intent\.$/);
+    expect(e.message).not.toMatch(/effect/);
+    expect(provider.effectsFor('P-3')).toBe(0);
   });
 });
