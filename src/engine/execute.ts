@@ -22,7 +22,7 @@ import {
 } from '../errors.js';
 import type { OnceEvent, OnceStats } from '../events.js';
 import { emptyStats } from '../events.js';
-import { answerUnsettled, applyEvent, conflictAfterReach, isTerminal, lateSuccess, recordId, refMinted, resendNeedsDedupe } from '../operation/record.js';
+import { answerUnsettled, applyEvent, conflictAfterReach, deliveryUnresolved, isTerminal, lateSuccess, recordId, refMinted, resendNeedsDedupe } from '../operation/record.js';
 import type { LiveBody } from '../operation/snapshot.js';
 import type { OperationRecord, RecordEvent, ResultSnapshot, Scope } from '../operation/record.js';
 import type { ResolvedOptions } from '../options.js';
@@ -1324,11 +1324,12 @@ function exhausted(rec: OperationRecord, c: Classification, maxAttempts: number,
 }
 
 /**
- * What a resumable stop adds when an earlier attempt may have acted, a same-key resend having been
- * cleared by the provider's dedupe only: a caller must not read "resumable" as "nothing happened".
+ * What a resumable stop adds when an earlier attempt may have acted (a same-key resend cleared by the
+ * provider's dedupe only, a 409 "in progress"): a caller (a job queue's dead-letter handler) must not
+ * read "resumable" as "nothing happened" and send it again under a new ref.
  */
 const unsure = (rec: OperationRecord): string =>
-  rec.state === 'pending' && resendNeedsDedupe(rec) ? '; an earlier attempt may have taken effect: call again with the same ref, never a new one' : '';
+  rec.state === 'pending' && deliveryUnresolved(rec) ? '; an earlier attempt may have taken effect: call again with the same ref, never a new one' : '';
 
 /**
  * By the record, not the reason for stopping: a call that stops while its last attempt's outcome is

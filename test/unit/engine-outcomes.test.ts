@@ -1119,6 +1119,16 @@ describe('a resumable stop after an attempt that may have acted (providerDedupes
     expect((await client.get(SCOPE))?.state).toBe('pending');
   });
 
+  it('attempts used on 409 "in progress" (a request with the key is being processed): the same words', async () => {
+    const inProgress = () => json(409, { error: { type: 'idempotency_error', message: 'A request with this Idempotency-Key is in progress' } });
+    const { fetch, calls } = scriptedFetch([inProgress(), inProgress()]);
+    const { client } = makeClient(fetch, { retry: { maxAttempts: 2, baseDelayMs: 1, maxDelayMs: 1 } });
+    const error = await client.fetch(URL_ORDERS, orderInit()).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'RETRIES_EXHAUSTED' });
+    expect((error as Error).message).toMatch(/an earlier attempt may have taken effect: call again with the same ref, never a new one/);
+    expect(calls).toHaveLength(2);
+  });
+
   it('a stop with every earlier attempt known not to have acted keeps its plain message', async () => {
     const { fetch } = scriptedFetch([unavailable(), unavailable()]);
     const { client } = makeClient(fetch, { providerDedupes: true, retry: { maxAttempts: 2, baseDelayMs: 1, maxDelayMs: 1 } });
