@@ -69,6 +69,7 @@ class LockWaitTimeout extends Error {
 }
 
 function navigatorLocks(): LockManagerLike | undefined {
-  const nav = (globalThis as { navigator?: { locks?: LockManagerLike } }).navigator;
-  return nav?.locks !== undefined && typeof nav.locks.request === 'function' ? nav.locks : undefined;
+  // happy-dom's navigator.locks is null
+  const locks = (globalThis as { navigator?: { locks?: LockManagerLike | null } }).navigator?.locks;
+  return typeof locks?.request === 'function' ? locks : undefined;
 }
