@@ -182,6 +182,15 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
   const connect = (): Promise<IDBDatabase> => {
     if (connection !== undefined) return connection;
     let request: IDBOpenDBRequest;
+    if (typeof indexedDB === 'undefined') {
+      // Every browser and worker defines it (null where storage is disabled): this is Node or a test DOM.
+      return Promise.reject(
+        new StoreError(
+          `${name}: no IndexedDB in this JavaScript environment (Node, or a test DOM such as jsdom or happy-dom)${everOpened ? '' : '; nothing was sent'}. ` +
+            "Pass a store (store: memoryStore()), or in tests load an IndexedDB (import 'fake-indexeddb/auto')",
+        ),
+      );
+    }
     try {
       request = indexedDB.open(dbName, DB_VERSION);
     } catch (cause) {

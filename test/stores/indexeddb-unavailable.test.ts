@@ -74,6 +74,25 @@ describe('IndexedDB refused in this context', () => {
     expect((error as Error).message).toMatch(HINT);
   });
 
+  it('no indexedDB defined at all (Node, or a test DOM: jsdom, happy-dom) says so and what to use instead', async () => {
+    // jsdom and happy-dom define no indexedDB: a React app's unit tests that load the browser entry
+    // (vitest with resolve.conditions ['browser'], jest's jsdom environment) get here with the default store.
+    const descriptor = Object.getOwnPropertyDescriptor(globalThis, 'indexedDB');
+    delete (globalThis as { indexedDB?: unknown }).indexedDB;
+    try {
+      expect(typeof indexedDB).toBe('undefined');
+      const { error, sends } = await callWith();
+      expect(sends).toBe(0);
+      expect(error).toBeInstanceOf(StoreError);
+      expect((error as Error).message).toMatch(/no IndexedDB in this JavaScript environment \(Node, or a test DOM such as jsdom or happy-dom\); nothing was sent/);
+      expect((error as Error).message).toMatch(/store: memoryStore\(\)/);
+      expect((error as Error).message).toMatch(/fake-indexeddb\/auto/);
+      expect((error as Error).message).not.toMatch(/sandboxed/);
+    } finally {
+      if (descriptor !== undefined) Object.defineProperty(globalThis, 'indexedDB', descriptor);
+    }
+  });
+
   it('a refusal after the store has opened once does not claim that nothing was sent', async () => {
     const dbName = freshDbName();
     const store = indexedDbStore({ dbName });
