@@ -336,6 +336,21 @@ export async function startProvider(options: ProviderOptions = {}): Promise<Prov
 
   const server = createServer((req, res) => {
     res.on('error', () => {}); // the client may vanish mid-reply; nothing to do
+    // A page's fetch (a browser's, happy-dom's) may call this loopback fake from another origin.
+    if (req.headers.origin !== undefined) {
+      res.setHeader('access-control-allow-origin', '*');
+      res.setHeader('access-control-expose-headers', '*');
+      const method = req.headers['access-control-request-method'];
+      if (req.method === 'OPTIONS' && method !== undefined) {
+        const headers = req.headers['access-control-request-headers'];
+        res.writeHead(204, {
+          'access-control-allow-methods': 'GET, POST',
+          ...(headers === undefined ? {} : { 'access-control-allow-headers': headers }),
+          'access-control-max-age': '600',
+        });
+        return void res.end();
+      }
+    }
     handle(req, res).catch((error: unknown) => {
       if (res.headersSent || res.destroyed) return void req.socket.destroy();
       if (error instanceof BodyTooLargeError) return send(res, problem(413, 'body-too-large', error.message, { connection: 'close' }));

@@ -86,3 +86,32 @@ describe('under a test DOM in Node', () => {
     await client.close();
   });
 });
+
+describe('the testing provider from a page\'s fetch (happy-dom\'s enforces CORS; so do browsers)', () => {
+  it('answers the preflight and lets the page read the response and its headers', async () => {
+    const provider = await startProvider({ requireKey: true });
+    try {
+      const origin = 'http://localhost:3000';
+      const preflight = await fetch(`${provider.url}/orders`, {
+        method: 'OPTIONS',
+        headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type,idempotency-key' },
+      });
+      expect(preflight.status).toBe(204);
+      expect(preflight.headers.get('access-control-allow-origin')).toBe('*');
+      expect(preflight.headers.get('access-control-allow-methods')).toMatch(/POST/);
+      expect(preflight.headers.get('access-control-allow-headers')).toBe('content-type,idempotency-key');
+      const post = await fetch(`${provider.url}/orders`, {
+        method: 'POST',
+        headers: { origin, 'content-type': 'application/json', 'idempotency-key': 'k-C-1' },
+        body: JSON.stringify({ ref: 'C-1' }),
+      });
+      expect(post.status).toBe(201);
+      expect(post.headers.get('access-control-allow-origin')).toBe('*');
+      expect(post.headers.get('access-control-expose-headers')).toBe('*');
+      expect(provider.effectsFor('C-1')).toBe(1);
+      expect(provider.requests).toHaveLength(1); // the preflight is not a request to the API
+    } finally {
+      await provider.close();
+    }
+  });
+});
