@@ -1,8 +1,9 @@
 /**
  * Loopback servers for the browser tests (and the browser example): a static
  * server for the test page, and a CORS front for the fault-injecting provider
- * (src/testing/provider.ts has no CORS; the page calls it from another origin,
- * as a web app calls its API). Only 127.0.0.1.
+ * (the page calls it from another origin, as a web app calls its API; the front
+ * exposes the headers a real API would, and strips Origin, so src/testing/provider.ts's
+ * own permissive CORS answer never shows). Only 127.0.0.1.
  */
 import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
