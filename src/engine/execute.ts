@@ -22,7 +22,7 @@ import {
 } from '../errors.js';
 import type { OnceEvent, OnceStats } from '../events.js';
 import { emptyStats } from '../events.js';
-import { answerUnsettled, applyEvent, conflictAfterReach, deliveryUnresolved, isTerminal, lateSuccess, recordId, refMinted, resendNeedsDedupe } from '../operation/record.js';
+import { answerUnsettled, applyEvent, conflictAfterReach, deliveryUnresolved, isTerminal, lateSuccess, recordId, refMinted, resendNeedsDedupe, unsettledBefore } from '../operation/record.js';
 import type { LiveBody } from '../operation/snapshot.js';
 import type { OperationRecord, RecordEvent, ResultSnapshot, Scope } from '../operation/record.js';
 import type { ResolvedOptions } from '../options.js';
@@ -953,7 +953,13 @@ export class Engine {
     // (not after the client's close: its store goes next, and the call sends nothing, see below)
     // A renew that lands with its own lease run out (a store slower than `leaseMs`) would only repeat: the call ends.
     for (let renewed = false; !this.closed.aborted && owned.rec.lease !== null && owned.rec.lease.expiresAt <= this.opts.now(); renewed = true) {
-      const slow = renewed ? new StoreError(`${owned.rec.id}: the store acknowledged a lease renewal after the lease (leaseMs ${this.opts.leaseMs} ms) had run out; nothing was sent. Raise leaseMs above the store's write latency`) : undefined;
+      // (this attempt is not sent; one before it may have been, and may have taken effect: then not "nothing was sent")
+      const sentBefore = owned.rec.attempts.slice(0, -1).some((a) => a.class !== 'not_sent');
+      const slow = renewed
+        ? new StoreError(
+            `${owned.rec.id}: the store acknowledged a lease renewal after the lease (leaseMs ${this.opts.leaseMs} ms) had run out; ${sentBefore ? 'this attempt was not sent' : 'nothing was sent'}${unsettledBefore(owned.rec) ? UNSURE : ''}. Raise leaseMs above the store's write latency`,
+          )
+        : undefined;
       await (slow === undefined ? this.early(owned, deadline.signal, { type: 'renew', leaseExpiresAt: this.opts.now() + this.opts.leaseMs }) : Promise.reject(slow)).catch(async (error: unknown) => {
         if (isA(error, LeaseLostError) || (isA(error, StoreError) && !deadline.signal.aborted)) {
           const opened = owned.rec.attempts.at(-1)?.id ?? '';
@@ -1328,8 +1334,8 @@ function exhausted(rec: OperationRecord, c: Classification, maxAttempts: number,
  * provider's dedupe only, a 409 "in progress"): a caller (a job queue's dead-letter handler) must not
  * read "resumable" as "nothing happened" and send it again under a new ref.
  */
-const unsure = (rec: OperationRecord): string =>
-  rec.state === 'pending' && deliveryUnresolved(rec) ? '; an earlier attempt may have taken effect: call again with the same ref, never a new one' : '';
+const unsure = (rec: OperationRecord): string => (rec.state === 'pending' && deliveryUnresolved(rec) ? UNSURE : '');
+const UNSURE = '; an earlier attempt may have taken effect: call again with the same ref, never a new one';
 
 /**
  * By the record, not the reason for stopping: a call that stops while its last attempt's outcome is
