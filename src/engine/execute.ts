@@ -539,8 +539,9 @@ export class Engine {
       // An abort rejects with signal.reason as given; our deliberate errors (OnceError) stand. A write
       // given up on is abandoned once it lands (see `bounded`): its chain would hold this one.
       if (signal.aborted && (error === signal.reason || !isOnceError(error))) {
-        if (!this.abandoning.has(owned.rec.id)) await this.within(owned, deadline, this.abandon(owned, signal.reason), false);
-        throw signal.reason;
+        const reason = unsureDeadline(this.cutLeaves.get(deadline) ?? owned.rec, deadline) ?? signal.reason;
+        if (!this.abandoning.has(owned.rec.id)) await this.within(owned, deadline, this.abandon(owned, reason), false);
+        throw reason;
       }
       if (isA(error, StoreError)) await this.letGo(owned, error, signal);
       throw error;
@@ -1336,6 +1337,17 @@ function exhausted(rec: OperationRecord, c: Classification, maxAttempts: number,
  */
 const unsure = (rec: OperationRecord): string => (rec.state === 'pending' && deliveryUnresolved(rec) ? UNSURE : '');
 const UNSURE = '; an earlier attempt may have taken effect: call again with the same ref, never a new one';
+
+/**
+ * The deadline's own error (not the caller's abort), "the record stays resumable", when `rec` (as the
+ * call leaves it) is pending with an attempt that may have taken effect: it says so, as a resumable
+ * stop does (`unsure`), its cause the deadline's error. Else undefined: the reason stands.
+ */
+function unsureDeadline(rec: OperationRecord, deadline: CallDeadline): DeadlineExceededError | undefined {
+  const passed = deadline.passed;
+  if (passed === undefined || deadline.signal.reason !== passed || unsure(rec) === '') return undefined;
+  return new DeadlineExceededError(`${passed.message}${UNSURE}`, { scope: scopeOf(rec), cause: passed });
+}
 
 /**
  * By the record, not the reason for stopping: a call that stops while its last attempt's outcome is
