@@ -41,8 +41,9 @@ function unknownOutcomes(engine: Engine): UnknownOutcomes {
     const { keyHeader } = engine.opts;
     throw new TypeError(
       `client.wrap(): a ${method} without an ${keyHeader} header, with the payload of an earlier call of this client whose outcome is unknown (it may have taken effect): ` +
-        "the SDK's own retry (ky's or got's retry of a POST, say) or a resend by hand. oncefetch cannot tie it to that call, and would send it as a new operation under a new key " +
-        `(a second effect if that call took one). Not sent. Turn the SDK's retries off for this method (oncefetch retries with one key), or pass an ${keyHeader} header per call.`,
+        "the SDK's own retry (the AI SDK's maxRetries, ky's or got's retry of a POST, say) or a resend by hand. oncefetch cannot tie it to that call, and would send it as a new operation under a new key " +
+        "(a second effect if that call took one). Not sent. Turn the SDK's retries off (AI SDK generateText/streamText: maxRetries: 0; ky: no 'post' in retry.methods; oncefetch retries with one key), " +
+        `or pass an ${keyHeader} header per call.`,
       { cause: earlier.error },
     );
   };

@@ -52,6 +52,24 @@ describe('client.wrap(): a keyless resend of a call whose outcome is unknown', (
     expect((errors[1] as Error).cause).toBe(errors[0]);
   });
 
+  it("the Vercel AI SDK's own retry (maxRetries, unmarked, keyless): refused with a message that names its fix, maxRetries: 0", async () => {
+    // Measured in a user trial (ai 6.0.325, @ai-sdk/openai-compatible 2.0.92, fetch: client.wrap()): a dropped
+    // answer after the commit, then generateText's two retries (no marker, no key), both refused: 1 completion
+    // billed. The refusal said "ky's or got's retry of a POST" and "turn the SDK's retries off for this method",
+    // which an AI SDK user cannot map to a setting. The AI SDK resends the same Request-like call as this loop.
+    const { provider, wrapped } = await setup();
+    provider.fault({ kind: 'drop_after_commit' });
+    const errors: unknown[] = [];
+    for (let i = 0; i < 3; i++) errors.push(await wrapped(`${provider.url}/orders`, orderInit('A-12')).catch((e: unknown) => e));
+    expect(provider.effects).toBe(1);
+    expect(errors[0]).toMatchObject({ code: 'AMBIGUOUS_OUTCOME' });
+    expect(errors[1]).toBeInstanceOf(TypeError);
+    const message = (errors[1] as Error).message;
+    expect(message).toMatch(/AI SDK/);
+    expect(message).toMatch(/maxRetries: 0/);
+    expect(message).toMatch(/retry\.methods/);
+  });
+
   it('remembered for retry.deadlineMs after the call ended (the client\'s clock): then a new operation', async () => {
     provider = await startProvider({ ignoreKeys: true });
     let clock = 1_000_000;
