@@ -127,6 +127,14 @@ const MAX_TABLE_LENGTH = MAX_IDENTIFIER_LENGTH - '_recovery'.length;
 const CLAIM_TRIES = 3;
 /** How far the default `queryTimeoutMs` lies above `statementTimeoutMs`. */
 const QUERY_TIMEOUT_MARGIN_MS = 5_000;
+/**
+ * How long `close()` lets a query still pending finish before it drops that query's connection (and
+ * a connection still opening). pg's `pool.end()` waits for every checked-out connection: on a dark
+ * network (a partition, a failover's dead primary) until `queryTimeoutMs` (35 s by default) or
+ * `connectTimeoutMs`, past any `client.close({ waitMs })`. Dropping the connection does not undo a
+ * statement the server already runs; its result is only not read, as after `queryTimeoutMs`.
+ */
+const CLOSE_GRACE_MS = 1_000;
 
 type Driver = typeof Pg;
 let driver: Promise<Driver> | undefined;
@@ -287,6 +295,8 @@ export function postgresStore(options: PostgresStoreOptions): OnceStore {
   const name = describeTarget(options, n);
   const sql = statements(n);
   let ownedPool: Pg.Pool | undefined;
+  /** the owned pool's connections not yet ended (opening, idle or running a query): see CLOSE_GRACE_MS */
+  const connections = new Set<Pg.Client>();
   let setup: Promise<PostgresPool> | undefined;
   let closed = false;
 
@@ -294,7 +304,15 @@ export function postgresStore(options: PostgresStoreOptions): OnceStore {
     let pool = options.pool;
     if (pool === undefined) {
       const pg = await loadDriver();
+      class TrackedClient extends pg.Client {
+        constructor(config?: string | Pg.ClientConfig) {
+          super(config);
+          connections.add(this);
+          this.once('end', () => connections.delete(this));
+        }
+      }
       ownedPool ??= new pg.Pool({
+        Client: TrackedClient,
         connectionString: options.connectionString,
         max: resolved.poolMax,
         connectionTimeoutMillis: resolved.connectTimeoutMs,
@@ -422,12 +440,29 @@ export function postgresStore(options: PostgresStoreOptions): OnceStore {
       // Let a connect or migration in progress settle, so the pool it may create is ended too.
       await setup?.catch(() => undefined);
       if (ownedPool !== undefined) {
+        // (pool.end() waits for every connection in use: those still busy after the grace are dropped)
+        const drop = setTimeout(() => {
+          for (const client of connections) dropConnection(client);
+        }, CLOSE_GRACE_MS);
         try {
           await ownedPool.end();
         } catch (cause) {
           throw storeError(cause, name, 'closing');
+        } finally {
+          clearTimeout(drop);
         }
       }
     },
   };
+}
+
+/**
+ * Destroys a pg connection's socket, as pg's `client.end()` does for a connection running a query;
+ * `end()` alone would wait for a reply to its goodbye from a connection still opening. Its query (or
+ * connect) then fails, and the pool lets it go.
+ */
+function dropConnection(client: Pg.Client): void {
+  const stream = (client as unknown as { connection?: { stream?: { destroy?: () => void } } }).connection?.stream;
+  if (typeof stream?.destroy === 'function') stream.destroy();
+  else void client.end().catch(() => undefined);
 }

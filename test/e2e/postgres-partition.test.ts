@@ -153,6 +153,36 @@ describeWithPostgres('PostgreSQL unreachable after the send', (url) => {
     expect(provider.effectsFor(ref)).toBe(1);
   });
 
+  it('store.close() with a query hung on a dark network: its connection is dropped after 1 s, not at queryTimeoutMs (35 s by default)', async () => {
+    const store = storeVia();
+    expect(await store.get('warm')).toBeUndefined(); // connected, migrated: one idle connection
+    proxy.blackhole();
+    const hungOnIdle = timed(store.get('x'), 8_000); // on the open connection: no reply ever
+    const hungOnConnect = timed(store.get('y'), 8_000); // takes a new connection: its startup is never answered
+    await new Promise((r) => setTimeout(r, 100));
+    const closed = await timed(store.close(), 8_000);
+    expect(closed.outcome).toBe('resolved');
+    expect(closed.ms).toBeLessThan(1_000 + SLACK_MS);
+    expect((await hungOnIdle).outcome).toBe('STORE_ERROR');
+    expect((await hungOnConnect).outcome).toBe('STORE_ERROR');
+  }, 15_000);
+
+  it('client.close({ waitMs: 500 }) during a partition: a call stuck in its claim is stopped, close() returns in about waitMs + 2 s, not at queryTimeoutMs; nothing sent', async () => {
+    const ref = 'PG-dark-close';
+    const a = clientOn(storeVia(), { retry: { deadlineMs: 20_000 } });
+    expect((await timed(order(a, 'PG-warm'), 5_000)).outcome).toBe('201');
+    proxy.blackhole();
+    const call = timed(order(a, ref), 15_000);
+    await new Promise((r) => setTimeout(r, 100));
+    const closed = await timed(a.close({ waitMs: 500 }), 15_000);
+    expect(closed.outcome).toBe('resolved');
+    expect(closed.ms).toBeLessThan(500 + 2_000 + SLACK_MS);
+    const ended = await call;
+    expect(ended.outcome).toBe('STORE_ERROR');
+    expect(ended.ms).toBeLessThan(500 + 2_000 + SLACK_MS);
+    expect(provider.effectsFor(ref)).toBe(0);
+  }, 20_000);
+
   it('default pool options: the call still ends at its deadline; the write goes on in the background', async () => {
     const ref = 'PG-dark-default';
     const a = clientOn(storeVia(), {}, true);
