@@ -297,6 +297,8 @@ export function postgresStore(options: PostgresStoreOptions): OnceStore {
   let ownedPool: Pg.Pool | undefined;
   /** the owned pool's connections not yet ended (opening, idle or running a query): see CLOSE_GRACE_MS */
   const connections = new Set<Pg.Client>();
+  /** set when close() drops the connections still busy: the queries it cuts off say so */
+  let dropped = false;
   let setup: Promise<PostgresPool> | undefined;
   let closed = false;
 
@@ -347,7 +349,7 @@ export function postgresStore(options: PostgresStoreOptions): OnceStore {
     try {
       return await body(pool);
     } catch (cause) {
-      throw storeError(cause, name, action);
+      throw storeError(cause, name, dropped ? `${action}, cut off by the store's close() (its connection dropped)` : action);
     }
   };
   const read = (row: RecordRow): OperationRecord =>
@@ -442,6 +444,7 @@ export function postgresStore(options: PostgresStoreOptions): OnceStore {
       if (ownedPool !== undefined) {
         // (pool.end() waits for every connection in use: those still busy after the grace are dropped)
         const drop = setTimeout(() => {
+          dropped = true;
           for (const client of connections) dropConnection(client);
         }, CLOSE_GRACE_MS);
         try {

@@ -163,8 +163,11 @@ describeWithPostgres('PostgreSQL unreachable after the send', (url) => {
     const closed = await timed(store.close(), 8_000);
     expect(closed.outcome).toBe('resolved');
     expect(closed.ms).toBeLessThan(1_000 + SLACK_MS);
-    expect((await hungOnIdle).outcome).toBe('STORE_ERROR');
-    expect((await hungOnConnect).outcome).toBe('STORE_ERROR');
+    // (says why: not pg's bare 'Connection terminated')
+    for (const hung of [await hungOnIdle, await hungOnConnect]) {
+      expect(hung.outcome).toBe('STORE_ERROR');
+      expect(String((hung.value as Error).message)).toMatch(/reading record [xy], cut off by the store's close\(\) \(its connection dropped\): Connection terminated/);
+    }
   }, 15_000);
 
   it('client.close({ waitMs: 500 }) during a partition: a call stuck in its claim is stopped, close() returns in about waitMs + 2 s, not at queryTimeoutMs; nothing sent', async () => {
@@ -179,6 +182,7 @@ describeWithPostgres('PostgreSQL unreachable after the send', (url) => {
     expect(closed.ms).toBeLessThan(500 + 2_000 + SLACK_MS);
     const ended = await call;
     expect(ended.outcome).toBe('STORE_ERROR');
+    expect(String((ended.value as Error).message)).toMatch(/claiming record .*, cut off by the store's close\(\)/);
     expect(ended.ms).toBeLessThan(500 + 2_000 + SLACK_MS);
     expect(provider.effectsFor(ref)).toBe(0);
   }, 20_000);
