@@ -349,9 +349,16 @@ export function postgresStore(options: PostgresStoreOptions): OnceStore {
     try {
       return await body(pool);
     } catch (cause) {
-      throw storeError(cause, name, dropped ? `${action}, cut off by the store's close() (its connection dropped)` : action);
+      throw storeError(cause, name, dropped ? `${action}, cut off by the store's close() (its connection dropped)` : action + noConnection(cause));
     }
   };
+  /** pg's "timeout exceeded when trying to connect" is also its wait for a free connection: says so */
+  const noConnection = (cause: unknown): string =>
+    !(cause instanceof Error) || cause.message !== 'timeout exceeded when trying to connect'
+      ? ''
+      : options.pool === undefined
+        ? ` (the pool (poolMax ${resolved.poolMax}) gave it no connection within connectTimeoutMs (${resolved.connectTimeoutMs} ms): all busy, or a new one not opened in time)`
+        : " (your pool gave it no connection within its connectionTimeoutMillis: all busy, or a new one not opened in time)";
   const read = (row: RecordRow): OperationRecord =>
     decodeRecord(row.data, row.id, Number(row.generation), `${name} record ${row.id}`, { state: row.state, tenant: row.tenant, expiresAt: row.expires_at });
   const selectRow = async (pool: PostgresPool, id: string): Promise<RecordRow | undefined> =>

@@ -153,6 +153,21 @@ describeWithPostgres('PostgreSQL unreachable after the send', (url) => {
     expect(provider.effectsFor(ref)).toBe(1);
   });
 
+  it('every connection of the pool hung: the next query fails at connectTimeoutMs, saying the pool had no connection for it (not only pg\'s "timeout exceeded when trying to connect")', async () => {
+    const store = storeVia({ poolMax: 1, connectTimeoutMs: 500, queryTimeoutMs: 3_000 });
+    expect(await store.get('warm')).toBeUndefined();
+    proxy.blackhole();
+    const hung = timed(store.get('x'), 5_000); // holds the only connection
+    const waiting = await timed(store.get('y'), 5_000); // never gets one
+    expect(waiting.outcome).toBe('STORE_ERROR');
+    expect(waiting.ms).toBeLessThan(500 + SLACK_MS);
+    expect(String((waiting.value as Error).message)).toMatch(
+      /reading record y \(the pool \(poolMax 1\) gave it no connection within connectTimeoutMs \(500 ms\): all busy, or a new one not opened in time\): timeout exceeded when trying to connect/,
+    );
+    expect((await hung).outcome).toBe('STORE_ERROR');
+    await store.close();
+  }, 10_000);
+
   it('store.close() with a query hung on a dark network: its connection is dropped after 1 s, not at queryTimeoutMs (35 s by default)', async () => {
     const store = storeVia();
     expect(await store.get('warm')).toBeUndefined(); // connected, migrated: one idle connection
