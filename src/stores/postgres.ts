@@ -103,9 +103,11 @@ export interface PostgresStoreOptions {
    * with a `StoreError`, and its connection is discarded. `statement_timeout` cannot end a query
    * whose server cannot reply (a network partition, a failover): without this limit pg waits until
    * TCP gives up, which can take many minutes, and the write holds its record meanwhile (the call
-   * itself ends at its deadline, the write goes on) and `close()` waits for it. A write it ends may
-   * have been applied all the same, its reply lost: the engine reads it back or reconciles, as
-   * after any lost acknowledgement. By default 5 s above `statementTimeoutMs`, so that a statement
+   * itself ends at its deadline, the write goes on; `close()` drops its connection after 1 s). A
+   * connection whose bytes were lost stays hung after the network heals, until this limit: the pool
+   * has up to `poolMax` such connections, and the store answers nothing until they end. A write it
+   * ends may have been applied all the same, its reply lost: the engine reads it back or reconciles,
+   * as after any lost acknowledgement. By default 5 s above `statementTimeoutMs`, so that a statement
    * the server can still end is ended there; 0 disables it. Ignored with `pool` (set pg's
    * `query_timeout` on your pool).
    *
