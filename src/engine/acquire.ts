@@ -261,12 +261,16 @@ async function openedUnsent(engine: Engine, id: string, attemptId: string): Prom
  */
 async function waitForOwner(engine: Engine, id: string, deadline: CallDeadline, startedAt: number): Promise<void> {
   const { store, now, inFlightWaitMs, random } = engine.opts;
-  const maxWaitMs = Math.min(inFlightWaitMs - (now() - startedAt), deadline.remaining(now()));
+  const budgetMs = inFlightWaitMs - (now() - startedAt);
+  const deadlineLeftMs = deadline.remaining(now());
+  const maxWaitMs = Math.min(budgetMs, deadlineLeftMs);
   const record = await waitWhileOwned(store, id, { now, random, maxWaitMs, signal: deadline.signal });
   if (!isOwned(record, now())) return;
+  // (what cut the wait short: a call's deadline (counted on the `now` clock, which a step forward moves) or inFlightWaitMs)
+  const bound = deadlineLeftMs < budgetMs ? "the call's deadline" : `inFlightWaitMs ${inFlightWaitMs} ms`;
   throw new OperationInFlightError(
     `operation ${record.tenant}/${record.action}/${record.ref} is in flight under owner ${record.lease.owner} ` +
-      `(lease until ${new Date(record.lease.expiresAt).toISOString()}); gave up waiting after ${now() - startedAt} ms. Call again later.`,
+      `(lease until ${new Date(record.lease.expiresAt).toISOString()}); gave up waiting after ${Math.max(0, now() - startedAt)} ms (${bound}). Call again later.`,
     { scope: { tenant: record.tenant, action: record.action, ref: record.ref } },
   );
 }

@@ -15,6 +15,7 @@ import {
   IdempotencyConflictError,
   LateOutcomeNotKeptError,
   OperationCancelledError,
+  OperationInFlightError,
   OperationFailedError,
   RetriesExhaustedError,
   StoreError,
@@ -31,6 +32,7 @@ import type { ReconcileOutcome, SnapshotLookup } from '../reconcile/lookup.js';
 import { CallDeadline } from './deadline.js';
 import { LeaseLostError, OwnedRecord } from './owned.js';
 import { LET_GO_WAIT_MS, acquire, awaitAbandon, bounded, trackAbandon, untilOf } from './acquire.js';
+import type { Acquired } from './acquire.js';
 import type { Telemetry } from '../telemetry.js';
 
 /**
@@ -437,7 +439,7 @@ export class Engine {
     let passes = 0;
     for (;;) {
       // the lock's wait counts once: a later pass (after a lease loss) waits its own inFlightWaitMs
-      const got = await acquire(this, spec, deadline, passes++ === 0 ? waitFrom : undefined);
+      const got = await this.acquireFor(spec, deadline, passes++ === 0 ? waitFrom : undefined);
       // (not a replay for a call that sent, its lease then lost: its own success, see `held`, or any other answer)
       if (got.kind === 'replay') return this.followed(got.record, deadline) ?? this.finish(got.record, undefined, !this.sent.has(deadline));
       const last = got.owned.rec.attempts.at(-1);
@@ -456,6 +458,25 @@ export class Engine {
         }
         throw error;
       }
+    }
+  }
+
+  /**
+   * Acquires for a call, a later pass of which follows another owner that took the operation over. An
+   * OperationInFlightError (its doc: "nothing was sent by this call") that ends the wait of a call which
+   * holds its own attempt's success (see `held`) says that its request was sent and took effect.
+   */
+  private async acquireFor(spec: OperationSpec, deadline: CallDeadline, waitFrom: number | undefined): Promise<Acquired> {
+    try {
+      return await acquire(this, spec, deadline, waitFrom);
+    } catch (error) {
+      const held = this.held.get(deadline);
+      if (!isA(error, OperationInFlightError) || held === undefined) throw error;
+      const answer = held.snapshot === null ? 'succeeded' : held.snapshot.kind === 'value' ? 'returned its value' : `answered ${held.snapshot.status}`;
+      throw new OperationInFlightError(
+        `${error.message} This call's request was sent and ${answer}: the operation took effect (another owner took it over while it was out, and has not recorded it yet); call again with the same ref for the recorded result, never with a new one`,
+        { scope: spec.scope, cause: error },
+      );
     }
   }
 
