@@ -901,7 +901,7 @@ export class Engine {
         const why = held
           ? 'this call holds the success of its earlier attempt'
           : this.opts.providerDedupes
-            ? 'the key is older than the provider retention'
+            ? this.keyAged(rec)
             : 'this client does not trust the provider to dedupe';
         await this.early(owned, deadline.signal, { type: 'reconcile_first', detail: `${DEDUPE_ONLY}${why}: reconcile first` });
         continue;
@@ -913,6 +913,12 @@ export class Engine {
   /** Whether a same-key resend is deduplicated, by this client's policy: `providerDedupes`, and the key within the provider's retention (less a margin). */
   trustsDedupe(rec: OperationRecord): boolean {
     return this.opts.providerDedupes && this.opts.now() - rec.createdAt < this.opts.providerRetentionMs * 0.9;
+  }
+
+  /** Why a same-key resend is no longer trusted to a provider's dedupe: the key's age against `providerRetentionMs`, less the margin (see `trustsDedupe`). */
+  private keyAged(rec: OperationRecord): string {
+    const span = (ms: number): string => (ms >= 3_600_000 ? `${Number((ms / 3_600_000).toFixed(1))} h` : `${Math.round(ms)} ms`);
+    return `the key is ${span(this.opts.now() - rec.createdAt)} old, past 90 % of providerRetentionMs (${span(this.opts.providerRetentionMs)}), after which the provider may no longer remember it`;
   }
 
   /**
@@ -1311,7 +1317,7 @@ export class Engine {
             : refused
             ? `the provider refused a same-key resend (${last?.reason ?? 'a terminal answer'}), which says nothing of an earlier attempt that may have taken effect`
             : !trusted && this.opts.providerDedupes
-            ? 'the key is older than the provider retention'
+            ? this.keyAged(owned.rec)
             : 'the provider does not dedupe';
         const error = new AmbiguousOutcomeError(
           `the outcome of ${text(scope)} is unknown (${result.detail}) and ${why}; not resent. Reconcile it with a lookup or by hand.`,

@@ -303,7 +303,7 @@ describe('retention and tenants', () => {
     now += 9_500;
     const err = await post(c, 'K-1').catch((e: unknown) => e);
     expect(err).toBeInstanceOf(AmbiguousOutcomeError);
-    expect((err as Error).message).toMatch(/older than the provider retention/);
+    expect((err as Error).message).toMatch(/the key is 9500 ms old, past 90 % of providerRetentionMs \(10000 ms\)/);
     expect(provider.requests).toHaveLength(1);
   });
 
