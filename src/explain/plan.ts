@@ -411,6 +411,13 @@ export function decide(code: DiagnosisCode, r: OperationRecord, f: Facts, p: Exp
     plan = plan.filter((step) => !step.startsWith('Call again'));
     plan.unshift(`Do not resend with key ${c.key}: check at the provider whether an effect exists for ref '${c.ref}' first.`);
   }
+  // A finished record answers later calls only until purge() removes it: past expiresAt that can be any time.
+  if (f.terminal && r.expiresAt < p.now) {
+    plan = [
+      ...plan,
+      `This record expired at ${iso(r.expiresAt)} (retentionMs after it finished): after the next purge() a call with ref '${c.ref}' is a new operation: a new key, sent again. Keep retentionMs at least as long as callers may call with this ref.`,
+    ];
+  }
   const out: Decision = { plan, verification: d.verification };
   if (reasons.length > 0) out.escalation = reasons.join(' ');
   return out;
