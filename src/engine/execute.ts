@@ -474,7 +474,7 @@ export class Engine {
       if (!isA(error, OperationInFlightError) || held === undefined) throw error;
       const answer = held.snapshot === null ? 'succeeded' : held.snapshot.kind === 'value' ? 'returned its value' : `answered ${held.snapshot.status}`;
       throw new OperationInFlightError(
-        `${error.message} This call's request was sent and ${answer}: the operation took effect (another owner took it over while it was out, and has not recorded it yet); call again with the same ref for the recorded result, never with a new one`,
+        `${error.message} This call's request was sent and ${answer}: the operation took effect; call again with the same ref for the recorded result, never with a new one`,
         { scope: spec.scope, cause: error },
       );
     }
