@@ -1037,7 +1037,10 @@ export class Engine {
         const s = outcome.snapshot;
         this.held.set(deadline, { snapshot: s, key: owned.rec.key, live: s?.kind === 'value' || (s?.bodyTruncated === true && (outcome.live as LiveBody | undefined)?.stream === undefined) ? outcome.live : undefined });
       }
-      throw error;
+      // (a StoreError reads "nothing was sent" unless it says otherwise: it says so)
+      throw c.class !== 'not_sent' && isA(error, StoreError)
+        ? unrecorded(error, spec.scope, `attempt ${attempt} was sent${status === null ? '' : ` (answered ${status})`} and its outcome ${c.class === 'ambiguous' ? 'is unknown (it may have taken effect) and ' : ''}could not be recorded`)
+        : error;
     });
     // (cut off at the deadline: the record as that write leaves it, or the call's error)
     const record = landed === CUT ? this.cutOff(owned, deadline, finished, late, outcome.fault) : landed;
@@ -1269,7 +1272,7 @@ export class Engine {
           // it holds its own success (`held`), so that an "absent" a later owner wrote (a lookup not caught
           // up) does not clear the record for its send.
           if (isA(error, LeaseLostError) && error.current.lease?.owner !== owned.owner && !this.held.has(deadline)) this.held.set(deadline, { snapshot: result.snapshot, key: owned.rec.key, live: undefined });
-          throw error;
+          throw isA(error, StoreError) ? unrecorded(error, scope, 'its lookup found the effect (it took effect) and that could not be recorded') : error;
         });
       }
       case 'absent': {
@@ -1338,6 +1341,19 @@ export class Engine {
 
 /** The start of a `reconcile_first`'s detail. */
 const DEDUPE_ONLY = "an earlier attempt may have been delivered and only a provider's dedupe cleared it for a resend; ";
+
+/**
+ * A StoreError of a write after the send (an attempt's outcome, a lookup's "found"), `what` saying what
+ * was sent and not recorded: a bare one reads as "nothing was sent". Same class (LateOutcomeNotKeptError
+ * stays one), its fields kept, the original its cause.
+ */
+function unrecorded(error: StoreError, scope: Scope, what: string): StoreError {
+  const late = isA(error, LateOutcomeNotKeptError);
+  return new (late ? LateOutcomeNotKeptError : StoreError)(
+    `${error.message}; ${what}: ${late ? 'reconcile it (its lookup, client.recover()) before anything else' : 'call again with the same ref'}, never a new one`,
+    { cause: error, scope: error.scope ?? scope, purged: error.purged },
+  );
+}
 
 /** The error of a call that holds its attempt's success unrecorded (see `Engine.held`), the owner that took over having `did` so. */
 function heldSuccess(scope: Scope, did: string): AmbiguousOutcomeError {
