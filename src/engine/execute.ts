@@ -1345,13 +1345,13 @@ const DEDUPE_ONLY = "an earlier attempt may have been delivered and only a provi
 /**
  * A StoreError of a write after the send (an attempt's outcome, a lookup's "found"), `what` saying what
  * was sent and not recorded: a bare one reads as "nothing was sent". Same class (LateOutcomeNotKeptError
- * stays one), its fields kept, the original its cause.
+ * stays one), its fields kept, its cause the store's own (a pg or SQLite error), as before.
  */
 function unrecorded(error: StoreError, scope: Scope, what: string): StoreError {
   const late = isA(error, LateOutcomeNotKeptError);
   return new (late ? LateOutcomeNotKeptError : StoreError)(
     `${error.message}; ${what}: ${late ? 'reconcile it (its lookup, client.recover()) before anything else' : 'call again with the same ref'}, never a new one`,
-    { cause: error, scope: error.scope ?? scope, purged: error.purged },
+    { cause: error.cause, scope: error.scope ?? scope, purged: error.purged },
   );
 }
 

@@ -232,7 +232,8 @@ describe("a lost lease, then the store fails settle's last write: a store failur
     plan.renewals = [];
     const error = await first;
     expect(error).toBeInstanceOf(StoreError);
-    expect((error as Error).message).toBe(`scripted: answer on ${idOf(ref)} failed (not applied)`);
+    // (it says the 422 was sent and not recorded: see test/unit/outcome-write-failed-message.test.ts)
+    expect((error as Error).message).toBe(`scripted: answer on ${idOf(ref)} failed (not applied); attempt 1 was sent (answered 422) and its outcome could not be recorded: call again with the same ref, never a new one`);
     expect(((error as Error).cause as Error | undefined)?.message).toBe('SQLITE_IOERR: disk I/O error');
     // B: in_flight under an expired lease, no lookup, no provider dedupe: ambiguous, stopped so
     expect(await second).toBe('AmbiguousOutcomeError');
