@@ -61,7 +61,7 @@ export async function acquire(engine: Engine, spec: OperationSpec, deadline: Cal
         // (`nap`, not AbortSignal.timeout: Safari < 16, Chrome < 103; its timer goes with the read, and the client's close ends it)
         const cap = new AbortController();
         const found =
-          error instanceof StoreError && !deadline.signal.aborted
+          error instanceof StoreError && !deadline.signal.aborted && !engine.closed.aborted
             ? await untilAborted(Promise.race([Promise.resolve().then(() => store.get(id)), engine.nap(LET_GO_WAIT_MS, cap.signal).then(() => undefined)]), deadline.signal)
                 .catch(() => undefined)
                 .finally(() => cap.abort())
@@ -184,9 +184,10 @@ export async function awaitAbandon(engine: Engine, id: string, signal: AbortSign
 
 /**
  * A store write before a send (a claim, a takeover, the engine's `early` writes), under the call's
- * deadline and the caller's signal. Nothing is on the wire and every earlier attempt's outcome is
- * recorded, so giving up is safe: an abort rejects with its reason, as before any send (a blocked
- * IndexedDB holds a write until the store gives up). A write that lands after that is abandoned in
+ * deadline and the caller's signal, and the client's close (`whenClosed`: its `waitMs` ran out). Nothing
+ * is on the wire and every earlier attempt's outcome is recorded, so giving up is safe: an abort rejects
+ * with its reason, the close with its StoreError, as before any send (a blocked IndexedDB holds a write
+ * until the store gives up, a hung connection until the store's close drops it, a custom store's for good). A write that lands after that is abandoned in
  * turn (best effort): its attempt closed as never sent, the lease released. Until then the abandon
  * is in `engine.abandoning`, which later calls of the record in this process wait for.
  *
@@ -206,8 +207,11 @@ export function bounded<T>(
 ): Promise<T> {
   signal.throwIfAborted();
   const pending = write();
-  return untilAborted(pending, signal).catch(async (error: unknown) => {
-    const gaveUp = signal.aborted;
+  // (the client's close, its `waitMs` run out, stops it too, with the close's reason, as the deadline does)
+  let unhook = (): void => undefined;
+  const stopped = new Promise<never>((_, reject) => (unhook = engine.whenClosed(reject)));
+  return Promise.race([untilAborted(pending, signal), stopped]).finally(unhook).catch(async (error: unknown) => {
+    const gaveUp = signal.aborted || engine.closed.aborted;
     if (gaveUp || opens !== undefined) {
       const abandon = (owned: OwnedRecord | undefined): Promise<unknown> | undefined => owned && engine.abandon(owned, error);
       // (`landed` gets undefined when the write failed: an owned record is still released after an abort)

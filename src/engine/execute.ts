@@ -941,8 +941,8 @@ export class Engine {
     try {
       return await this.early(owned, signal, event);
     } catch (error) {
-      // (given up on at an abort: `bounded` abandons it once it lands)
-      if (!(error instanceof StoreError) || signal?.aborted === true) throw error;
+      // (given up on at an abort or the client's close: `bounded` abandons it once it lands)
+      if (!(error instanceof StoreError) || signal?.aborted === true || this.closed.aborted) throw error;
       return signal === undefined ? this.settle(owned, event) : untilAborted(this.settle(owned, event), signal);
     }
   }
