@@ -109,3 +109,44 @@ it('the write that opens attempt 2 (after a 503) never answers: close({ waitMs: 
   expect(outcome).toBeInstanceOf(StoreError);
   expect((outcome as Error).message).toMatch(/client\.close\(\{ waitMs: 200 \}\)/);
 }, 12_000);
+
+it('the renew before the send (the lease ran out during a slow claim) hangs, then lands 500 ms after close({ waitMs: 50 }): the call ends at the close, 0 sends; the attempt is closed as never sent, the lease released', async () => {
+  const inner = memoryStore();
+  let renewing = false;
+  const store: OnceStore = {
+    name: inner.name,
+    claim: async (r) => {
+      const res = await inner.claim(r);
+      await wait(150);
+      return res;
+    },
+    compareAndSet: async (id, g, next) => {
+      const before = await inner.get(id);
+      const leaseOnly = before !== undefined && before.state === next.state && JSON.stringify(before.attempts) === JSON.stringify(next.attempts) && before.evidence.length === next.evidence.length && next.lease !== null;
+      const res = await inner.compareAndSet(id, g, next);
+      if (leaseOnly && !renewing) {
+        renewing = true;
+        await wait(600);
+      }
+      return res;
+    },
+    get: (id) => inner.get(id),
+    list: (q) => inner.list(q),
+    purge: (n) => inner.purge(n),
+    close: async () => undefined,
+  };
+  const { sends, fetch } = counting();
+  const client = createClient({ store, fetch, leaseMs: 100, telemetry: false, retry: { deadlineMs: 8_000, budget: false } });
+  const started = Date.now();
+  const call = client.fetch(URL_, order).catch((e: unknown) => e);
+  while (!renewing) await wait(5);
+  const closed = client.close({ waitMs: 50 });
+  const outcome = await call;
+  expect(Date.now() - started).toBeLessThan(500);
+  expect(outcome).toBeInstanceOf(StoreError);
+  expect((outcome as Error).message).toMatch(/client\.close\(\{ waitMs: 50 \}\)/);
+  await closed;
+  expect(sends.n).toBe(0);
+  const [rec] = await inner.list({ limit: 1 });
+  expect(rec).toMatchObject({ state: 'pending', lease: null, attempts: [{ class: 'not_sent' }] });
+}, 12_000);
