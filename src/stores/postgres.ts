@@ -303,6 +303,8 @@ export function postgresStore(options: PostgresStoreOptions): OnceStore {
   let dropped = false;
   let setup: Promise<PostgresPool> | undefined;
   let closed = false;
+  /** the first close()'s end of the owned pool */
+  let closing: Promise<void> | undefined;
 
   const open = async (): Promise<PostgresPool> => {
     let pool = options.pool;
@@ -365,6 +367,26 @@ export function postgresStore(options: PostgresStoreOptions): OnceStore {
     decodeRecord(row.data, row.id, Number(row.generation), `${name} record ${row.id}`, { state: row.state, tenant: row.tenant, expiresAt: row.expires_at });
   const selectRow = async (pool: PostgresPool, id: string): Promise<RecordRow | undefined> =>
     (await pool.query(sql.select, [id])).rows[0] as RecordRow | undefined;
+
+  /** Ends the owned pool (a user-given one is left alone), dropping after CLOSE_GRACE_MS the connections still busy. */
+  const endPool = async (): Promise<void> => {
+    // Let a connect or migration in progress settle, so the pool it may create is ended too.
+    await setup?.catch(() => undefined);
+    if (ownedPool !== undefined) {
+      // (pool.end() waits for every connection in use: those still busy after the grace are dropped)
+      const drop = setTimeout(() => {
+        dropped = true;
+        for (const client of connections) dropConnection(client);
+      }, CLOSE_GRACE_MS);
+      try {
+        await ownedPool.end();
+      } catch (cause) {
+        throw storeError(cause, name, 'closing');
+      } finally {
+        clearTimeout(drop);
+      }
+    }
+  };
 
   return {
     name,
@@ -445,25 +467,11 @@ export function postgresStore(options: PostgresStoreOptions): OnceStore {
       }
     },
 
-    async close(): Promise<void> {
-      if (closed) return;
+    close(): Promise<void> {
       closed = true;
-      // Let a connect or migration in progress settle, so the pool it may create is ended too.
-      await setup?.catch(() => undefined);
-      if (ownedPool !== undefined) {
-        // (pool.end() waits for every connection in use: those still busy after the grace are dropped)
-        const drop = setTimeout(() => {
-          dropped = true;
-          for (const client of connections) dropConnection(client);
-        }, CLOSE_GRACE_MS);
-        try {
-          await ownedPool.end();
-        } catch (cause) {
-          throw storeError(cause, name, 'closing');
-        } finally {
-          clearTimeout(drop);
-        }
-      }
+      // (a second close() waits for the pool's end as the first does)
+      closing ??= endPool();
+      return closing;
     },
   };
 }
