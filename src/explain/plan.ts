@@ -217,11 +217,14 @@ function decideCode(code: DiagnosisCode, c: Ctx): Decision {
             verification: [`${atProvider(c, possible(c))} Two would be a duplicate.`, shown],
           };
     }
-    case 'cancelled':
+    case 'cancelled': {
+      // (past expiresAt, until purge() only: see the expiry step in `decide`)
+      const until = r.expiresAt < c.p.now ? ' until purge() removes this record' : '';
       return {
-        plan: ['Nothing to do: nothing was delivered and nothing will be sent for this ref.', 'A new intent needs a new ref.'],
-        verification: [atProvider(c, 'no'), 'Later calls with this ref reject with OperationCancelledError and send nothing.'],
+        plan: [`Nothing to do: nothing was delivered and nothing will be sent for this ref${until}.`, 'A new intent needs a new ref.'],
+        verification: [atProvider(c, 'no'), `Later calls with this ref reject with OperationCancelledError and send nothing${until}.`],
       };
+    }
     case 'terminal_client_error':
       if (redirected(status)) {
         return {
@@ -415,7 +418,9 @@ export function decide(code: DiagnosisCode, r: OperationRecord, f: Facts, p: Exp
   if (f.terminal && r.expiresAt < p.now) {
     plan = [
       ...plan,
-      `This record expired at ${iso(r.expiresAt)} (retentionMs after it finished): after the next purge() a call with ref '${c.ref}' is a new operation: a new key, sent again. Keep retentionMs at least as long as callers may call with this ref.`,
+      `This record expired at ${iso(r.expiresAt)} (retentionMs after it finished): after the next purge() ${
+        r.state === 'cancelled' ? `the cancel is forgotten: a call with ref '${c.ref}' is a new operation and is sent, under a new key` : `a call with ref '${c.ref}' is a new operation: a new key, sent again`
+      }. Keep retentionMs at least as long as callers may call with this ref.`,
     ];
   }
   const out: Decision = { plan, verification: d.verification };
