@@ -341,7 +341,7 @@ export function postgresStore(options: PostgresStoreOptions): OnceStore {
   const ready = (): Promise<PostgresPool> => {
     setup ??= open().catch((cause: unknown) => {
       setup = undefined;
-      throw storeError(cause, name, 'opening');
+      throw storeError(cause, name, dropped ? "opening, cut off by the store's close() (its connection dropped)" : 'opening');
     });
     return setup;
   };
@@ -370,21 +370,26 @@ export function postgresStore(options: PostgresStoreOptions): OnceStore {
 
   /** Ends the owned pool (a user-given one is left alone), dropping after CLOSE_GRACE_MS the connections still busy. */
   const endPool = async (): Promise<void> => {
-    // Let a connect or migration in progress settle, so the pool it may create is ended too.
-    await setup?.catch(() => undefined);
-    if (ownedPool !== undefined) {
-      // (pool.end() waits for every connection in use: those still busy after the grace are dropped)
-      const drop = setTimeout(() => {
-        dropped = true;
-        for (const client of connections) dropConnection(client);
-      }, CLOSE_GRACE_MS);
-      try {
-        await ownedPool.end();
-      } catch (cause) {
-        throw storeError(cause, name, 'closing');
-      } finally {
-        clearTimeout(drop);
+    // (pool.end() waits for every connection in use, the setup's connect or migration too: those still
+    // busy after the grace, counted from close(), are dropped)
+    const drop = setTimeout(() => {
+      // (a user-given pool's connections are not ours: none tracked, none dropped, nothing said cut off)
+      if (connections.size === 0) return;
+      dropped = true;
+      for (const client of connections) dropConnection(client);
+    }, CLOSE_GRACE_MS);
+    try {
+      // Let a connect or migration in progress settle, so the pool it may create is ended too.
+      await setup?.catch(() => undefined);
+      if (ownedPool !== undefined) {
+        try {
+          await ownedPool.end();
+        } catch (cause) {
+          throw storeError(cause, name, 'closing');
+        }
       }
+    } finally {
+      clearTimeout(drop);
     }
   };
 

@@ -98,4 +98,36 @@ describeWithPostgres('PostgreSQL close() with a slow query on a healthy network'
     expect(order.indexOf('query')).toBeLessThan(order.indexOf('second'));
     expect(await slow).toBeUndefined();
   }, 10_000);
+
+  it("a user-given pool whose migration outlasts close()'s 1 s grace, then fails for its own reason: not said cut off by close()", async () => {
+    const own = freshSchemaName();
+    const pool = adminPool(url, 2);
+    const holder = await admin.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`oncefetch-schema:${own}`]);
+      const store = postgresStore({ pool, schema: own });
+      const call = store.get('x').then(
+        () => 'resolved',
+        (e: unknown) => String(e),
+      );
+      await new Promise((r) => setTimeout(r, 100));
+      const closed = store.close();
+      await new Promise((r) => setTimeout(r, 1_300)); // past the grace
+      // the migration's backend ends for a reason of its own (an administrator, a failover)
+      await admin.query(
+        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> $1 AND query LIKE '%pg_advisory_xact_lock%' AND wait_event_type = 'Lock'`,
+        [(await holder.query('SELECT pg_backend_pid() AS pid')).rows[0].pid],
+      );
+      const failed = await call;
+      expect(failed).toMatch(/StoreError/);
+      expect(failed).not.toMatch(/cut off by the store's close\(\)/);
+      await closed;
+    } finally {
+      await holder.query('ROLLBACK').catch(() => undefined);
+      holder.release();
+      await pool.end();
+      await dropSchema(admin, own);
+    }
+  }, 10_000);
 });
