@@ -79,7 +79,8 @@ export function isDriverUnavailable(cause: unknown): boolean {
   if (typeof cause !== 'object' || cause === null) return false;
   const { code, message } = cause as { code?: unknown; message?: unknown };
   if (code === 'MODULE_NOT_FOUND' || code === 'ERR_DLOPEN_FAILED') return true;
-  return typeof message === 'string' && /Could not locate the bindings file|NODE_MODULE_VERSION/.test(message);
+  // Deno loads only Node-API addons; its TypeError for better-sqlite3 (nan) has no code.
+  return typeof message === 'string' && /Could not locate the bindings file|NODE_MODULE_VERSION|Cannot load native addon/.test(message);
 }
 
 /**
@@ -105,9 +106,26 @@ export function holdsOncefetchStore(path: string): boolean {
   }
 }
 
-/** The StoreError for an unusable driver: what is missing and the two ways on. */
-function driverError(cause: unknown, path: string): StoreError {
+/**
+ * The StoreError for an unusable driver: what is missing and the ways on. Under Bun or Deno (seen in
+ * `process.versions`), where better-sqlite3 does not load at all, it names the runtime and the stores
+ * that work there instead of asking to install the driver.
+ *
+ * @internal exported for tests
+ */
+export function driverError(cause: unknown, path: string, versions: Partial<Record<string, string>> = process.versions): StoreError {
   const detail = cause instanceof Error ? cause.message.split('\n')[0] : String(cause);
+  const runtime = versions['bun'] !== undefined ? `Bun ${versions['bun']}` : versions['deno'] !== undefined ? `Deno ${versions['deno']}` : undefined;
+  if (runtime !== undefined) {
+    const sqlite = versions['bun'] !== undefined ? 'bun:sqlite' : 'node:sqlite';
+    return new StoreError(
+      `SQLite store ${path}: better-sqlite3 cannot be loaded under ${runtime} (${detail}). The SQLite store, the Node ` +
+        `default, needs this Node native addon; on ${runtime.split(' ')[0]} pass a store: ` +
+        "createClient({ store: memoryStore() }) for tests and short scripts, postgresStore({ connectionString }) from 'oncefetch/postgres' " +
+        `for records that survive a restart, or your own store on ${sqlite} proven with the contract suite from 'oncefetch/testing'`,
+      { cause },
+    );
+  }
   return new StoreError(
     `SQLite store ${path}: better-sqlite3 cannot be loaded (${detail}). It is an optional dependency of oncefetch ` +
       'and the Node default store: install it with `npm install better-sqlite3` and let its install script build the ' +

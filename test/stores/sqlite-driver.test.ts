@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { isOnceError } from '../../src/errors.js';
-import { isDriverUnavailable } from '../../src/stores/sqlite-open.js';
+import { driverError, isDriverUnavailable } from '../../src/stores/sqlite-open.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'oncefetch-driver-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -73,6 +73,43 @@ describe('isDriverUnavailable', () => {
     expect(isDriverUnavailable(new Error('something else'))).toBe(false);
     expect(isDriverUnavailable('MODULE_NOT_FOUND')).toBe(false);
     expect(isDriverUnavailable(null)).toBe(false);
+  });
+});
+
+/** The errors Bun 1.4.5 and Deno 2.9.6 throw at `new Database()` (their `require` of it succeeds), copied from real runs. */
+const bunError = Object.assign(
+  new Error("'better-sqlite3' is not yet supported in Bun.\nTrack the status in https://github.com/oven-sh/bun/issues/4290\nIn the meantime, you could try bun:sqlite which has a similar API."),
+  { code: 'ERR_DLOPEN_FAILED' },
+);
+const denoError = new TypeError(
+  'Cannot load native addon at /app/node_modules/better-sqlite3/build/Release/better_sqlite3.node: it was built against the legacy ' +
+    'Node.js native addon API (NODE_MODULE / nan), which Deno does not support. Only Node-API (N-API) addons are supported.',
+);
+
+describe('on Bun and Deno, where better-sqlite3 does not load', () => {
+  it('recognises their errors as an unusable driver', () => {
+    expect(isDriverUnavailable(bunError)).toBe(true);
+    expect(isDriverUnavailable(denoError)).toBe(true);
+  });
+
+  it('names the runtime and the stores that work there, and does not say to install better-sqlite3', () => {
+    const bun = driverError(bunError, '/app/.oncefetch/oncefetch.db', { node: '24.3.0', bun: '1.4.5' }).message;
+    expect(bun).toContain("better-sqlite3 cannot be loaded under Bun 1.4.5 ('better-sqlite3' is not yet supported in Bun.)");
+    expect(bun).toContain('createClient({ store: memoryStore() })');
+    expect(bun).toContain("postgresStore({ connectionString }) from 'oncefetch/postgres'");
+    expect(bun).toContain('bun:sqlite');
+    expect(bun).toContain("'oncefetch/testing'");
+    expect(bun).not.toContain('npm install better-sqlite3');
+
+    const deno = driverError(denoError, '/app/.oncefetch/oncefetch.db', { node: '26.3.0', deno: '2.9.6' }).message;
+    expect(deno).toContain('better-sqlite3 cannot be loaded under Deno 2.9.6 (Cannot load native addon at');
+    expect(deno).toContain('createClient({ store: memoryStore() })');
+    expect(deno).toContain('node:sqlite');
+    expect(deno).not.toContain('npm install better-sqlite3');
+
+    const node = driverError(bunError, '/app/x.db', { node: '24.3.0' }).message;
+    expect(node).toContain('npm install better-sqlite3');
+    expect(node).not.toContain('Bun 1.4.5');
   });
 });
 
