@@ -24,6 +24,8 @@ export async function acquire(engine: Engine, spec: OperationSpec, deadline: Cal
   const waitStartedAt = waitFrom ?? now();
   for (;;) {
     await awaitAbandon(engine, id, deadline.signal);
+    // (the client's close, its `waitMs` run out, stopped the call: no claim or takeover is begun after it)
+    engine.closed.throwIfAborted();
     const claimedAt = now();
     const fresh = newRecord({
       scope: spec.scope,
@@ -261,14 +263,16 @@ async function openedUnsent(engine: Engine, id: string, attemptId: string): Prom
 
 /**
  * Waits until the record is terminal or its lease is gone (see `waitWhileOwned`),
- * within `inFlightWaitMs` and the call's deadline.
+ * within `inFlightWaitMs` and the call's deadline, and until the client's close (its `waitMs` run out).
  */
 async function waitForOwner(engine: Engine, id: string, deadline: CallDeadline, startedAt: number): Promise<void> {
   const { store, now, inFlightWaitMs, random } = engine.opts;
   const budgetMs = inFlightWaitMs - (now() - startedAt);
   const deadlineLeftMs = deadline.remaining(now());
   const maxWaitMs = Math.min(budgetMs, deadlineLeftMs);
-  const record = await waitWhileOwned(store, id, { now, random, maxWaitMs, signal: deadline.signal });
+  // (the client's close, its `waitMs` run out, ends the wait too, with the close's StoreError)
+  const wake = engine.orClosed(deadline.signal);
+  const record = await waitWhileOwned(store, id, { now, random, maxWaitMs, signal: wake.signal }).finally(wake.done);
   if (!isOwned(record, now())) return;
   // (what cut the wait short: a call's deadline (counted on the `now` clock, which a step forward moves) or inFlightWaitMs)
   const bound = deadlineLeftMs < budgetMs ? "the call's deadline" : `inFlightWaitMs ${inFlightWaitMs} ms`;

@@ -307,9 +307,9 @@ export class Engine {
 
   /**
    * A signal that aborts with `signal`'s reason, or with the close's when the client closes first (a
-   * wait, `nap`'s or the cross-tab lock's, that must not outlast the close); `done` unhooks both.
+   * wait, `nap`'s, the cross-tab lock's or the wait for another owner's lease, that must not outlast the close); `done` unhooks both.
    */
-  private orClosed(signal: AbortSignal | undefined): { signal: AbortSignal; done: () => void } {
+  orClosed(signal: AbortSignal | undefined): { signal: AbortSignal; done: () => void } {
     const wake = new AbortController();
     const onAbort = (): void => wake.abort(signal?.reason);
     if (signal?.aborted === true) onAbort();
