@@ -1226,7 +1226,10 @@ export class Engine {
     const own = mine !== undefined && mine.key === owned.rec.key ? (mine.snapshot ?? undefined) : undefined;
     const settleOwn = async (result: ResultSnapshot): Promise<OperationRecord> => {
       const found: RecordEvent = { type: 'lookup_found', result, detail: "this call's own attempt got it; its write had lost the lease to another owner" };
-      const rec = await record(found, this.settle(owned, found), true);
+      // (a StoreError reads "nothing was sent" unless it says otherwise: it says so)
+      const rec = await record(found, this.settle(owned, found), true).catch((error: unknown) => {
+        throw isA(error, StoreError) ? unrecorded(error, scope, `this call's request was sent${result.kind === 'value' ? '' : ` (answered ${result.status})`} and took effect, and that could not be recorded`) : error;
+      });
       if (mine !== undefined) mine.recorded = rec;
       return rec;
     };
