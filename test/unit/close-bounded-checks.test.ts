@@ -9,8 +9,9 @@
  */
 import { afterAll, beforeAll, expect, it, vi } from 'vitest';
 import { StoreError, createClient, memoryStore } from '../../src/index.js';
-import type { OnceStore, OperationRecord } from '../../src/index.js';
+import type { OperationRecord } from '../../src/index.js';
 import { Engine } from '../../src/engine/execute.js';
+import { storeOver } from '../helpers/store-over.js';
 
 const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const URL_ = 'https://api.example.test/orders';
@@ -36,8 +37,7 @@ function slowStore(o: { claimMs?: number; openMs?: number; takeMs?: number; real
   const inner = memoryStore();
   let closed = false;
   const hold = (ms: number) => (ms === Infinity ? new Promise<never>(() => undefined) : wait(ms));
-  const store: OnceStore = {
-    name: inner.name,
+  const store = storeOver(inner, {
     claim: async (r) => {
       if (o.claimMs) await hold(o.claimMs);
       if (closed) throw new StoreError('mem: closed');
@@ -54,12 +54,10 @@ function slowStore(o: { claimMs?: number; openMs?: number; takeMs?: number; real
       if (closed) throw new StoreError('mem: closed');
       return inner.get(id);
     },
-    list: (q) => inner.list(q),
-    purge: (n) => inner.purge(n),
     close: async () => {
       if (o.realClose) closed = true;
     },
-  };
+  });
   return { store, inner };
 }
 
@@ -172,20 +170,13 @@ it('P5 a takeover of an expired record, its CAS hung, cut by close({ waitMs: 100
 
 it('P6 a not_sent attempt (ECONNREFUSED) whose outcome write fails: the StoreError does not say it was sent', async () => {
   const inner = memoryStore();
-  const store: OnceStore = {
-    ...inner,
-    name: inner.name,
-    claim: (r) => inner.claim(r),
+  const store = storeOver(inner, {
     compareAndSet: async (id, g, next) => {
       const last = next.attempts.at(-1);
       if (last !== undefined && last.finishedAt !== null) throw new StoreError('mem: down');
       return inner.compareAndSet(id, g, next);
     },
-    get: (id) => inner.get(id),
-    list: (q) => inner.list(q),
-    purge: (n) => inner.purge(n),
-    close: () => inner.close(),
-  };
+  });
   let tries = 0;
   const fetch = (async () => {
     tries++;
@@ -201,19 +192,13 @@ it('P6 a not_sent attempt (ECONNREFUSED) whose outcome write fails: the StoreErr
 
 it('P7 a caller that joined the call whose outcome write failed gets the same extended StoreError', async () => {
   const inner = memoryStore();
-  const store: OnceStore = {
-    name: inner.name,
-    claim: (r) => inner.claim(r),
+  const store = storeOver(inner, {
     compareAndSet: async (id, g, next) => {
       const last = next.attempts.at(-1);
       if (last !== undefined && last.finishedAt !== null && last.class !== 'not_sent') throw new StoreError('mem: down');
       return inner.compareAndSet(id, g, next);
     },
-    get: (id) => inner.get(id),
-    list: (q) => inner.list(q),
-    purge: (n) => inner.purge(n),
-    close: () => inner.close(),
-  };
+  });
   const sends = { n: 0 };
   const fetch = (async () => {
     sends.n++;

@@ -8,8 +8,8 @@
  */
 import { expect, it, vi } from 'vitest';
 import { StoreError, createClient, memoryStore } from '../../src/index.js';
-import type { OnceStore } from '../../src/index.js';
 import { Engine } from '../../src/engine/execute.js';
+import { storeOver } from '../helpers/store-over.js';
 
 const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const URL_ = 'https://api.example.test/orders';
@@ -28,15 +28,11 @@ function scripted(status: number) {
 function logged(closes = true) {
   const inner = memoryStore();
   const log: string[] = [];
-  const store: OnceStore = {
-    name: inner.name,
+  const store = storeOver(inner, {
     claim: (r) => (log.push('claim'), inner.claim(r)),
     compareAndSet: (id, g, next) => (log.push(`cas ${next.state} lease=${next.lease?.owner ?? 'none'}`), inner.compareAndSet(id, g, next)),
-    get: (id) => inner.get(id),
-    list: (q) => inner.list(q),
-    purge: (n) => inner.purge(n),
     close: () => (closes ? inner.close() : Promise.resolve()),
-  };
+  });
   return { store, inner, log };
 }
 

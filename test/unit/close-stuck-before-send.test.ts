@@ -8,7 +8,8 @@
  */
 import { expect, it } from 'vitest';
 import { StoreError, createClient, memoryStore } from '../../src/index.js';
-import type { OnceStore, OperationRecord } from '../../src/index.js';
+import type { OperationRecord } from '../../src/index.js';
+import { leaseOnly, storeOver } from '../helpers/store-over.js';
 
 const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const URL_ = 'https://api.example.test/orders';
@@ -18,8 +19,7 @@ const order = { method: 'POST', body: '{}', once: { action: 'create-order', ref:
 function slowStore(claimMs: number, openMs = 0) {
   const inner = memoryStore();
   const hold = (ms: number) => (ms === Infinity ? new Promise<never>(() => undefined) : wait(ms));
-  const store: OnceStore = {
-    name: inner.name,
+  const store = storeOver(inner, {
     claim: async (r) => {
       await hold(claimMs);
       return inner.claim(r);
@@ -29,11 +29,8 @@ function slowStore(claimMs: number, openMs = 0) {
       if (openMs > 0 && before !== undefined && next.attempts.length > before.attempts.length) await hold(openMs);
       return inner.compareAndSet(id, g, next);
     },
-    get: (id) => inner.get(id),
-    list: (q) => inner.list(q),
-    purge: (n) => inner.purge(n),
     close: async () => undefined,
-  };
+  });
   return { store, inner };
 }
 
@@ -113,8 +110,7 @@ it('the write that opens attempt 2 (after a 503) never answers: close({ waitMs: 
 it('the renew before the send (the lease ran out during a slow claim) hangs, then lands 500 ms after close({ waitMs: 50 }): the call ends at the close, 0 sends; the attempt is closed as never sent, the lease released', async () => {
   const inner = memoryStore();
   let renewing = false;
-  const store: OnceStore = {
-    name: inner.name,
+  const store = storeOver(inner, {
     claim: async (r) => {
       const res = await inner.claim(r);
       await wait(150);
@@ -122,19 +118,16 @@ it('the renew before the send (the lease ran out during a slow claim) hangs, the
     },
     compareAndSet: async (id, g, next) => {
       const before = await inner.get(id);
-      const leaseOnly = before !== undefined && before.state === next.state && JSON.stringify(before.attempts) === JSON.stringify(next.attempts) && before.evidence.length === next.evidence.length && next.lease !== null;
+      const renew = leaseOnly(before, next) && next.lease !== null;
       const res = await inner.compareAndSet(id, g, next);
-      if (leaseOnly && !renewing) {
+      if (renew && !renewing) {
         renewing = true;
         await wait(600);
       }
       return res;
     },
-    get: (id) => inner.get(id),
-    list: (q) => inner.list(q),
-    purge: (n) => inner.purge(n),
     close: async () => undefined,
-  };
+  });
   const { sends, fetch } = counting();
   const client = createClient({ store, fetch, leaseMs: 100, telemetry: false, retry: { deadlineMs: 8_000, budget: false } });
   const started = Date.now();

@@ -8,26 +8,21 @@
  */
 import { expect, it } from 'vitest';
 import { DeadlineExceededError, createClient, memoryStore } from '../../src/index.js';
-import type { OnceStore } from '../../src/index.js';
+import { storeOver } from '../helpers/store-over.js';
 
 const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function run(first: number, slowOpen = false): Promise<{ sends: number; effects: number; outcome: unknown; state: string | undefined; classes: (string | null)[] | undefined }> {
   const inner = memoryStore();
-  const store: OnceStore = {
-    name: inner.name,
-    claim: (r) => inner.claim(r),
+  const store = storeOver(inner, {
     compareAndSet: async (id, g, next) => {
       const res = await inner.compareAndSet(id, g, next);
       // the second attempt's outcome (or, slowOpen, the write that opens it) is acknowledged after the call's deadline
       if (next.attempts.length === 2 && (next.attempts[1]?.finishedAt === null) === slowOpen) await wait(1_500);
       return res;
     },
-    get: (id) => inner.get(id),
-    list: (q) => inner.list(q),
-    purge: (n) => inner.purge(n),
     close: async () => undefined,
-  };
+  });
   let sends = 0;
   let effects = 0;
   const fetch = (async () => {

@@ -9,15 +9,13 @@
  */
 import { expect, it } from 'vitest';
 import { StoreError, createClient, memoryStore } from '../../src/index.js';
-import type { OnceStore } from '../../src/index.js';
+import { storeOver } from '../helpers/store-over.js';
 
 it("a held 201 whose write fails after the call took its record back: the StoreError says the request was sent and took effect, the store's cause kept", async () => {
   const inner = memoryStore();
   let tookBack = false;
   const cause = new Error('connection reset');
-  const store: OnceStore = {
-    name: inner.name,
-    claim: (r) => inner.claim(r),
+  const store = storeOver(inner, {
     compareAndSet: async (id, g, next) => {
       // (once the call took the record back from the dead owner, every write of a success fails)
       if (tookBack && next.state === 'succeeded') throw new StoreError('mem: failed while updating record x: connection reset', { cause });
@@ -25,11 +23,7 @@ it("a held 201 whose write fails after the call took its record back: the StoreE
       if (before?.lease?.owner === 'dead' && next.lease !== null && next.lease.owner !== 'dead') tookBack = true;
       return inner.compareAndSet(id, g, next);
     },
-    get: (id) => inner.get(id),
-    list: (q) => inner.list(q),
-    purge: (n) => inner.purge(n),
-    close: () => inner.close(),
-  };
+  });
   let sends = 0;
   const fetch = (async () => {
     sends++;

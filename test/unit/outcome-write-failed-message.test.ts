@@ -8,7 +8,8 @@
  */
 import { expect, it } from 'vitest';
 import { LateOutcomeNotKeptError, StoreError, createClient, memoryStore } from '../../src/index.js';
-import type { OnceStore, OperationRecord } from '../../src/index.js';
+import type { OperationRecord } from '../../src/index.js';
+import { storeOver } from '../helpers/store-over.js';
 
 const finishes = (next: OperationRecord): boolean => {
   const last = next.attempts.at(-1);
@@ -17,18 +18,12 @@ const finishes = (next: OperationRecord): boolean => {
 
 function setup(status: number, fail: (next: OperationRecord) => boolean = finishes, error = (): Error => new StoreError('pg: failed while updating record x: timeout exceeded when trying to connect', { cause: new Error('timeout exceeded when trying to connect') })) {
   const inner = memoryStore();
-  const store: OnceStore = {
-    name: inner.name,
-    claim: (r) => inner.claim(r),
+  const store = storeOver(inner, {
     compareAndSet: async (id, g, next) => {
       if (fail(next)) throw error();
       return inner.compareAndSet(id, g, next);
     },
-    get: (id) => inner.get(id),
-    list: (q) => inner.list(q),
-    purge: (n) => inner.purge(n),
-    close: () => inner.close(),
-  };
+  });
   const sends = { n: 0 };
   const fetch = (async () => {
     sends.n++;
@@ -79,15 +74,9 @@ it('a subclass keeps its class: a LateOutcomeNotKeptError on the write of an amb
 
 it('a StoreError before the send (the claim) still says nothing of a send', async () => {
   const inner = memoryStore();
-  const store: OnceStore = {
-    name: inner.name,
+  const store = storeOver(inner, {
     claim: () => Promise.reject(new StoreError('mem: failed while claiming record x: down')),
-    compareAndSet: (i, g, n) => inner.compareAndSet(i, g, n),
-    get: (id) => inner.get(id),
-    list: (q) => inner.list(q),
-    purge: (n) => inner.purge(n),
-    close: () => inner.close(),
-  };
+  });
   let sends = 0;
   const client = createClient({ store, fetch: (async () => (sends++, new Response('{}', { status: 201 }))) as typeof globalThis.fetch, telemetry: false });
   const outcome = await client.fetch('https://api.example.test/orders', { method: 'POST', body: '{}', once: { action: 'create-order', ref: 'B-1' } }).catch((e: unknown) => e);

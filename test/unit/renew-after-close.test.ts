@@ -7,7 +7,7 @@
  */
 import { expect, it } from 'vitest';
 import { StoreError, createClient, memoryStore } from '../../src/index.js';
-import type { OnceStore } from '../../src/index.js';
+import { leaseOnly, storeOver } from '../helpers/store-over.js';
 
 const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -16,8 +16,7 @@ it("close() while the lease is being taken back from a store slower than the lea
   const closing = { at: undefined as number | undefined };
   const afterClose: string[] = [];
   // applied at once, acknowledged 150 ms later (lease 100 ms): the claim (which opens attempt 1) and every lease-only write
-  const store: OnceStore = {
-    name: inner.name,
+  const store = storeOver(inner, {
     claim: async (r) => {
       const res = await inner.claim(r);
       await wait(150);
@@ -26,17 +25,14 @@ it("close() while the lease is being taken back from a store slower than the lea
     compareAndSet: async (id, g, next) => {
       const before = await inner.get(id);
       const res = await inner.compareAndSet(id, g, next);
-      const leaseOnly = before !== undefined && before.state === next.state && JSON.stringify(before.attempts) === JSON.stringify(next.attempts) && before.evidence.length === next.evidence.length;
-      if (closing.at !== undefined) afterClose.push(leaseOnly ? 'renew' : next.state);
-      if (leaseOnly) await wait(150);
+      const renew = leaseOnly(before, next);
+      if (closing.at !== undefined) afterClose.push(renew ? 'renew' : next.state);
+      if (renew) await wait(150);
       return res;
     },
-    get: (id) => inner.get(id),
-    list: (q) => inner.list(q),
-    purge: (n) => inner.purge(n),
     // (the store stays readable for the check below)
     close: async () => undefined,
-  };
+  });
   let sends = 0;
   const fetch = (async () => {
     sends++;

@@ -6,26 +6,21 @@
  */
 import { expect, it } from 'vitest';
 import { StoreError, createClient, memoryStore } from '../../src/index.js';
-import type { OnceStore } from '../../src/index.js';
+import { storeOver } from '../helpers/store-over.js';
 
 const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function run(status: number): Promise<{ sends: number; outcome: unknown; classes: (string | null)[] | undefined }> {
   const inner = memoryStore();
   let slow = false;
-  const store: OnceStore = {
-    name: inner.name,
-    claim: (r) => inner.claim(r),
+  const store = storeOver(inner, {
     compareAndSet: async (id, g, next) => {
       const res = await inner.compareAndSet(id, g, next);
       if (slow) await wait(150);
       return res;
     },
-    get: (id) => inner.get(id),
-    list: (q) => inner.list(q),
-    purge: (n) => inner.purge(n),
     close: async () => undefined,
-  };
+  });
   let sends = 0;
   let effects = 0;
   const fetch = (async () => {

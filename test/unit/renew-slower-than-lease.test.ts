@@ -8,15 +8,14 @@
  */
 import { expect, it } from 'vitest';
 import { StoreError, createClient, memoryStore } from '../../src/index.js';
-import type { OnceStore } from '../../src/index.js';
+import { leaseOnly, storeOver } from '../helpers/store-over.js';
 
 const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 it('a renew acknowledged after its own lease ran out: StoreError naming leaseMs at once, 0 sends, attempt closed never sent', async () => {
   const inner = memoryStore();
   let renews = 0;
-  const store: OnceStore = {
-    name: inner.name,
+  const store = storeOver(inner, {
     claim: async (r) => {
       const res = await inner.claim(r);
       await wait(130);
@@ -25,19 +24,16 @@ it('a renew acknowledged after its own lease ran out: StoreError naming leaseMs 
     compareAndSet: async (id, g, next) => {
       const before = await inner.get(id);
       const res = await inner.compareAndSet(id, g, next);
-      const leaseOnly = before !== undefined && before.state === next.state && JSON.stringify(before.attempts) === JSON.stringify(next.attempts) && before.evidence.length === next.evidence.length;
-      if (leaseOnly) {
+      const renew = leaseOnly(before, next);
+      if (renew) {
         renews++;
         await wait(130);
       }
       return res;
     },
-    get: (id) => inner.get(id),
-    list: (q) => inner.list(q),
-    purge: (n) => inner.purge(n),
     // (the records stay for the next client's call below)
     close: async () => undefined,
-  };
+  });
   let sends = 0;
   const fetch = (async () => {
     sends++;

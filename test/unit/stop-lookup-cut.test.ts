@@ -7,7 +7,8 @@
  */
 import { expect, it } from 'vitest';
 import { AmbiguousOutcomeError, DeadlineExceededError, createClient, memoryStore } from '../../src/index.js';
-import type { LookupFn, OnceStore } from '../../src/index.js';
+import type { LookupFn } from '../../src/index.js';
+import { storeOver } from '../helpers/store-over.js';
 
 const SCOPE = { action: 'create-order', ref: 'A-17' };
 const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -16,9 +17,7 @@ it("a deadline that passes while end()'s reconcile_first write is pending: Ambig
   const inner = memoryStore();
   let slowWrites = 0;
   // reconcile_first applied at once, acknowledged 1.5 s later (past the 1 s deadline)
-  const store: OnceStore = {
-    name: inner.name,
-    claim: (r) => inner.claim(r),
+  const store = storeOver(inner, {
     compareAndSet: async (id, g, next) => {
       const res = await inner.compareAndSet(id, g, next);
       if (next.evidence.at(-1)?.detail.includes('no retry can be made')) {
@@ -27,11 +26,7 @@ it("a deadline that passes while end()'s reconcile_first write is pending: Ambig
       }
       return res;
     },
-    get: (id) => inner.get(id),
-    list: (q) => inner.list(q),
-    purge: (n) => inner.purge(n),
-    close: () => inner.close(),
-  };
+  });
   let effects = 0;
   let posts = 0;
   const steps = [
@@ -72,9 +67,7 @@ it("the last attempt's own unknown outcome (a 500, Retry-After past the deadline
   const inner = memoryStore();
   let slowWrites = 0;
   // the "absent" applied at once, acknowledged 1.5 s later (past the 1 s deadline)
-  const store: OnceStore = {
-    name: inner.name,
-    claim: (r) => inner.claim(r),
+  const store = storeOver(inner, {
     compareAndSet: async (id, g, next) => {
       const res = await inner.compareAndSet(id, g, next);
       if (next.evidence.at(-1)?.detail.startsWith('absent')) {
@@ -83,11 +76,7 @@ it("the last attempt's own unknown outcome (a 500, Retry-After past the deadline
       }
       return res;
     },
-    get: (id) => inner.get(id),
-    list: (q) => inner.list(q),
-    purge: (n) => inner.purge(n),
-    close: () => inner.close(),
-  };
+  });
   let posts = 0;
   // a 500 that created nothing (0 effects)
   const fetch = (async () => {
