@@ -62,8 +62,15 @@ const CAUSES: ReadonlyArray<readonly [string, string]> = [
 let driver: Driver | undefined;
 
 function loadDriver(): Driver {
-  // better-sqlite3 is CommonJS and native: load it only when a store opens.
-  driver ??= createRequire(import.meta.url)('better-sqlite3') as Driver;
+  if (driver === undefined) {
+    // better-sqlite3 is CommonJS and native: load it only when a store opens.
+    const loaded = createRequire(import.meta.url)('better-sqlite3') as Driver;
+    // Its require succeeds without a usable binding: the binding loads at the first `new Database()`,
+    // which is what fails after a failed build, and under Bun and Deno. One in-memory database, once,
+    // makes that failure come before any directory or file of the store is created.
+    new loaded(':memory:', {}).close();
+    driver = loaded;
+  }
   return driver;
 }
 
@@ -251,7 +258,7 @@ export function openDatabase(resolved: Resolved, handle: Database | undefined): 
     if (handle !== undefined) {
       db = handle;
     } else {
-      // The driver first: without it, no directory or file is left behind.
+      // The driver first, its binding loaded: without it, no directory or file is left behind.
       const Driver = loadDriver();
       if (path !== ':memory:') prepareFile(path);
       db = new Driver(path, { timeout: resolved.busyTimeoutMs });

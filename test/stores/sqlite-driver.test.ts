@@ -8,12 +8,12 @@
  * (The packed tarball installed with `--omit=optional` is checked in
  * test/package/install.test.ts.)
  */
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import * as nodeModule from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { isOnceError } from '../../src/errors.js';
 import { driverError, isDriverUnavailable } from '../../src/stores/sqlite-open.js';
 
@@ -35,14 +35,32 @@ function thrown(fn: () => unknown): unknown {
 
 /** While true, every require of better-sqlite3 resolves from `dir`, as if it were not installed. */
 let withoutDriver = false;
+/**
+ * While set, a require of better-sqlite3 succeeds but its constructor throws this, as better-sqlite3
+ * does when its native binding fails to load (it loads the binding at the first `new Database()`),
+ * and as under Bun and Deno.
+ */
+let constructorThrows: unknown;
 vi.mock('node:module', async (importOriginal) => {
   const real = await importOriginal<typeof import('node:module')>();
   return {
     ...real,
     createRequire: (from: string | URL) => {
       const req = real.createRequire(from);
+      // (better-sqlite3's own Database once nothing is to be thrown: the module keeps the constructor it loaded)
+      const unloadable = function Database(...args: unknown[]): unknown {
+        if (constructorThrows !== undefined) throw constructorThrows;
+        const Real = req('better-sqlite3') as new (...a: unknown[]) => unknown;
+        return new Real(...args);
+      };
       const wrapped = (id: string): unknown =>
-        withoutDriver && id === 'better-sqlite3' ? real.createRequire(join(dir, 'nowhere.js'))(id) : req(id);
+        id !== 'better-sqlite3'
+          ? req(id)
+          : withoutDriver
+            ? real.createRequire(join(dir, 'nowhere.js'))(id)
+            : constructorThrows !== undefined
+              ? unloadable
+              : req(id);
       return Object.assign(wrapped, req);
     },
   };
@@ -149,5 +167,62 @@ describe('without better-sqlite3 installed', () => {
     withoutDriver = false;
     const store = sqliteStore({ path: ':memory:' });
     await store.close();
+  });
+});
+
+describe('better-sqlite3 installed but its native binding does not load (a failed build, Bun, Deno)', () => {
+  // (fresh modules: a driver that loaded once, in an earlier test, is kept by the module)
+  beforeEach(() => vi.resetModules());
+  afterEach(() => {
+    constructorThrows = undefined;
+    vi.unstubAllEnvs();
+  });
+
+  /** The real error of the `bindings` lookup when the build left no better_sqlite3.node. */
+  const noBinding = (): unknown => {
+    const bindings = nodeModule.createRequire(import.meta.url)('bindings') as (o: object) => unknown;
+    return thrown(() => bindings({ bindings: 'better_sqlite3.node', module_root: dir }));
+  };
+
+  it.each([
+    ['no binding built', noBinding],
+    ['Bun', () => bunError],
+    ['Deno', () => denoError],
+  ])('%s: sqliteStore throws the driver StoreError and leaves no file or directory behind', async (_, error) => {
+    const { sqliteStore } = await import('../../src/stores/sqlite.js');
+    constructorThrows = error();
+    const parent = join(dir, `unloadable-${Math.random().toString(36).slice(2)}`);
+    const path = join(parent, 'nested', 'once.db');
+    const thrownError = thrown(() => sqliteStore({ path }));
+    expect(isOnceError(thrownError) && thrownError.code).toBe('STORE_ERROR');
+    expect((thrownError as Error).message).toContain(`SQLite store ${path}: better-sqlite3 cannot be loaded`);
+    expect(existsSync(path)).toBe(false);
+    expect(existsSync(parent)).toBe(false);
+  });
+
+  it('createClient() at the default path leaves no empty database file in a directory that already existed', async () => {
+    const { createClient } = await import('../../src/index.js');
+    constructorThrows = noBinding();
+    const parent = mkdtempSync(join(dir, 'existing-'));
+    const path = join(parent, 'oncefetch.db');
+    vi.stubEnv('ONCEFETCH_DB', path);
+    expect(() => createClient({ tenant: 't1' })).toThrow(/better-sqlite3 cannot be loaded/);
+    expect(existsSync(path)).toBe(false);
+    expect(existsSync(parent)).toBe(true);
+  });
+
+  it('a database that was already there is left as it was, and opens once the driver loads', async () => {
+    const path = join(dir, 'kept.db');
+    const first = (await import('../../src/stores/sqlite.js')).sqliteStore({ path });
+    await first.close();
+    const before = readFileSync(path);
+    vi.resetModules();
+    const { sqliteStore } = await import('../../src/stores/sqlite.js');
+    constructorThrows = noBinding();
+    expect(() => sqliteStore({ path })).toThrow(/better-sqlite3 cannot be loaded/);
+    expect(readFileSync(path).equals(before)).toBe(true);
+    constructorThrows = undefined;
+    const again = sqliteStore({ path });
+    await again.close();
   });
 });
