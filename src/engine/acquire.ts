@@ -23,7 +23,11 @@ export async function acquire(engine: Engine, spec: OperationSpec, deadline: Cal
   // `inFlightWaitMs` bounds the whole wait: with Web Locks it began before the lock was asked for.
   const waitStartedAt = waitFrom ?? now();
   for (;;) {
-    await awaitAbandon(engine, id, deadline.signal);
+    if (engine.abandoning.has(id)) {
+      // (the client's close, its `waitMs` run out, ends this wait too, with the close's StoreError, as it does `waitForOwner`'s)
+      const wake = engine.orClosed(deadline.signal);
+      await awaitAbandon(engine, id, wake.signal).finally(wake.done);
+    }
     // (the client's close, its `waitMs` run out, stopped the call: no claim or takeover is begun after it)
     engine.closed.throwIfAborted();
     const claimedAt = now();
