@@ -107,7 +107,12 @@ export async function captureBody(
 /** Whether `stream` was read from, by asking the platform's `Response`, which refuses such a stream. */
 function isDisturbed(stream: ReadableStream): boolean {
   const node = (globalThis as { process?: { getBuiltinModule?: (id: string) => unknown } }).process;
-  const streams = typeof node?.getBuiltinModule === 'function' ? (node.getBuiltinModule('node:stream') as { isDisturbed?: (s: unknown) => boolean } | undefined) : undefined;
+  let streams: { isDisturbed?: (s: unknown) => boolean } | undefined;
+  try {
+    streams = typeof node?.getBuiltinModule === 'function' ? (node.getBuiltinModule('node:stream') as typeof streams) : undefined;
+  } catch {
+    // Next.js's Edge Runtime: its process.getBuiltinModule throws. Ask Response below.
+  }
   if (typeof streams?.isDisturbed === 'function') return streams.isDisturbed(stream);
   try {
     // Browsers: constructing a Response from a disturbed stream throws; from a fresh one it locks

@@ -269,7 +269,12 @@ interface NodeHash {
  */
 const nodeHash: NodeHash | undefined = (() => {
   const proc = (globalThis as { process?: { getBuiltinModule?: (id: string) => unknown } }).process;
-  const mod = typeof proc?.getBuiltinModule === 'function' ? (proc.getBuiltinModule('node:crypto') as Partial<NodeHash> | undefined) : undefined;
+  let mod: Partial<NodeHash> | undefined;
+  try {
+    mod = typeof proc?.getBuiltinModule === 'function' ? (proc.getBuiltinModule('node:crypto') as Partial<NodeHash> | undefined) : undefined;
+  } catch {
+    // Next.js's Edge Runtime: its process.getBuiltinModule throws "A Node.js API is used". WebCrypto then.
+  }
   return typeof mod?.createHash === 'function' ? (mod as NodeHash) : undefined;
 })();
 
