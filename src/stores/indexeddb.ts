@@ -183,10 +183,10 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
     if (connection !== undefined) return connection;
     let request: IDBOpenDBRequest;
     if (typeof indexedDB === 'undefined') {
-      // Every browser and worker defines it (null where storage is disabled): this is Node or a test DOM.
+      // Every browser and worker defines it (null where storage is disabled): this is Node, an edge runtime or a test DOM.
       return Promise.reject(
         new StoreError(
-          `${name}: no IndexedDB in this JavaScript environment (Node, or a test DOM such as jsdom or happy-dom)${everOpened ? '' : '; nothing was sent'}. ` +
+          `${name}: no IndexedDB in this JavaScript environment (Node, an edge runtime, or a test DOM such as jsdom or happy-dom)${everOpened ? '' : '; nothing was sent'}. ` +
             "Pass a store (store: memoryStore()), or in tests load an IndexedDB (import 'fake-indexeddb/auto')",
         ),
       );
@@ -370,7 +370,8 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
    * the transaction has committed (so a resolved write is durable).
    */
   const readModifyWrite = (id: string, decide: (current: unknown) => Row | undefined): Promise<unknown> =>
-    new Promise((resolve, reject) => {
+    // No IndexedDB (an edge runtime, whose setImmediate may throw): say that, not what nextTask hit.
+    typeof indexedDB === 'undefined' ? connect() : new Promise((resolve, reject) => {
       const write: Pending = { id, decide, resolve, reject };
       if (!groupCommit) return commit([write]);
       queue.push(write);

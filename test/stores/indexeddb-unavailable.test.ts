@@ -84,11 +84,32 @@ describe('IndexedDB refused in this context', () => {
       const { error, sends } = await callWith();
       expect(sends).toBe(0);
       expect(error).toBeInstanceOf(StoreError);
-      expect((error as Error).message).toMatch(/no IndexedDB in this JavaScript environment \(Node, or a test DOM such as jsdom or happy-dom\); nothing was sent/);
+      expect((error as Error).message).toMatch(/no IndexedDB in this JavaScript environment \(Node, an edge runtime, or a test DOM such as jsdom or happy-dom\); nothing was sent/);
       expect((error as Error).message).toMatch(/store: memoryStore\(\)/);
       expect((error as Error).message).toMatch(/fake-indexeddb\/auto/);
       expect((error as Error).message).not.toMatch(/sandboxed/);
     } finally {
+      if (descriptor !== undefined) Object.defineProperty(globalThis, 'indexedDB', descriptor);
+    }
+  });
+
+  it('an edge runtime (Next.js: no indexedDB, setImmediate a stub that throws) says there is no IndexedDB', async () => {
+    // Regression (a Next.js 16.4.6 trial, `export const runtime = 'edge'`): the claim failed with
+    // "claiming record … failed (Error: A Node.js API is used (setImmediate) …)", which hid why.
+    const descriptor = Object.getOwnPropertyDescriptor(globalThis, 'indexedDB');
+    delete (globalThis as { indexedDB?: unknown }).indexedDB;
+    vi.stubGlobal('setImmediate', () => {
+      throw new Error('A Node.js API is used (setImmediate) which is not supported in the Edge Runtime.');
+    });
+    try {
+      const { error, sends } = await callWith();
+      expect(sends).toBe(0);
+      expect(error).toBeInstanceOf(StoreError);
+      expect((error as Error).message).toMatch(/no IndexedDB in this JavaScript environment \(Node, an edge runtime, or a test DOM[^)]*\); nothing was sent/);
+      expect((error as Error).message).toMatch(/store: memoryStore\(\)/);
+      expect((error as Error).message).not.toMatch(/setImmediate/);
+    } finally {
+      vi.unstubAllGlobals();
       if (descriptor !== undefined) Object.defineProperty(globalThis, 'indexedDB', descriptor);
     }
   });
