@@ -147,8 +147,14 @@ function loadDriver(): Promise<Driver> {
     (module) => module.default,
     (cause: unknown) => {
       driver = undefined;
+      // "npm install pg" only when pg is missing: an edge runtime has pg but not the Node modules it needs.
+      const code = (cause as { code?: unknown } | undefined)?.code;
+      if (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') {
+        throw new StoreError('oncefetch/postgres needs the pg package, an optional peer dependency: npm install pg', { cause });
+      }
       throw new StoreError(
-        'oncefetch/postgres needs the pg package, an optional peer dependency: npm install pg',
+        `oncefetch/postgres could not load the pg package (${cause instanceof Error ? cause.message : String(cause)}); ` +
+          "pg needs Node's net and tls modules, which an edge runtime lacks: run this in Node (Next.js: runtime 'nodejs')",
         { cause },
       );
     },
