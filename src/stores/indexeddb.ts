@@ -370,8 +370,9 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
    * the transaction has committed (so a resolved write is durable).
    */
   const readModifyWrite = (id: string, decide: (current: unknown) => Row | undefined): Promise<unknown> =>
-    // No IndexedDB (an edge runtime, whose setImmediate may throw): say that, not what nextTask hit.
-    typeof indexedDB === 'undefined' ? connect() : new Promise((resolve, reject) => {
+    // No IndexedDB (an edge runtime, whose setImmediate may throw): say that, not what nextTask hit. Only
+    // when not connected: connect() then rejects; an open connection (indexedDB gone since) still serves.
+    connection === undefined && typeof indexedDB === 'undefined' ? connect() : new Promise((resolve, reject) => {
       const write: Pending = { id, decide, resolve, reject };
       if (!groupCommit) return commit([write]);
       queue.push(write);

@@ -114,6 +114,51 @@ describe('IndexedDB refused in this context', () => {
     }
   });
 
+  it('an indexedDB defined after the store was made (fake-indexeddb loaded later) is used by claim, get and list alike', async () => {
+    const descriptor = Object.getOwnPropertyDescriptor(globalThis, 'indexedDB')!;
+    delete (globalThis as { indexedDB?: unknown }).indexedDB;
+    const store = indexedDbStore({ dbName: freshDbName() });
+    try {
+      const early = await store.get('none').then(() => undefined, (e: unknown) => e);
+      expect((early as Error).message).toMatch(/no IndexedDB in this JavaScript environment/);
+    } finally {
+      Object.defineProperty(globalThis, 'indexedDB', descriptor);
+    }
+    const client = createClient({ store, settleMs: 0, fetch: () => Promise.resolve(new Response('{}', { status: 201 })) });
+    const res = await client.fetch('https://api.example.test/orders', { method: 'POST', body: '{}', once: { action: 'create-order', ref: 'late' } });
+    expect(res.status).toBe(201);
+    const [record] = await store.list({ limit: 10 });
+    expect(record?.state).toBe('succeeded');
+    expect((await store.get(record!.id))?.state).toBe('succeeded');
+    await client.close();
+  });
+
+  it('indexedDB gone after the store connected: a write still goes through the open connection, never answers with the connection as a row', async () => {
+    const store = indexedDbStore({ dbName: freshDbName() });
+    expect(await store.get('none')).toBeUndefined(); // connected
+    const descriptor = Object.getOwnPropertyDescriptor(globalThis, 'indexedDB')!;
+    delete (globalThis as { indexedDB?: unknown }).indexedDB;
+    let sends = 0;
+    const client = createClient({
+      store,
+      settleMs: 0,
+      fetch: () => {
+        sends++;
+        return Promise.resolve(new Response('{}', { status: 201 }));
+      },
+    });
+    try {
+      const result = await client
+        .fetch('https://api.example.test/orders', { method: 'POST', body: '{}', once: { action: 'create-order', ref: 'gone' } })
+        .then((r) => r.status, (e: unknown) => e);
+      expect(result).toBe(201);
+      expect(sends).toBe(1);
+    } finally {
+      Object.defineProperty(globalThis, 'indexedDB', descriptor);
+      await client.close();
+    }
+  });
+
   it('a refusal after the store has opened once does not claim that nothing was sent', async () => {
     const dbName = freshDbName();
     const store = indexedDbStore({ dbName });
