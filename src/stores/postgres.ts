@@ -147,14 +147,17 @@ function loadDriver(): Promise<Driver> {
     (module) => module.default,
     (cause: unknown) => {
       driver = undefined;
-      // "npm install pg" only when pg is missing: an edge runtime has pg but not the Node modules it needs.
+      // "npm install pg" only when pg itself is missing: an edge runtime has pg but not the Node modules it
+      // needs, and a broken install has pg but not one of its own dependencies (named in the message, not 'pg').
       const code = (cause as { code?: unknown } | undefined)?.code;
-      if (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') {
+      const detail = cause instanceof Error ? cause.message.split('\n')[0] : String(cause);
+      if ((code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') && /['"]pg['"]/.test(detail)) {
         throw new StoreError('oncefetch/postgres needs the pg package, an optional peer dependency: npm install pg', { cause });
       }
       throw new StoreError(
-        `oncefetch/postgres could not load the pg package (${cause instanceof Error ? cause.message : String(cause)}); ` +
-          "pg needs Node's net and tls modules, which an edge runtime lacks: run this in Node (Next.js: runtime 'nodejs')",
+        `oncefetch/postgres could not load the pg package (${detail}). ` +
+          "On an edge runtime: pg needs Node's net and tls modules, which an edge runtime lacks: run this in Node (Next.js: runtime 'nodejs'). " +
+          'In Node: its install is broken; reinstall it',
         { cause },
       );
     },

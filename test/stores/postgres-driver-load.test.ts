@@ -16,7 +16,7 @@ import { tempDir } from '../helpers/setup.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
-async function firstCallError(pg: 'throws' | 'missing'): Promise<{ code: string; message: string }> {
+async function firstCallError(pg: 'throws' | 'missing' | 'broken-dependency' | 'syntax-error'): Promise<{ code: string; message: string }> {
   const tmp = tempDir();
   try {
     cpSync(join(ROOT, 'src'), join(tmp.dir, 'src'), { recursive: true });
@@ -26,13 +26,17 @@ async function firstCallError(pg: 'throws' | 'missing'): Promise<{ code: string;
     for (const name of readdirSync(modules)) {
       if (name !== 'pg' && !name.startsWith('pg-') && !name.startsWith('.')) symlinkSync(join(modules, name), join(tmp.dir, 'node_modules', name));
     }
-    if (pg === 'throws') {
+    const body = {
+      throws: "throw new Error('Failed to load external module node:util/types: TypeError: Native module not found: node:util/types');\n",
+      // a broken install: pg there, one of its own dependencies not (as pg's lib/index.js requires pg-pool)
+      'broken-dependency': "module.exports = require('pg-pool');\n",
+      // a damaged file of pg, in Node
+      'syntax-error': 'module.exports = {;\n',
+    }[pg as string];
+    if (body !== undefined) {
       mkdirSync(join(tmp.dir, 'node_modules/pg'));
       writeFileSync(join(tmp.dir, 'node_modules/pg/package.json'), '{"name":"pg","version":"8.99.0","main":"index.js"}');
-      writeFileSync(
-        join(tmp.dir, 'node_modules/pg/index.js'),
-        "throw new Error('Failed to load external module node:util/types: TypeError: Native module not found: node:util/types');\n",
-      );
+      writeFileSync(join(tmp.dir, 'node_modules/pg/index.js'), body);
     }
     const script = join(tmp.dir, 'probe.ts');
     writeFileSync(
@@ -60,6 +64,20 @@ describe('postgresStore when pg cannot be loaded', () => {
     expect(error.message).not.toMatch(/npm install pg/);
     expect(error.message).toMatch(/could not load the pg package \(Failed to load external module node:util\/types/);
     expect(error.message).toMatch(/edge runtime/);
+  });
+
+  it('pg installed but a dependency of its own missing (a broken install): names the missing module, does not say pg is missing', async () => {
+    const error = await firstCallError('broken-dependency');
+    expect(error.code).toBe('STORE_ERROR');
+    expect(error.message).not.toMatch(/needs the pg package/);
+    expect(error.message).toMatch(/could not load the pg package \(Cannot find module 'pg-pool'/);
+  });
+
+  it('pg installed but damaged, in Node: says to reinstall it, not only to run in Node', async () => {
+    const error = await firstCallError('syntax-error');
+    expect(error.code).toBe('STORE_ERROR');
+    expect(error.message).toMatch(/could not load the pg package \(/);
+    expect(error.message).toMatch(/In Node: its install is broken; reinstall it$/);
   });
 
   it('pg not installed: says to install it', async () => {
