@@ -56,3 +56,35 @@ describe('browser entry under an Edge Runtime process polyfill', () => {
     expect(posts).toBe(1);
   });
 });
+
+describe('fingerprints without node:crypto (WebCrypto) equal the Node hash path', () => {
+  it.each([
+    ['getBuiltinModule throws (Next.js Edge Runtime)', edge],
+    ['getBuiltinModule returns undefined', () => void (proc.getBuiltinModule = () => undefined)],
+    ['no getBuiltinModule', () => void (proc.getBuiltinModule = undefined)],
+  ])('%s: every vector, and a disturbed stream is still refused', async (_name, setUp) => {
+    vi.resetModules();
+    setUp();
+    const { FINGERPRINT_VECTORS } = await import('../helpers/fingerprint-vectors.js');
+    const { captureBody } = await import('../../src/operation/body.js');
+    const digest = vi.spyOn(globalThis.crypto.subtle, 'digest');
+    try {
+      for (const [name, compute, expected] of FINGERPRINT_VECTORS) expect([name, await compute()]).toEqual([name, expected]);
+      // (the WebCrypto path it is: each vector hashed there)
+      expect(digest.mock.calls.length).toBeGreaterThanOrEqual(FINGERPRINT_VECTORS.length);
+    } finally {
+      digest.mockRestore();
+    }
+    const stream = new ReadableStream<Uint8Array>({
+      start(c) {
+        c.enqueue(new Uint8Array([1]));
+        c.enqueue(new Uint8Array([2]));
+        c.close();
+      },
+    });
+    const reader = stream.getReader();
+    await reader.read();
+    reader.releaseLock();
+    await expect(captureBody(stream)).rejects.toThrow(/must not be locked or already read from/);
+  });
+});
