@@ -211,6 +211,20 @@ describe('better-sqlite3 installed but its native binding does not load (a faile
     expect(existsSync(parent)).toBe(true);
   });
 
+  it('a handle passed as database is used without loading the driver, and an in-memory path fails as a file path does', async () => {
+    const { sqliteStore } = await import('../../src/stores/sqlite.js');
+    const path = join(dir, 'handle.db');
+    const handle = new Database(path);
+    constructorThrows = noBinding();
+    const store = sqliteStore({ path, database: handle });
+    expect(await store.get('none')).toBeUndefined();
+    await store.close();
+    handle.close();
+    const memory = thrown(() => sqliteStore({ path: ':memory:' }));
+    expect(isOnceError(memory) && memory.code).toBe('STORE_ERROR');
+    expect((memory as Error).message).toContain('SQLite store :memory:: better-sqlite3 cannot be loaded');
+  });
+
   it('a database that was already there is left as it was, and opens once the driver loads', async () => {
     const path = join(dir, 'kept.db');
     const first = (await import('../../src/stores/sqlite.js')).sqliteStore({ path });
