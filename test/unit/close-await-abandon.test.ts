@@ -51,3 +51,40 @@ it("a call waiting for an earlier call's undo (its claim never answers, given up
   expect(claims).toBe(1);
   expect(sends.n).toBe(0);
 }, 15_000);
+
+it('a graceful close (waitMs long enough) lets 20 calls waiting for the undo finish: 1 send, the rest replay, no listener warning', async () => {
+  const inner = memoryStore();
+  let claims = 0;
+  const store = storeOver(inner, {
+    // (the first claim answers late, after its call gave up: the undo then settles)
+    claim: (r) => (++claims === 1 ? wait(300).then(() => inner.claim(r)) : inner.claim(r)),
+  });
+  const sends = { n: 0 };
+  const fetch = (async () => {
+    sends.n++;
+    return new Response('{"id":"o-1"}', { status: 201, headers: { 'content-type': 'application/json' } });
+  }) as typeof globalThis.fetch;
+  const client = createClient({ store, fetch, leaseMs: 6_000, telemetry: false, retry: { deadlineMs: 9_000, budget: false } });
+  const warnings: string[] = [];
+  const onWarning = (w: Error): void => void warnings.push(w.name + ': ' + w.message);
+  process.on('warning', onWarning);
+  try {
+    const abort = new AbortController();
+    const first = client.fetch(URL_, { ...order, signal: abort.signal }).catch((e: unknown) => e);
+    await wait(20);
+    abort.abort(new Error('caller gave up'));
+    expect(await first).toMatchObject({ message: 'caller gave up' });
+    const rest = Array.from({ length: 20 }, () => client.fetch(URL_, order).then((r) => r.status, (e: unknown) => e));
+    await wait(50);
+    expect(claims).toBe(1);
+    const closed = client.close({ waitMs: 5_000 });
+    const outcomes = await Promise.all(rest);
+    await closed;
+    expect(outcomes).toEqual(Array.from({ length: 20 }, () => 201));
+    expect(sends.n).toBe(1);
+    await wait(0);
+    expect(warnings.filter((n) => n.startsWith('MaxListenersExceededWarning'))).toEqual([]);
+  } finally {
+    process.off('warning', onWarning);
+  }
+}, 15_000);
