@@ -150,7 +150,7 @@ function loadDriver(): Promise<Driver> {
       // "npm install pg" only when pg itself is missing: an edge runtime has pg but not the Node modules it
       // needs, and a broken install has pg but not one of its own dependencies (named in the message, not 'pg').
       const code = (cause as { code?: unknown } | undefined)?.code;
-      const detail = cause instanceof Error ? cause.message.split('\n')[0] : String(cause);
+      const detail = cause instanceof Error ? (cause.message.split('\n')[0] ?? '') : String(cause);
       if ((code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') && /['"]pg['"]/.test(detail)) {
         throw new StoreError('oncefetch/postgres needs the pg package, an optional peer dependency: npm install pg', { cause });
       }
