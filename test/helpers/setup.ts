@@ -48,6 +48,21 @@ export function orderInit(ref: string, extra: Record<string, unknown> = {}): Req
 /** Resolves after `ms`. */
 export const wait = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * A fetch that answers its n-th call with `statuses[n]` (the last one from then on; 201 when none is
+ * given), a JSON body `{"id":"o-1"}`, and counts its calls in `sends.n`: effects counted at the fetch.
+ */
+export function countingFetch(...statuses: number[]): { sends: { n: number }; fetch: typeof globalThis.fetch } {
+  const sends = { n: 0 };
+  const answers = statuses.length === 0 ? [201] : statuses;
+  const fetch = (async () => {
+    const status = answers[Math.min(sends.n, answers.length - 1)] ?? 201;
+    sends.n++;
+    return new Response('{"id":"o-1"}', { status, headers: { 'content-type': 'application/json' } });
+  }) as typeof globalThis.fetch;
+  return { sends, fetch };
+}
+
 /** Resolves once `check` holds (asked every 10 ms); rejects after `timeoutMs`. */
 export async function until(check: () => boolean | Promise<boolean>, timeoutMs = 5_000): Promise<void> {
   const end = Date.now() + timeoutMs;

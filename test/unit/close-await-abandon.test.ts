@@ -8,8 +8,8 @@
 import { expect, it } from 'vitest';
 import { StoreError, createClient, memoryStore } from '../../src/index.js';
 import { storeOver } from '../helpers/store-over.js';
+import { countingFetch, wait } from '../helpers/setup.js';
 
-const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const URL_ = 'https://api.example.test/orders';
 const order = { method: 'POST', body: '{}', once: { action: 'create-order', ref: 'A-17' } };
 
@@ -21,11 +21,7 @@ it("a call waiting for an earlier call's undo (its claim never answers, given up
     claim: (r) => (++claims === 1 ? new Promise<never>(() => undefined) : inner.claim(r)),
     close: async () => undefined,
   });
-  const sends = { n: 0 };
-  const fetch = (async () => {
-    sends.n++;
-    return new Response('{"id":"o-1"}', { status: 201, headers: { 'content-type': 'application/json' } });
-  }) as typeof globalThis.fetch;
+  const { sends, fetch } = countingFetch(201);
   const client = createClient({ store, fetch, leaseMs: 6_000, telemetry: false, retry: { deadlineMs: 9_000, budget: false } });
 
   const abort = new AbortController();
@@ -59,11 +55,7 @@ it('a graceful close (waitMs long enough) lets 20 calls waiting for the undo fin
     // (the first claim answers late, after its call gave up: the undo then settles)
     claim: (r) => (++claims === 1 ? wait(300).then(() => inner.claim(r)) : inner.claim(r)),
   });
-  const sends = { n: 0 };
-  const fetch = (async () => {
-    sends.n++;
-    return new Response('{"id":"o-1"}', { status: 201, headers: { 'content-type': 'application/json' } });
-  }) as typeof globalThis.fetch;
+  const { sends, fetch } = countingFetch(201);
   const client = createClient({ store, fetch, leaseMs: 6_000, telemetry: false, retry: { deadlineMs: 9_000, budget: false } });
   const warnings: string[] = [];
   const onWarning = (w: Error): void => void warnings.push(w.name + ': ' + w.message);

@@ -12,8 +12,8 @@ import { StoreError, createClient, memoryStore } from '../../src/index.js';
 import type { OperationRecord } from '../../src/index.js';
 import { Engine } from '../../src/engine/execute.js';
 import { storeOver } from '../helpers/store-over.js';
+import { countingFetch, wait } from '../helpers/setup.js';
 
-const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const URL_ = 'https://api.example.test/orders';
 const order = (ref = 'A-17') => ({ method: 'POST', body: '{}', once: { action: 'create-order', ref } });
 
@@ -21,16 +21,6 @@ const unhandled: unknown[] = [];
 const onUnhandled = (e: unknown): void => void unhandled.push(e);
 beforeAll(() => void process.on('unhandledRejection', onUnhandled));
 afterAll(() => void process.off('unhandledRejection', onUnhandled));
-
-function scripted(statuses: number[]) {
-  const sends = { n: 0 };
-  const fetch = (async () => {
-    const status = statuses[Math.min(sends.n, statuses.length - 1)]!;
-    sends.n++;
-    return new Response('{"id":"o-1"}', { status, headers: { 'content-type': 'application/json' } });
-  }) as typeof globalThis.fetch;
-  return { sends, fetch };
-}
 
 /** claim waits claimMs; a CAS that opens an attempt waits openMs; a CAS that takes the lease from another owner waits takeMs; store close is real when realClose */
 function slowStore(o: { claimMs?: number; openMs?: number; takeMs?: number; realClose?: boolean }) {
@@ -63,7 +53,7 @@ function slowStore(o: { claimMs?: number; openMs?: number; takeMs?: number; real
 
 it('P1 graceful close() (no waitMs) during a claim acknowledged 500 ms later: the call finishes, 201, 1 send, succeeded', async () => {
   const { store, inner } = slowStore({ claimMs: 500 });
-  const { sends, fetch } = scripted([201]);
+  const { sends, fetch } = countingFetch(201);
   const client = createClient({ store, fetch, telemetry: false, retry: { budget: false } });
   const call = client.fetch(URL_, order()).then((r) => r.status, (e: unknown) => e);
   await wait(20);
@@ -75,7 +65,7 @@ it('P1 graceful close() (no waitMs) during a claim acknowledged 500 ms later: th
 
 it('P2 close({ waitMs: 5000 }) during a claim (400 ms) and an attempt-2 open (400 ms) after a 503: 201, 2 sends', async () => {
   const { store, inner } = slowStore({ claimMs: 400, openMs: 400 });
-  const { sends, fetch } = scripted([503, 201]);
+  const { sends, fetch } = countingFetch(503, 201);
   const client = createClient({ store, fetch, telemetry: false, retry: { maxAttempts: 2, budget: false, baseDelayMs: 1, maxDelayMs: 2 } });
   const call = client.fetch(URL_, order()).then((r) => r.status, (e: unknown) => e);
   await wait(20);
@@ -99,7 +89,7 @@ it('P3 10,000 calls (some retried, some joined): no whenClosed hook left live', 
     };
   });
   try {
-    const { sends, fetch } = scripted([201]);
+    const { sends, fetch } = countingFetch(201);
     let n = 0;
     const flaky = (async (...a: Parameters<typeof fetch>) => (n++ % 7 === 0 ? new Response('', { status: 503 }) : fetch(...a))) as typeof globalThis.fetch;
     const client = createClient({ store: memoryStore(), fetch: flaky, telemetry: false, retry: { maxAttempts: 3, budget: false, baseDelayMs: 1, maxDelayMs: 1 } });
@@ -117,7 +107,7 @@ it('P3 10,000 calls (some retried, some joined): no whenClosed hook left live', 
 it('P4 a claim acknowledged after close({ waitMs: 100 }) and after the store closed (1.5 s later): the call ends at the close, 0 sends, no unhandled rejection', async () => {
   const before = unhandled.length;
   const { store } = slowStore({ claimMs: 1_500, realClose: true });
-  const { sends, fetch } = scripted([201]);
+  const { sends, fetch } = countingFetch(201);
   const client = createClient({ store, fetch, telemetry: false, retry: { budget: false } });
   const t0 = Date.now();
   const call = client.fetch(URL_, order()).then((r) => r.status, (e: unknown) => e);
@@ -136,7 +126,7 @@ it('P5 a takeover of an expired record, its CAS hung, cut by close({ waitMs: 100
   const before = unhandled.length;
   const { store, inner } = slowStore({ takeMs: 600 });
   // a record left pending by a 503, then its lease set to a dead owner's, expired
-  const first = scripted([503]);
+  const first = countingFetch(503);
   const a = createClient({ store, fetch: first.fetch, telemetry: false, retry: { maxAttempts: 1, budget: false } });
   await a.fetch(URL_, order()).catch(() => undefined);
   await a.close();
@@ -144,7 +134,7 @@ it('P5 a takeover of an expired record, its CAS hung, cut by close({ waitMs: 100
   const dead = { ...rec, generation: rec.generation + 1, lease: { owner: 'dead', expiresAt: Date.now() - 1_000 } };
   expect((await inner.compareAndSet(rec.id, rec.generation, dead)).ok).toBe(true);
 
-  const { sends, fetch } = scripted([201]);
+  const { sends, fetch } = countingFetch(201);
   const b = createClient({ store, fetch, telemetry: false, retry: { budget: false } });
   const t0 = Date.now();
   const call = b.fetch(URL_, order()).then((r) => r.status, (e: unknown) => e);

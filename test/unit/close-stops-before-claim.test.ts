@@ -10,19 +10,10 @@ import { expect, it, vi } from 'vitest';
 import { StoreError, createClient, memoryStore } from '../../src/index.js';
 import { Engine } from '../../src/engine/execute.js';
 import { storeOver } from '../helpers/store-over.js';
+import { countingFetch, wait } from '../helpers/setup.js';
 
-const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const URL_ = 'https://api.example.test/orders';
 const order = { method: 'POST', body: '{}', once: { action: 'create-order', ref: 'A-17' } };
-
-function scripted(status: number) {
-  const sends = { n: 0 };
-  const fetch = (async () => {
-    sends.n++;
-    return new Response('{"id":"o-1"}', { status, headers: { 'content-type': 'application/json' } });
-  }) as typeof globalThis.fetch;
-  return { sends, fetch };
-}
 
 /** A memory store that logs its writes, and the engine's close among them. */
 function logged(closes = true) {
@@ -39,14 +30,14 @@ function logged(closes = true) {
 it('a call waiting for another live owner (2 s of lease left), the store staying open (another client uses it): close({ waitMs: 50 }) ends it at the close with its StoreError, 0 sends, no claim after the close', async () => {
   const { store, inner, log } = logged();
   // a record left pending by a 503, its lease then another live owner's for 2 s
-  const other = scripted(503);
+  const other = countingFetch(503);
   const keeper = createClient({ store, fetch: other.fetch, telemetry: false, owner: 'keeper', retry: { maxAttempts: 1, budget: false } });
   await keeper.fetch(URL_, order).catch(() => undefined);
   const rec = (await inner.list({ limit: 1 }))[0]!;
   expect((await inner.compareAndSet(rec.id, rec.generation, { ...rec, generation: rec.generation + 1, lease: { owner: 'live', expiresAt: Date.now() + 2_000 } })).ok).toBe(true);
   log.length = 0;
 
-  const { sends, fetch } = scripted(201);
+  const { sends, fetch } = countingFetch(201);
   const client = createClient({ store, fetch, telemetry: false, owner: 'b', retry: { budget: false } });
   const started = Date.now();
   const call = client.fetch(URL_, order).then(
@@ -76,7 +67,7 @@ it('fetch() then close({ waitMs: 0 }) at once: the call rejects with the close\'
     orig.call(this, reason);
   });
   try {
-    const { sends, fetch } = scripted(201);
+    const { sends, fetch } = countingFetch(201);
     const client = createClient({ store, fetch, telemetry: false, retry: { budget: false } });
     const call = client.fetch(URL_, order).then(
       (r) => r.status,

@@ -10,8 +10,8 @@ import { expect, it } from 'vitest';
 import { StoreError, createClient, memoryStore } from '../../src/index.js';
 import type { OperationRecord } from '../../src/index.js';
 import { leaseOnly, storeOver } from '../helpers/store-over.js';
+import { countingFetch, wait } from '../helpers/setup.js';
 
-const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const URL_ = 'https://api.example.test/orders';
 const order = { method: 'POST', body: '{}', once: { action: 'create-order', ref: 'A-17' } };
 
@@ -34,18 +34,9 @@ function slowStore(claimMs: number, openMs = 0) {
   return { store, inner };
 }
 
-function counting(status = 201) {
-  const sends = { n: 0 };
-  const fetch = (async () => {
-    sends.n++;
-    return new Response('{"id":"o-1"}', { status, headers: { 'content-type': 'application/json' } });
-  }) as typeof globalThis.fetch;
-  return { sends, fetch };
-}
-
 it('a claim that never answers: close({ waitMs: 200 }) ends the call at waitMs (under 700 ms; the close within waitMs + 1 s) with a StoreError naming client.close(), 0 sends', async () => {
   const { store } = slowStore(Infinity);
-  const { sends, fetch } = counting();
+  const { sends, fetch } = countingFetch();
   const client = createClient({ store, fetch, telemetry: false, retry: { deadlineMs: 8_000, budget: false } });
   const started = Date.now();
   const call = client.fetch(URL_, order).then(
@@ -66,7 +57,7 @@ it('a claim that never answers: close({ waitMs: 200 }) ends the call at waitMs (
 
 it('a claim acknowledged 700 ms after the close stopped the call: the attempt it opened is closed as never sent and the lease released; the next call sends it once, same key', async () => {
   const { store, inner } = slowStore(900);
-  const { sends, fetch } = counting();
+  const { sends, fetch } = countingFetch();
   const client = createClient({ store, fetch, telemetry: false, retry: { deadlineMs: 8_000, budget: false } });
   const started = Date.now();
   const call = client.fetch(URL_, order).catch((e: unknown) => e);
@@ -87,7 +78,7 @@ it('a claim acknowledged 700 ms after the close stopped the call: the attempt it
 
 it('the write that opens attempt 2 (after a 503) never answers: close({ waitMs: 200 }) ends the call at waitMs (under 700 ms), 1 send in all', async () => {
   const { store } = slowStore(0, Infinity);
-  const { sends, fetch } = counting(503);
+  const { sends, fetch } = countingFetch(503);
   const client = createClient({ store, fetch, telemetry: false, retry: { deadlineMs: 8_000, baseDelayMs: 1, maxDelayMs: 5, budget: false } });
   const call = client.fetch(URL_, order).then(
     (r) => r.status,
@@ -128,7 +119,7 @@ it('the renew before the send (the lease ran out during a slow claim) hangs, the
     },
     close: async () => undefined,
   });
-  const { sends, fetch } = counting();
+  const { sends, fetch } = countingFetch();
   const client = createClient({ store, fetch, leaseMs: 100, telemetry: false, retry: { deadlineMs: 8_000, budget: false } });
   const started = Date.now();
   const call = client.fetch(URL_, order).catch((e: unknown) => e);

@@ -9,8 +9,8 @@
 import { expect, it } from 'vitest';
 import { DeadlineExceededError, createClient, memoryStore } from '../../src/index.js';
 import { storeOver } from '../helpers/store-over.js';
+import { wait } from '../helpers/setup.js';
 
-const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function run(first: number, slowOpen = false): Promise<{ sends: number; effects: number; outcome: unknown; state: string | undefined; classes: (string | null)[] | undefined }> {
   const inner = memoryStore();

@@ -8,8 +8,8 @@
  */
 import { expect, it } from 'vitest';
 import { OperationInFlightError, createClient, memoryStore } from '../../src/index.js';
+import { wait } from '../helpers/setup.js';
 
-const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 it('a call whose own attempt got a 201, then timed out waiting for the owner that took it over, says its request took effect', async () => {
   let t = Date.UTC(2026, 0, 1);

@@ -10,6 +10,7 @@ import { expect, it } from 'vitest';
 import { LateOutcomeNotKeptError, StoreError, createClient, memoryStore } from '../../src/index.js';
 import type { OperationRecord } from '../../src/index.js';
 import { storeOver } from '../helpers/store-over.js';
+import { countingFetch } from '../helpers/setup.js';
 
 const finishes = (next: OperationRecord): boolean => {
   const last = next.attempts.at(-1);
@@ -24,11 +25,7 @@ function setup(status: number, fail: (next: OperationRecord) => boolean = finish
       return inner.compareAndSet(id, g, next);
     },
   });
-  const sends = { n: 0 };
-  const fetch = (async () => {
-    sends.n++;
-    return new Response('{"id":"o-1"}', { status, headers: { 'content-type': 'application/json' } });
-  }) as typeof globalThis.fetch;
+  const { sends, fetch } = countingFetch(status);
   const client = createClient({ store, fetch, telemetry: false, retry: { maxAttempts: 1, deadlineMs: 10_000, budget: false } });
   const call = (): Promise<unknown> =>
     client.fetch('https://api.example.test/orders', { method: 'POST', body: '{}', once: { action: 'create-order', ref: 'A-17' } }).then(

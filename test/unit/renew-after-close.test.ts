@@ -8,8 +8,8 @@
 import { expect, it } from 'vitest';
 import { StoreError, createClient, memoryStore } from '../../src/index.js';
 import { leaseOnly, storeOver } from '../helpers/store-over.js';
+import { wait } from '../helpers/setup.js';
 
-const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 it("close() while the lease is being taken back from a store slower than the lease: no write but the attempt's close after it, the close's reason at once; 0 sends", async () => {
   const inner = memoryStore();

@@ -7,8 +7,8 @@
 import { expect, it } from 'vitest';
 import { StoreError, createClient, memoryStore } from '../../src/index.js';
 import { storeOver } from '../helpers/store-over.js';
+import { wait } from '../helpers/setup.js';
 
-const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function run(status: number): Promise<{ sends: number; outcome: unknown; classes: (string | null)[] | undefined }> {
   const inner = memoryStore();

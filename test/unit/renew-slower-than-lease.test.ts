@@ -9,8 +9,8 @@
 import { expect, it } from 'vitest';
 import { StoreError, createClient, memoryStore } from '../../src/index.js';
 import { leaseOnly, storeOver } from '../helpers/store-over.js';
+import { wait } from '../helpers/setup.js';
 
-const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 it('a renew acknowledged after its own lease ran out: StoreError naming leaseMs at once, 0 sends, attempt closed never sent', async () => {
   const inner = memoryStore();

@@ -9,9 +9,9 @@ import { expect, it } from 'vitest';
 import { AmbiguousOutcomeError, DeadlineExceededError, createClient, memoryStore } from '../../src/index.js';
 import type { LookupFn } from '../../src/index.js';
 import { storeOver } from '../helpers/store-over.js';
+import { wait } from '../helpers/setup.js';
 
 const SCOPE = { action: 'create-order', ref: 'A-17' };
-const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 it("a deadline that passes while end()'s reconcile_first write is pending: AmbiguousOutcomeError (record ambiguous), not a bare 'resumable' DeadlineExceededError; 1 effect, 2 POSTs", async () => {
   const inner = memoryStore();
