@@ -23,7 +23,7 @@ import {
 } from '../errors.js';
 import type { OnceEvent, OnceStats } from '../events.js';
 import { emptyStats } from '../events.js';
-import { answerUnsettled, applyEvent, conflictAfterReach, deliveryUnresolved, isTerminal, lateSuccess, recordId, refMinted, resendNeedsDedupe, unsettledBefore } from '../operation/record.js';
+import { answerUnsettled, applyEvent, conflictAfterReach, deliveryUnresolved, isTerminal, lateSuccess, reachedBefore, recordId, refMinted, resendNeedsDedupe, unsettledBefore } from '../operation/record.js';
 import type { LiveBody } from '../operation/snapshot.js';
 import type { OperationRecord, RecordEvent, ResultSnapshot, Scope } from '../operation/record.js';
 import type { ResolvedOptions } from '../options.js';
@@ -981,11 +981,10 @@ export class Engine {
     // (not after the client's close: its store goes next, and the call sends nothing, see below)
     // A renew that lands with its own lease run out (a store slower than `leaseMs`) would only repeat: the call ends.
     for (let renewed = false; !this.closed.aborted && owned.rec.lease !== null && owned.rec.lease.expiresAt <= this.opts.now(); renewed = true) {
-      // (this attempt is not sent; one before it may have been, and may have taken effect: then not "nothing was sent")
-      const sentBefore = owned.rec.attempts.slice(0, -1).some((a) => a.class !== 'not_sent');
+      // (this attempt is not sent; one before it may have been (`reachedBefore`), and may have taken effect: then not "nothing was sent")
       const slow = renewed
         ? new StoreError(
-            `${owned.rec.id}: the store acknowledged a lease renewal after the lease (leaseMs ${this.opts.leaseMs} ms) had run out; ${sentBefore ? 'this attempt was not sent' : 'nothing was sent'}${unsettledBefore(owned.rec) ? UNSURE : ''}. Raise leaseMs above the store's write latency`,
+            `${owned.rec.id}: the store acknowledged a lease renewal after the lease (leaseMs ${this.opts.leaseMs} ms) had run out; ${reachedBefore(owned.rec) ? 'this attempt was not sent' : 'nothing was sent'}${unsettledBefore(owned.rec) ? UNSURE : ''}. Raise leaseMs above the store's write latency`,
           )
         : undefined;
       await (slow === undefined ? this.early(owned, deadline.signal, { type: 'renew', leaseExpiresAt: this.opts.now() + this.opts.leaseMs }) : Promise.reject(slow)).catch(async (error: unknown) => {
