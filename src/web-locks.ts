@@ -39,16 +39,17 @@ export function webLocks(locks: LockManagerLike | undefined = navigatorLocks()):
     const onAbort = (): void => stopWaiting.abort(signal?.reason);
     signal?.addEventListener('abort', onAbort, { once: true });
     const cancelTimer = longTimeout(() => stopWaiting.abort(new LockWaitTimeout()), maxWaitMs);
-    let entered = false;
+    let running: Promise<T> | undefined;
     try {
       return await locks.request(LOCK_PREFIX + key, { signal: stopWaiting.signal }, () => {
-        entered = true;
         cancelTimer();
         signal?.removeEventListener('abort', onAbort);
-        return body();
+        return (running = body());
       });
-    } catch (error) {
-      if (entered) throw error;
+    } catch {
+      // Once the body runs, the call is the body: a lock taken from it (another context's `steal: true`)
+      // rejects this request at once while the body goes on (it may be sending); it ends as the body does.
+      if (running !== undefined) return running;
       if (signal?.aborted) throw signal.reason;
       // Another tab has held the lock for inFlightWaitMs (a LockWaitTimeout), or the Locks API refused
       // (an opaque origin's SecurityError, say): the lock only spares the waiting side its polling,

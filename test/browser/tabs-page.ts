@@ -110,6 +110,14 @@ function holdLock(dbName: string, ref: string): Promise<void> {
 }
 
 /**
+ * Takes the Web Lock of `ref`'s record in `dbName` with `steal: true` (as devtools or another library
+ * may), holds it `holdMs`, then lets go.
+ */
+async function stealLock(dbName: string, ref: string, holdMs: number): Promise<void> {
+  await navigator.locks.request(lockName(dbName, ref), { steal: true }, () => new Promise<void>((done) => setTimeout(done, holdMs)));
+}
+
+/**
  * Upgrades database `dbName` to `version` (as a newer app in another tab would), dropping oncefetch's
  * `state_updated` index when `dropIndex` (a layout this oncefetch cannot read); resolves with what happened.
  */
@@ -197,7 +205,7 @@ async function generation(dbName: string, id: string): Promise<number | undefine
   }
 }
 
-const api = { post, start, stored, holdLock, upgrade, casRace, casSetup, generation };
+const api = { post, start, stored, holdLock, stealLock, upgrade, casRace, casSetup, generation };
 declare global {
   interface Window {
     tabsTest: typeof api;

@@ -183,6 +183,24 @@ describe.runIf(available)('one tab against another in headless Chromium', { time
     await other.close();
   });
 
+  it('another tab steals the Web Lock (steal: true) while the POST is on the wire: the call still answers with its 201, not the lock\'s AbortError; one effect, the next call replays it', async () => {
+    const [a, b] = [await openPage(), await openPage()];
+    const c = call();
+    site.delayMs.set(c.ref, 1_000);
+    const running = post(a, c);
+    await until(() => effects(c.ref) === 1, 5_000, 'the POST to arrive');
+    await b.evaluate(([d, r]) => window.tabsTest.stealLock(d, r, 50), [c.dbName, c.ref] as const);
+    const got = await running;
+    const again = await post(b, c);
+    console.info(`[tabs] Web Lock stolen mid-request: ${got.status ?? `${got.error?.name}: ${got.error?.message}`} (${got.ms} ms), then ${again.status ?? again.error?.message}; effects=${effects(c.ref)}`);
+    expect(got).toMatchObject({ ok: true, status: 201 });
+    expect(again).toMatchObject({ ok: true, status: 201 });
+    expect(again.events).toContain('replay');
+    expect(effects(c.ref)).toBe(1);
+    await a.close();
+    await b.close();
+  });
+
   it("the site's IndexedDB cleared (site data wiped) while a request is on the wire: the call returns the 201 and writes its record back; the next call with the ref replays it", async () => {
     const page = await openPage();
     const c = call();
