@@ -201,6 +201,29 @@ describe.runIf(available)('one tab against another in headless Chromium', { time
     await b.close();
   });
 
+  it('the owner tab\'s main thread busy 3 s (a hung or frozen tab) while its POST is on the wire, past its lease: another tab takes over and the lookup finds the order; unfrozen, the first call answers without sending; one effect', async () => {
+    const [a, b] = [await openPage(), await openPage()];
+    const c = call({ leaseMs: 1_000, inFlightWaitMs: 1_500, lookup: true });
+    site.delayMs.set(c.ref, 1_000);
+    const running = post(a, c);
+    await until(() => effects(c.ref) === 1, 5_000, 'the POST to arrive');
+    // (CDP's Page.setWebLifecycleState 'frozen' does not stop a visible headless page's timers: a busy main thread does)
+    void a.evaluate(() => {
+      const until = performance.now() + 3_000;
+      while (performance.now() < until);
+    });
+    const other = await post(b, c);
+    const got = await running;
+    const again = await post(b, c);
+    const fmt = (o: TabOutcome): string => `${o.status ?? `${o.error?.name}: ${o.error?.message}`} (${o.ms} ms) [${o.events.join(',')}]`;
+    console.info(`[tabs] owner busy mid-request: other tab ${fmt(other)}; first ${fmt(got)}; again ${fmt(again)}; effects=${effects(c.ref)}`);
+    expect(effects(c.ref)).toBe(1);
+    expect(other.events).not.toContain('attempt_started');
+    expect(again.ok).toBe(true);
+    await a.close();
+    await b.close();
+  });
+
   it("the site's IndexedDB cleared (site data wiped) while a request is on the wire: the call returns the 201 and writes its record back; the next call with the ref replays it", async () => {
     const page = await openPage();
     const c = call();
