@@ -118,6 +118,31 @@ async function stealLock(dbName: string, ref: string, holdMs: number): Promise<v
 }
 
 /**
+ * Opens `dbName` (at its version), starts a readwrite transaction on oncefetch's records and keeps
+ * the main thread busy `ms` inside that transaction's first callback: a tab hung in the middle of a
+ * write, whose transaction every other tab's transaction on the store queues behind.
+ */
+function hangInTransaction(dbName: string, ms: number): Promise<string> {
+  return new Promise<string>((resolve) => {
+    const req = indexedDB.open(dbName);
+    req.onsuccess = () => {
+      const db = req.result;
+      const tx = db.transaction('records', 'readwrite');
+      const got = tx.objectStore('records').get('none');
+      got.onsuccess = () => {
+        const until = performance.now() + ms;
+        while (performance.now() < until);
+      };
+      tx.oncomplete = () => {
+        db.close();
+        resolve('complete');
+      };
+    };
+    req.onerror = () => resolve(`error ${String(req.error)}`);
+  });
+}
+
+/**
  * Upgrades database `dbName` to `version` (as a newer app in another tab would), dropping oncefetch's
  * `state_updated` index when `dropIndex` (a layout this oncefetch cannot read); resolves with what happened.
  */
@@ -205,7 +230,7 @@ async function generation(dbName: string, id: string): Promise<number | undefine
   }
 }
 
-const api = { post, start, stored, holdLock, stealLock, upgrade, casRace, casSetup, generation };
+const api = { post, start, stored, holdLock, stealLock, hangInTransaction, upgrade, casRace, casSetup, generation };
 declare global {
   interface Window {
     tabsTest: typeof api;

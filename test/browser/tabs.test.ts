@@ -224,6 +224,32 @@ describe.runIf(available)('one tab against another in headless Chromium', { time
     await b.close();
   });
 
+  for (const lookup of [false, true]) {
+    it(`a tab hung inside a readwrite transaction on the store: another tab's calls end at their deadline, nothing sent; the claim given up on lands after the hang (lookup ${lookup})`, { timeout: 60_000 }, async () => {
+      const [hung, other] = [await openPage(), await openPage()];
+      const done = call();
+      expect(await post(other, done)).toMatchObject({ ok: true, status: 201 });
+      const fresh = call({ dbName: done.dbName, deadlineMs: 1_500, leaseMs: 2_000, lookup });
+      const hang = hung.evaluate(([d]) => window.tabsTest.hangInTransaction(d, 7_000), [done.dbName] as const);
+      await new Promise((r) => setTimeout(r, 300));
+      const replay = await post(other, { ...done, deadlineMs: 1_500 });
+      const blocked = await post(other, fresh);
+      const fmt = (o: TabOutcome): string => `${o.status ?? `${o.error?.name}: ${o.error?.message}`} (${o.ms} ms) [${o.events.join(',')}]`;
+      console.info(`[tabs] a tab hung in a transaction: replay ${fmt(replay)}; new ref ${fmt(blocked)}; effects ${effects(done.ref)}, ${effects(fresh.ref)}`);
+      expect(replay.ms).toBeLessThan(3_000);
+      expect(blocked.ms).toBeLessThan(3_000);
+      expect(effects(fresh.ref)).toBe(0);
+      expect(await hang).toBe('complete');
+      const stored = await other.evaluate(([d, r]) => window.tabsTest.stored(d, r), [fresh.dbName, fresh.ref] as const);
+      const after = await post(other, { ...fresh, deadlineMs: 15_000 });
+      console.info(`[tabs] after the hang (lookup ${lookup}): record ${JSON.stringify(stored)}; ${fmt(after)}; effects ${effects(fresh.ref)}`);
+      expect(effects(done.ref)).toBe(1);
+      expect(effects(fresh.ref)).toBeLessThanOrEqual(1);
+      await hung.close();
+      await other.close();
+    });
+  }
+
   it("the site's IndexedDB cleared (site data wiped) while a request is on the wire: the call returns the 201 and writes its record back; the next call with the ref replays it", async () => {
     const page = await openPage();
     const c = call();
