@@ -138,4 +138,32 @@ describe('webLocks', () => {
     const exclusive = webLocks(refusing)!;
     expect(await exclusive('id', async () => 'ran', { signal: undefined, maxWaitMs: 1_000 })).toBe('ran');
   });
+  // Regression (adversarial run in Chromium, tabs.test.ts): another context's request with `steal: true`
+  // rejects the held lock's request at once with an AbortError while its callback goes on running; the
+  // call rejected with that AbortError while its POST was on the wire.
+  it('a lock stolen while the body runs: the call ends as the body does, not with the steal\'s AbortError', async () => {
+    let stolen!: () => void;
+    const stealing: LockManagerLike = {
+      request: <T>(_name: string, _options: { signal?: AbortSignal }, callback: () => Promise<T>): Promise<T> =>
+        new Promise<T>((resolve, reject) => {
+          stolen = () => reject(new DOMException("Lock broken by another request with the 'steal' option.", 'AbortError'));
+          callback().then(resolve, reject);
+        }),
+    };
+    const exclusive = webLocks(stealing)!;
+    const wait = { signal: undefined, maxWaitMs: 1_000 };
+    const ok = exclusive('id', async () => {
+      stolen();
+      await sleep(20);
+      return 'sent and answered';
+    }, wait);
+    expect(await ok).toBe('sent and answered');
+    const error = new TypeError('the body failed after the steal');
+    const failed = exclusive('id', async () => {
+      stolen();
+      await sleep(20);
+      throw error;
+    }, wait);
+    await expect(failed).rejects.toBe(error);
+  });
 });
