@@ -109,6 +109,12 @@ const PURGE_PAGE = 256;
 /** An error's name and message, for a StoreError's text. */
 const detailOf = (cause: unknown): string => (cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause));
 
+/**
+ * Chromium's refusal of a frame's storage (a third-party frame when third-party storage is blocked, site
+ * settings): the open fails with an UnknownError "The user denied permission to access the database."
+ */
+const refused = (cause: DOMException): boolean => cause.name === 'UnknownError' && /denied permission/i.test(cause.message);
+
 const isRow = (value: unknown): value is Row =>
   typeof value === 'object' &&
   value !== null &&
@@ -219,7 +225,7 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
     const got = promisifyRequest(request).catch(async (cause: unknown) => {
       if (foreign) throw noStore();
       if (!(cause instanceof DOMException)) throw cause;
-      if (cause.name === 'SecurityError' || cause.name === 'InvalidStateError') throw unavailable(cause);
+      if (cause.name === 'SecurityError' || cause.name === 'InvalidStateError' || refused(cause)) throw unavailable(cause);
       if (cause.name !== 'VersionError') throw cause;
       // A newer oncefetch's layout (another tab's after a deploy, or before a rollback) that keeps what
       // this one reads is used at its version: these records, never a fresh database that forgets them.

@@ -88,7 +88,8 @@ async function post(call: TabCall): Promise<TabOutcome> {
     await client.close();
   }
   const ms = Math.round(performance.now() - started);
-  const snapshot = await navigator.locks.query();
+  // (a third-party frame whose storage the browser blocks is refused the query too: SecurityError)
+  const snapshot = await navigator.locks.query().catch((): LockManagerSnapshot => ({ held: [], pending: [] }));
   const name = lockName(call.dbName, call.ref);
   const locks = { held: (snapshot.held ?? []).filter((l) => l.name === name).length, pending: (snapshot.pending ?? []).filter((l) => l.name === name).length };
   return { ...outcome, ms, locks };

@@ -10,7 +10,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type Frame, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bundleForBrowser, CHROMIUM_ARGS, CHROMIUM_PATH, chromiumAvailable, launchChromium, pageHtml, unique, until } from './chromium.js';
 import { listen } from './servers.js';
@@ -249,6 +249,29 @@ describe.runIf(available)('one tab against another in headless Chromium', { time
       await other.close();
     });
   }
+
+  it('a third-party frame whose storage Chromium blocks (IndexedDB open: UnknownError "The user denied permission"): a StoreError saying storage is unavailable here and nothing was sent; nothing sent', async () => {
+    // Another site (localhost) embeds the site (127.0.0.1): its frame is third-party, and this Chromium
+    // denies it storage and Web Locks rather than partitioning them.
+    const embed = createServer((_req, res) => void res.writeHead(200, { 'content-type': 'text/html' }).end(`<!doctype html><body><iframe src="${site.url}/"></iframe></body>`));
+    const embedAt = await listen(embed);
+    const partner = await context.newPage();
+    try {
+      await partner.goto(`http://localhost:${new URL(embedAt.url).port}/`);
+      let frame: Frame | undefined;
+      await until(() => (frame = partner.frames().find((f) => f.url().startsWith(site.url))) !== undefined, 5_000, 'the frame');
+      await frame!.waitForSelector('body[data-ready="true"]', { state: 'attached', timeout: 10_000 });
+      const c = call();
+      const got = await frame!.evaluate((x) => window.tabsTest.post(x), c);
+      console.info(`[tabs] third-party frame: ${got.error?.code} ${got.error?.message}`);
+      expect(got).toMatchObject({ ok: false, error: { code: 'STORE_ERROR' } });
+      expect(got.error?.message).toMatch(/storage unavailable here \(sandboxed or third-party frame, private mode, storage disabled\?\); nothing was sent \(UnknownError/);
+      expect(effects(c.ref)).toBe(0);
+    } finally {
+      await partner.close();
+      await embedAt.close();
+    }
+  });
 
   it("the site's IndexedDB cleared (site data wiped) while a request is on the wire: the call returns the 201 and writes its record back; the next call with the ref replays it", async () => {
     const page = await openPage();

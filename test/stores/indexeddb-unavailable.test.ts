@@ -176,6 +176,20 @@ describe('IndexedDB refused in this context', () => {
     await store.close();
   });
 
+  // Regression (adversarial run in Chromium, tabs.test.ts): a third-party frame whose storage Chromium
+  // blocks is refused with an UnknownError, not a SecurityError: the call's StoreError named neither.
+  it("Chromium's refusal of a frame's storage (UnknownError: The user denied permission…) gets the hint, and says nothing was sent", async () => {
+    IDBFactory.prototype.open = () => {
+      const request = { error: new DOMException('The user denied permission to access the database.', 'UnknownError') } as unknown as IDBOpenDBRequest;
+      setTimeout(() => request.onerror?.(new Event('error')), 0);
+      return request;
+    };
+    const { error, sends } = await callWith();
+    expect(sends).toBe(0);
+    expect(error).toBeInstanceOf(StoreError);
+    expect((error as Error).message).toMatch(/storage unavailable here \(sandboxed or third-party frame, private mode, storage disabled\?\); nothing was sent \(UnknownError: The user denied permission/);
+  });
+
   it('another open failure (not a refusal of storage) gets no such hint', async () => {
     IDBFactory.prototype.open = failingOpen('UnknownError');
     const { error, sends } = await callWith();
