@@ -82,7 +82,7 @@ async function once(provider: Provider, dir: string): Promise<Tally> {
     retry: { attemptTimeoutMs: ATTEMPT_TIMEOUT_MS, baseDelayMs: 20, maxDelayMs: 200, budget: false },
     lookups: {
       'create-order': async ({ scope, signal }) => {
-        const res = await fetch(`${provider.url}/orders?ref=${scope.ref}`, { signal });
+        const res = await fetch(`${provider.url}/orders?ref=${encodeURIComponent(scope.ref)}`, { signal });
         if (res.status === 404) return null;
         if (!res.ok) throw new Error(`lookup answered ${res.status}`);
         return res;

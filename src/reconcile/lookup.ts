@@ -41,7 +41,9 @@ export interface LookupContext {
  * @example
  * ```ts
  * const lookup: LookupFn = async ({ scope, signal }) => {
- *   const res = await fetch(`${api}/orders?ref=${scope.ref}`, { signal })
+ *   // encode the ref: an unencoded '+', '&' or '#' makes the provider search for another ref and
+ *   // answer 404, read here as "absent", and the order is sent again
+ *   const res = await fetch(`${api}/orders?ref=${encodeURIComponent(scope.ref)}`, { signal })
  *   if (res.status === 404) return null
  *   if (!res.ok) throw new Error(`lookup failed: ${res.status}`)
  *   return res
