@@ -42,7 +42,7 @@ export interface RetryOptions {
   maxRetryAfterMs?: number;
   /** jitter strategy @default 'full' */
   jitter?: JitterMode;
-  /** retry budget shared by the client's calls; `false` disables it @default { ratio: 0.09, reserve: 10 } */
+  /** retry budget shared by the client's calls; `false` disables it @default { ratio: 0.09, reserve: 10, maxTokens: 100 } */
   budget?: RetryBudgetOptions | false;
 }
 
