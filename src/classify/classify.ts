@@ -12,6 +12,7 @@ import {
   AMBIGUOUS_STATUSES,
   BODY_STATUSES,
   IN_PROGRESS_SIGNAL,
+  REQUEST_IN_PROGRESS_SIGNAL,
   KEY_MISMATCH_SIGNAL,
   KEY_MISMATCH_STATUSES,
   RETRYABLE_STATUSES,
@@ -132,7 +133,8 @@ export function needsBody(status: number): boolean {
  *    that decided.
  * 4. Other 3xx → `terminal` (a redirect reaching us means `redirect: 'manual'`).
  * 5. 408, 425, 429, 503 → `retryable`.
- * 6. 409 → `retryable` with the "request in progress" signal, else `terminal`.
+ * 6. 409 → `retryable` with the "request in progress" signal, else `terminal`; 422 → `retryable`
+ *    with the narrower "request … in progress" signal (PayPal, Adyen), else rule 8.
  * 7. 500, 502, 504 → `ambiguous`; 501, 505 → `terminal`; any other 5xx → `ambiguous`.
  * 8. Other 4xx → `terminal`.
  * 9. Anything else (1xx, out-of-range codes) → `ambiguous`: the outcome is unknown.
@@ -165,7 +167,7 @@ function classifyFailureStatus(status: number, headers: Headers, bodyText: strin
   // unknown (a 500: Stripe stores one once the endpoint began; a 409 "in progress": a request with
   // this key is being processed, its effect to come) stays ambiguous, for a lookup.
   if (hint === undefined) return verdict;
-  const unknown = verdict.class === 'ambiguous' || (status === 409 && verdict.class === 'retryable');
+  const unknown = verdict.class === 'ambiguous' || (verdict.class === 'retryable' && (status === 409 || status === 422));
   return unknown ? { class: 'ambiguous', reason: `${verdict.reason}, ${hint.reason}` } : hint;
 }
 
@@ -178,6 +180,7 @@ function classifyStatus(status: number, bodyText: string | undefined): Classific
       ? { class: 'retryable', reason: 'status 409 in progress' }
       : { class: 'terminal', reason };
   }
+  if (status === 422 && bodyMatches(REQUEST_IN_PROGRESS_SIGNAL, bodyText)) return { class: 'retryable', reason: 'status 422 in progress' };
   if (AMBIGUOUS_STATUSES.has(status)) return { class: 'ambiguous', reason };
   if (TERMINAL_SERVER_STATUSES.has(status)) return { class: 'terminal', reason };
   if (isServerErrorStatus(status)) return { class: 'ambiguous', reason };

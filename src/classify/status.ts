@@ -46,15 +46,25 @@ export const IN_PROGRESS_SIGNAL =
   /in[ _-]?progress|outstanding|being processed|idempotency[_-]key[_-]in[_-]use|concurrent/i;
 
 /**
+ * Marks a 422 as "a request with this key is still being processed", as payment providers say it
+ * with 422 rather than 409 (PayPal: `PREVIOUS_REQUEST_IN_PROGRESS`; Adyen: errorCode 704, "request
+ * already processed or in progress"). Narrower than {@link IN_PROGRESS_SIGNAL}: a 422 is a validation
+ * answer first ("amount exceeds the outstanding balance" must stay terminal), so it needs "request"
+ * followed by "in progress".
+ */
+export const REQUEST_IN_PROGRESS_SIGNAL = /request[^.]{0,40}?in[ _-]?progress/i;
+
+/**
  * Marks a 400 / 417 / 422 as "this key was already used with different content" (DynamoDB: IdempotentParameterMismatchException).
  * Deliberately conservative: it needs the word "idempotency" next to a reuse or
  * mismatch word, or a known provider code (Stripe `idempotency_error`, the IETF
- * draft's "Idempotency Key MUST not be reused across different payloads").
+ * draft's "Idempotency Key MUST not be reused across different payloads", PayPal's
+ * `PAYPAL_REQUEST_ID_PREVIOUSLY_USED` and `DUPLICATE_REQUEST_ID`).
  * A body that does not match stays `terminal`, which also stops the loop; the only
  * cost of a miss is a less specific error.
  */
 export const KEY_MISMATCH_SIGNAL =
-  /idempotency[\s_-]*key.*(?:mismatch|reuse|reused|different|does not match|already used)|(?:mismatch|reuse|reused).*idempotency|idempotency_error|idempotency-key-is-being-reused|IdempotentParameterMismatch/i;
+  /idempotency[\s_-]*key.*(?:mismatch|reuse|reused|different|does not match|already used)|(?:mismatch|reuse|reused).*idempotency|idempotency_error|idempotency-key-is-being-reused|IdempotentParameterMismatch|request[_-]?id[_-]previously[_-]used|duplicate[_-]request[_-]id/i;
 
 /** Longest body prefix the signals are matched against, in characters (bounds regex work). */
 export const MAX_SIGNAL_BODY_CHARS = 4096;

@@ -9,7 +9,7 @@
 import type { AttemptRecord, OperationRecord } from '../operation/record.js';
 import type { ResolvedOptions } from '../options.js';
 import type { Facts } from './facts.js';
-import { factsOf, iso, listOf } from './facts.js';
+import { factsOf, inProgressAnswer, iso, listOf } from './facts.js';
 import { decide, redactKey, redirected, refMinted } from './plan.js';
 import type { Confidence, Diagnosis, DiagnosisCode, ExplainPolicy, Explanation, Handoff } from './types.js';
 
@@ -61,7 +61,7 @@ function codeOf(r: OperationRecord, f: Facts): DiagnosisCode {
     case 'pending':
       // no attempt left, and no superseded owner's late outcome says one reached the provider
       if (!f.anySent) return 'never_sent';
-      if (last?.class === 'retryable' && last.status === 409) return 'concurrent_duplicates';
+      if (last !== undefined && inProgressAnswer(last)) return 'concurrent_duplicates';
       // an earlier attempt that may have acted, only cleared for a same-key resend, still decides
       if (last?.class === 'ambiguous' || last?.finishedAt === null || f.earlierUnresolved) return 'timeout_before_response';
       return last?.class === 'retryable' || last?.class === 'not_sent' ? 'retryable_backoff' : 'unknown';
@@ -76,7 +76,7 @@ function codeOf(r: OperationRecord, f: Facts): DiagnosisCode {
 function answerOf(a: AttemptRecord | undefined): string | undefined {
   if (a?.status == null) return undefined;
   const why = a.reason === null || a.reason === `status ${a.status}` ? '' : ` (${a.reason})`;
-  const unsaid = a.class === 'ambiguous' || (a.class === 'retryable' && a.status === 409);
+  const unsaid = a.class === 'ambiguous' || inProgressAnswer(a);
   return `got ${a.status}${why}${unsaid ? ': the provider answered, but its answer does not say whether the request took effect' : ''}`;
 }
 
@@ -125,7 +125,7 @@ function summaryOf(code: DiagnosisCode, r: OperationRecord, f: Facts): string {
       return `The provider said "not processed, later" (${last?.reason ?? ''})${cancel === undefined ? '; the operation is resumable with the same key.' : `. ${cancel}`}`;
     case 'concurrent_duplicates':
       return r.state === 'pending'
-        ? `Attempt ${n} got 409 "in progress": an earlier request with this key was still being processed; one owner, one key.${cancel === undefined ? '' : ` ${cancel}`}`
+        ? `Attempt ${n} got ${last?.status ?? 409} "in progress": an earlier request with this key was still being processed; one owner, one key.${cancel === undefined ? '' : ` ${cancel}`}`
         : `Another owner (${r.lease?.owner ?? '?'}) holds the operation under a live lease until ${iso(r.lease?.expiresAt ?? r.updatedAt)}; other calls wait for it.`;
     case 'timeout_before_response':
       if (f.resendConflict) return `${resendConflictOf(r, f)} Not resent: it is looked up first.`;
@@ -133,7 +133,7 @@ function summaryOf(code: DiagnosisCode, r: OperationRecord, f: Facts): string {
       if (f.earlierUnresolved && last?.class !== 'ambiguous' && last?.finishedAt !== null) {
         // only a 409 "in progress" is unresolved (needsDedupe counts none): the next call resends, reconciling nothing first
         if (r.state === 'pending' && cancel === undefined && !f.needsDedupe && f.inProgress409 !== undefined) {
-          return `Attempt ${f.inProgress409.number} got 409 "in progress": a request with this key was being processed at the provider, which tracks the key; attempt ${n} then got ${last?.reason ?? 'no outcome'}. It may be resent with the same key.`;
+          return `Attempt ${f.inProgress409.number} got ${f.inProgress409.status ?? 409} "in progress": a request with this key was being processed at the provider, which tracks the key; attempt ${n} then got ${last?.reason ?? 'no outcome'}. It may be resent with the same key.`;
         }
         return `${f.lateSuccess ? 'A superseded owner got a success late' : 'An earlier attempt may have reached the provider'} and nothing settled it (it was only cleared for a same-key resend); attempt ${n} then got ${last?.reason ?? 'no outcome'}. ${cancel ?? (r.state === 'pending' ? 'Resend only with the same key, where the provider dedupes.' : 'Not resent: it is looked up first.')}`;
       }

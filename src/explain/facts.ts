@@ -9,6 +9,9 @@ import type { AttemptRecord, EvidenceRecord, OperationRecord } from '../operatio
 import type { HandoffLookup } from './types.js';
 
 /** The analysed record. */
+/** A retryable 409 or 422: "a request with this key is still being processed" (as record.ts's `inProgressAnswer`, not imported so the chunk stays apart). */
+export const inProgressAnswer = (a: Pick<AttemptRecord, 'class' | 'status'>): boolean => a.class === 'retryable' && (a.status === 409 || a.status === 422);
+
 export interface Facts {
   last: AttemptRecord | undefined;
   lookups: HandoffLookup[];
@@ -320,8 +323,8 @@ export function factsOf(record: OperationRecord, now: number, providerRetentionM
   const liveLease = lease !== null && lease.expiresAt > now;
   const keyAgeMs = Math.max(0, now - record.createdAt);
   const resendCutoffAt = record.createdAt + Math.floor(providerRetentionMs * RESEND_CUTOFF_SHARE);
-  const inProgress409 = record.attempts.find((a) => a.class === 'retryable' && a.status === 409);
-  if (inProgress409 !== undefined) concurrency.push(`attempt ${inProgress409.number} got 409: a request with this key was in progress at the provider`);
+  const inProgress409 = record.attempts.find(inProgressAnswer);
+  if (inProgress409 !== undefined) concurrency.push(`attempt ${inProgress409.number} got ${inProgress409.status ?? 409}: a request with this key was in progress at the provider`);
   timed.sort((a, b) => a.gen - b.gen);
   const openOf = (e: EvidenceRecord): AttemptRecord | undefined => record.attempts.findLast((a) => a.owner === e.owner && a.finishedAt === null);
   const lateAttempt = late && openOf(late);

@@ -187,8 +187,8 @@ function reconcileFirst(c: Ctx): Decision {
 function inProgress(c: Ctx): Decision {
   return {
     plan: [
-      `Call again later with the same ref and payload: the provider answered 409 because a request with key ${c.key} was still being processed; it replays that outcome once done.`,
-      'Never mint a new key to get past a 409: that is how duplicates are made.',
+      `Call again later with the same ref and payload: the provider answered ${c.f.inProgress409?.status ?? 409} because a request with key ${c.key} was still being processed; it replays that outcome once done.`,
+      'Never mint a new key to get past an "in progress" answer: that is how duplicates are made.',
     ],
     verification: [atProvider(c, 'at most one'), 'Every attempt in the record carries the same key (one key per operation).'],
   };

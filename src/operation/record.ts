@@ -551,13 +551,22 @@ export function refMinted(record: Pick<OperationRecord, 'key' | 'keySource' | 'r
 }
 
 /**
+ * Whether attempt `a` got "a request with this key is still being processed": a retryable 409 (the
+ * IETF draft, Stripe), or a retryable 422 (PayPal `PREVIOUS_REQUEST_IN_PROGRESS`, Adyen 704). An earlier
+ * request with the key may take effect, unlike after a 503 or a 429.
+ */
+export function inProgressAnswer(a: Pick<AttemptRecord, 'class' | 'status'>): boolean {
+  return a.class === 'retryable' && (a.status === 409 || a.status === 422);
+}
+
+/**
  * Whether an attempt of `record` may have reached the provider with nothing since proving it did
- * not: an attempt that never finished, ended ambiguous, or got 409 "in progress" (an earlier request
- * with the key was being processed), not followed by a lookup that found it absent.
+ * not: an attempt that never finished, ended ambiguous, or got "in progress" ({@link inProgressAnswer}: an
+ * earlier request with the key was being processed), not followed by a lookup that found it absent.
  */
 export function deliveryUnresolved(record: Pick<OperationRecord, 'attempts' | 'evidence'>): boolean {
   if (lateDeliveryUnsettled(record)) return true;
-  const risky = record.attempts.findLast((a) => a.finishedAt === null || !(a.class === 'not_sent' || (a.class === 'retryable' && a.status !== 409)));
+  const risky = record.attempts.findLast((a) => a.finishedAt === null || !(a.class === 'not_sent' || (a.class === 'retryable' && !inProgressAnswer(a))));
   return risky !== undefined && !settledAbsentAfter(record, risky.generation);
 }
 

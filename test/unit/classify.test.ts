@@ -67,6 +67,14 @@ describe('classifyResponse: status table', () => {
     ['409 "in progress"', 409, {}, 'request in progress', 'retryable'],
     ['409 plain conflict', 409, {}, '{"error":"version conflict"}', 'terminal'],
     ['409 without body', 409, {}, undefined, 'terminal'],
+    // payment providers that say "in progress" with a 422 (PayPal, Adyen 704): not processed, later
+    ['422 PayPal PREVIOUS_REQUEST_IN_PROGRESS', 422, {}, '{"details":[{"issue":"PREVIOUS_REQUEST_IN_PROGRESS"}]}', 'retryable'],
+    ['422 Adyen 704 already processed or in progress', 422, {}, '{"errorCode":"704","message":"request already processed or in progress"}', 'retryable'],
+    ['422 "outstanding" validation stays terminal', 422, {}, '{"error":"amount exceeds the outstanding balance"}', 'terminal'],
+    ['422 "in progress" without "request" stays terminal', 422, {}, '{"error":"capture in progress for this authorization"}', 'terminal'],
+    ['x-should-retry: false on 422 in progress', 422, { 'x-should-retry': 'false' }, '{"details":[{"issue":"PREVIOUS_REQUEST_IN_PROGRESS"}]}', 'ambiguous'],
+    ['422 PayPal PAYPAL_REQUEST_ID_PREVIOUSLY_USED', 422, {}, '{"details":[{"issue":"PAYPAL_REQUEST_ID_PREVIOUSLY_USED"}]}', 'conflict'],
+    ['400 PayPal DUPLICATE_REQUEST_ID', 400, {}, '{"name":"DUPLICATE_REQUEST_ID"}', 'conflict'],
     ['500', 500, {}, undefined, 'ambiguous'],
     ['502', 502, {}, undefined, 'ambiguous'],
     ['504', 504, {}, undefined, 'ambiguous'],
@@ -122,6 +130,7 @@ describe('classifyResponse: status table', () => {
   it.each<[number, string | undefined, string]>([
     [503, undefined, 'status 503'],
     [409, IETF_IN_PROGRESS, 'status 409 in progress'],
+    [422, '{"details":[{"issue":"PREVIOUS_REQUEST_IN_PROGRESS"}]}', 'status 422 in progress'],
     [422, IETF_MISMATCH, 'idempotency key mismatch'],
   ])('reason for %i', (status, bodyText, reason) => {
     expect(classifyResponse({ status, headers: new Headers(), bodyText }, NOW).reason).toBe(reason);
