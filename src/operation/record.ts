@@ -744,7 +744,12 @@ export function applyEvent(record: OperationRecord, event: RecordEvent, now: num
       ];
       if (event.result !== null) next.result = event.result;
       if (event.class === 'conflict' && to === 'failed') {
-        next.error = { code: 'IDEMPOTENCY_CONFLICT', message: `provider reported key reuse: ${event.reason}` };
+        // no attempt of this record reached the provider before: the key's earlier request is another's (a key
+        // another client or store sent, or one key given to two intents), and it may have charged
+        next.error = {
+          code: 'IDEMPOTENCY_CONFLICT',
+          message: `provider reported key reuse: ${event.reason}; this request was not processed, but an earlier request under this key, with other content, may have taken effect (sent by another client or store, or the key given to two intents): if this is the same intent, check at the provider before sending it under a new ref; use a new ref for a new intent`,
+        };
       } else if (event.class === 'terminal' && event.result === null && to === 'failed') {
         next.error = { code: 'OPERATION_FAILED', message: event.reason };
       }

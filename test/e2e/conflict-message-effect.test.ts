@@ -133,3 +133,37 @@ describe('IdempotencyConflictError on a pending record of another client', () =>
     expect(provider.effectsFor('P-3')).toBe(0);
   });
 });
+
+/**
+ * The provider reports the key reused with other content on this record's first attempt: the key came
+ * from elsewhere (a caller-supplied key another client or store already sent, a key given to two
+ * intents). That earlier request is the provider's, not ours, and may have charged: a payments trial got
+ * only "provider reported key reuse: idempotency key mismatch", which says neither that nor what to do.
+ */
+describe('IdempotencyConflictError reported by the provider on the first attempt', () => {
+  it('says this request was not processed, that the earlier request under the key may have taken effect, and to check before a new ref', async () => {
+    const provider = await startProvider();
+    const a = createClient({ store: memoryStore() });
+    const b = createClient({ store: memoryStore() });
+    try {
+      const send = (c: typeof a, qty: number) => {
+        const init = orderInit('K-1', { qty });
+        return c.fetch(`${provider.url}/orders`, { ...init, headers: { 'content-type': 'application/json', 'idempotency-key': 'shared-key-1' }, once: { action: 'create-order', ref: 'K-1' } });
+      };
+      expect((await send(a, 1)).status).toBe(201);
+      const e = await conflictOf(send(b, 2));
+      expect(e.message).toMatch(/^provider reported key reuse/);
+      expect(e.message).toMatch(/not processed/);
+      expect(e.message).toMatch(/earlier request under this key.*may have taken effect/);
+      expect(e.message).toMatch(/check at the provider before sending it under a new ref/);
+      // the replay says the same
+      const again = await conflictOf(send(b, 2));
+      expect(again.message).toBe(e.message);
+      expect(provider.effectsFor('K-1')).toBe(1);
+    } finally {
+      await a.close();
+      await b.close();
+      await provider.close();
+    }
+  });
+});
