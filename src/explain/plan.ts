@@ -246,7 +246,7 @@ function decideCode(code: DiagnosisCode, c: Ctx): Decision {
       return {
         plan: [
           `Do not retry and do not mint a new key for this ref: the provider refused key ${c.key} because it was used with other content.`,
-          'If the new content is a new intent, send it with a new ref.',
+          "The key's earlier request, with other content (another client or store, or the key given to two intents), may have taken effect: check at the provider before sending this intent under a new ref; a new intent needs a new ref.",
           'If it is the same intent, find what changes between calls (timestamps, random ids in the body) and make the payload deterministic.',
         ],
         verification: [

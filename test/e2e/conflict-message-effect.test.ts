@@ -159,6 +159,10 @@ describe('IdempotencyConflictError reported by the provider on the first attempt
       // the replay says the same
       const again = await conflictOf(send(b, 2));
       expect(again.message).toBe(e.message);
+      // so does explain's plan: no bare "send it with a new ref"
+      const x = await b.explain({ action: 'create-order', ref: 'K-1' });
+      expect(x?.diagnosis.code).toBe('payload_changed');
+      expect(x?.plan.join(' ')).toMatch(/earlier request.*may have taken effect: check at the provider before sending this intent under a new ref/);
       expect(provider.effectsFor('K-1')).toBe(1);
     } finally {
       await a.close();
