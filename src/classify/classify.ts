@@ -90,9 +90,14 @@ export type AttemptPhase = 'before_dispatch' | 'awaiting_response' | 'reading_bo
  * @example
  * const classify: ClassifyOverride = ({ response }) =>
  *   response?.status === 404 ? 'retryable' : undefined;
+ * // a provider code in the body (the override is synchronous: read `bodyText`, not the response)
+ * const byCode: ClassifyOverride = ({ response, bodyText }) =>
+ *   response?.status === 422 && bodyText?.includes('PREVIOUS_REQUEST_IN_PROGRESS') ? 'retryable' : undefined;
  */
 export type ClassifyOverride = (input: {
   response?: Response | undefined;
+  /** with a response: its body's first 4096 bytes, decoded as UTF-8 (the override cannot await `response.text()`) */
+  bodyText?: string | undefined;
   error?: unknown;
   default: Classification;
 }) => OutcomeClass | undefined;
@@ -228,7 +233,7 @@ export function classifyError(error: unknown, phase: AttemptPhase): Classificati
  */
 export function applyOverride(
   override: ClassifyOverride | undefined,
-  input: { response?: Response | undefined; error?: unknown },
+  input: { response?: Response | undefined; bodyText?: string | undefined; error?: unknown },
   computed: Classification,
 ): Classification {
   if (override === undefined) return computed;
