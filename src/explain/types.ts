@@ -14,8 +14,8 @@ import type { OperationState, RecordedClass, Scope } from '../operation/record.j
  * |---|---|---|
  * | `timeout_before_response` | an attempt may have reached the provider and nothing said whether it took effect: no answer came (timeout, reset after send), or one that does not tell (500/502/504, a body that did not end after its status), or a same-key resend after it was refused as key reuse with other content (the provider saw the key: that attempt may have taken effect), or with a terminal answer (a 401 checked before the provider's dedupe: it says nothing of that attempt) | look up first; never a new ref |
  * | `stale_lease` | the owner stopped renewing its lease while an attempt was on the wire (crash), or its late answer came after the takeover and nothing settled it (after a late success no "absent" does: only a lookup that finds it, or, with `providerDedupes`, a same-key resend) | take over, then look up first |
- * | `concurrent_duplicates` | another owner holds the operation, or the provider said "in progress" (409) | one owner: wait for it, never a parallel send |
- * | `payload_changed` | the provider reported the key reused with other content, on the first attempt (or after attempts that never left), or on a resend once a lookup found no effect of the earlier ones (and no superseded owner's late success says one took effect) | conflict: a new intent needs a new ref |
+ * | `concurrent_duplicates` | another owner holds the operation, or the provider said "in progress" (409; a 422 "request … in progress" from PayPal, Adyen) | one owner: wait for it, never a parallel send |
+ * | `payload_changed` | the provider reported the key reused with other content, on the first attempt (or after attempts that never left), or on a resend once a lookup found no effect of the earlier ones (and no superseded owner's late success says one took effect) | conflict: the key's earlier request may have taken effect; check at the provider before sending the intent under a new ref (a new intent needs a new ref) |
  * | `terminal_client_error` | the provider refused the request (4xx), on the first attempt, or on a resend after attempts that did not act or that a settled "absent" cleared | do not retry unchanged input |
  * | `retryable_backoff` | the provider said "not processed, later" (429, 503, …) or the request never left | call again, same key |
  * | `never_sent` | nothing reached the provider (every attempt `not_sent`, and no superseded owner's late outcome says one was answered) | send it, or cancel it |
@@ -30,7 +30,8 @@ import type { OperationState, RecordedClass, Scope } from '../operation/record.j
  * @example
  * ```ts
  * const code: DiagnosisCode | undefined = (await client.explain(scope))?.diagnosis.code
- * if (code === 'payload_changed') task.ref = crypto.randomUUID() // a new intent needs a new ref
+ * // the key's earlier request, with other content, may have taken effect: a person checks before any new ref
+ * if (code === 'payload_changed') await escalate(scope, 'key reused with other content: check at the provider')
  * ```
  */
 export type DiagnosisCode =
