@@ -93,10 +93,16 @@ export type AttemptPhase = 'before_dispatch' | 'awaiting_response' | 'reading_bo
  * // a provider code in the body (the override is synchronous: read `bodyText`, not the response)
  * const byCode: ClassifyOverride = ({ response, bodyText }) =>
  *   response?.status === 422 && bodyText?.includes('PREVIOUS_REQUEST_IN_PROGRESS') ? 'retryable' : undefined;
+ * // a GraphQL server answers 200 with `errors`: only the body tells an internal error from data
+ * const graphql: ClassifyOverride = ({ response, bodyText }) =>
+ *   response?.ok === true && bodyText?.includes('"INTERNAL_SERVER_ERROR"') ? 'ambiguous' : undefined;
  */
 export type ClassifyOverride = (input: {
   response?: Response | undefined;
-  /** with a response: its body's first 4096 bytes, decoded as UTF-8 (the override cannot await `response.text()`) */
+  /**
+   * With a response: its whole body, decoded as UTF-8 (read before `classify` is asked, which is
+   * synchronous: it cannot await `response.text()`). Absent with `error`.
+   */
   bodyText?: string | undefined;
   error?: unknown;
   default: Classification;

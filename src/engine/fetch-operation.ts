@@ -540,7 +540,7 @@ async function answered(
   }
   // (a status no Response can carry, a polyfill's 1xx: classified, but none to hand to classify or as the cause)
   const rebuilt = response.status >= 200 && response.status <= 599;
-  const outcome: AttemptOutcome = override === undefined || !rebuilt ? { classification: computed, snapshot, live } : { ...decide({ response: buildResponse(snapshot, live, false), bodyText: bodyText ?? new TextDecoder().decode(bytes.subarray(0, 4096)) }, computed), snapshot, live };
+  const outcome: AttemptOutcome = override === undefined || !rebuilt ? { classification: computed, snapshot, live } : { ...decide({ response: buildResponse(snapshot, live, false), bodyText: new TextDecoder().decode(bytes) }, computed), snapshot, live };
   // the response an ambiguous answer (a 5xx, say) came as: the cause the caller sees if it is never settled;
   // so is a terminal answer's (a 401) to a same-key resend after an attempt that may have taken effect.
   // Its body cut as the record's is: an error is held as long as the caller likes (a 100 MB error page)
