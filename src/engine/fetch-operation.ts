@@ -11,7 +11,7 @@ import { isSuccessStatus, KEPT_METHOD } from '../classify/status.js';
 import type { Classification } from '../classify/classify.js';
 import { AmbiguousOutcomeError } from '../errors.js';
 import { captureBody, readBody } from '../operation/body.js';
-import { fingerprintRequest, normaliseUrl } from '../operation/fingerprint.js';
+import { elementFingerprints, fingerprintRequest, normaliseUrl } from '../operation/fingerprint.js';
 import { recordId } from '../operation/record.js';
 import type { OperationRecord, Scope } from '../operation/record.js';
 import { buildResponse, responseSnapshot } from '../operation/snapshot.js';
@@ -124,9 +124,9 @@ export interface UnknownOutcomes {
    * once the call has ended, after `remember`. `retryCount`: a Stainless SDK's own retry (`x-stainless-retry-count`
    * ≥ 1), refused at once, its cause the earlier call's error when that call's outcome stayed unknown.
    */
-  enter(id: string, method: string, signal: AbortSignal | undefined, retryCount?: string): Promise<() => void>;
-  /** `error`: what the call threw, the refusal's `cause` */
-  remember(id: string, error: unknown): void;
+  enter(id: string, method: string, signal: AbortSignal | undefined, retryCount?: string, elements?: () => Promise<string[]>): Promise<() => void>;
+  /** `error`: what the call threw, the refusal's `cause`; `elements`: the ids of a JSON-array body's elements, each refused too */
+  remember(id: string, error: unknown, elements?: readonly string[]): void;
 }
 
 export async function onceFetch(engine: Engine, input: string | URL | Request, init?: OnceRequestInit, unknown?: UnknownOutcomes, retryCount?: string): Promise<Response> {
@@ -172,7 +172,11 @@ export async function onceFetch(engine: Engine, input: string | URL | Request, i
     ref: onceOptions.ref ?? key ?? (mintedRef as string),
   };
   const unknownId = mintedRef === undefined ? undefined : `${scope.tenant}\n${fingerprint}`;
-  const leave = unknownId === undefined ? undefined : await unknown?.enter(unknownId, req.method, req.signal, retryCount);
+  // A batch's elements, each an id as if sent alone: computed only when an unknown outcome is remembered, or to check against one.
+  let elements: Promise<string[]> | undefined;
+  const elementIds = (): Promise<string[]> =>
+    (elements ??= elementFingerprints({ method: req.method, url: normalised, body: captured.bytes, contentType: req.headers.get('content-type') }).then((fps) => fps.map((fp) => `${scope.tenant}\n${fp}`)));
+  const leave = unknownId === undefined ? undefined : await unknown?.enter(unknownId, req.method, req.signal, retryCount, elementIds);
   try {
     // A custom fetch may ignore its signal: its request, still out after its attempt ended, is the next attempt's.
     const calls = lateCalls(engine, scope, fingerprint, cancelBody);
@@ -196,7 +200,7 @@ export async function onceFetch(engine: Engine, input: string | URL | Request, i
       // A record that may have taken effect (a store that cannot say counts as one): a keyless resend is refused.
       if (unknown !== undefined && unknownId !== undefined) {
         const open = await opts.store.get(recordId(scope)).then((r) => r !== undefined && mayHaveActed(r), () => true);
-        if (open) unknown.remember(unknownId, thrown);
+        if (open) unknown.remember(unknownId, thrown, await elementIds());
       }
       throw thrown;
     });

@@ -7,7 +7,8 @@
  * (its cause, when an earlier call of this client with that payload left its outcome unknown, that call's error).
  * Other SDKs retry with no marker (ky with 'post' in `retry.methods`, got): a call with no key
  * nor ref whose payload is that of an earlier such call of this client whose outcome stayed
- * unknown (within `retry.deadlineMs` of its end) is refused the same way. One that comes while
+ * unknown (within `retry.deadlineMs` of its end) is refused the same way, and so is one that holds an element of
+ * such a call's JSON-array body (a batch, which a batching client resends regrouped). One that comes while
  * such a call is still running (the SDK timed it out, and its abort is still being recorded, or
  * it never aborted it) waits for that call's end, then is refused if its outcome stayed unknown.
  *
@@ -31,6 +32,12 @@ function unknownOutcomes(engine: Engine): UnknownOutcomes {
   const running = new Map<string, Promise<void>>();
   /** Whether the window of a call that ended at `at` has passed: its payload is no longer refused. */
   const passed = (at: number): boolean => engine.opts.now() - at > engine.opts.retry.deadlineMs;
+  /** Refuses a call whose payload, or an element of its JSON-array body (a batch), is that of an earlier call whose outcome is unknown. */
+  const refuse = async (id: string, method: string, elements: (() => Promise<string[]>) | undefined): Promise<void> => {
+    check(id, method);
+    if (elements === undefined || ended.size === 0) return;
+    for (const element of await elements()) check(element, method);
+  };
   const check = (id: string, method: string): void => {
     const earlier = ended.get(id);
     if (earlier === undefined) return;
@@ -40,7 +47,7 @@ function unknownOutcomes(engine: Engine): UnknownOutcomes {
     }
     const { keyHeader } = engine.opts;
     throw new TypeError(
-      `client.wrap(): a ${method} without an ${keyHeader} header, with the payload of an earlier call of this client whose outcome is unknown (it may have taken effect): ` +
+      `client.wrap(): a ${method} without an ${keyHeader} header, with the payload of an earlier call of this client whose outcome is unknown (or an element of it, of a JSON array: a batch) (it may have taken effect): ` +
         "the SDK's own retry (the AI SDK's maxRetries, ky's or got's retry of a POST, say) or a resend by hand. oncefetch cannot tie it to that call, and would send it as a new operation under a new key " +
         "(a second effect if that call took one). Not sent. Turn the SDK's retries off (AI SDK generateText/streamText: maxRetries: 0; ky: no 'post' in retry.methods; oncefetch retries with one key), " +
         `or pass an ${keyHeader} header per call.`,
@@ -59,7 +66,7 @@ function unknownOutcomes(engine: Engine): UnknownOutcomes {
     }
   };
   const made: UnknownOutcomes = {
-    async enter(id, method, signal, retryCount) {
+    async enter(id, method, signal, retryCount, elements) {
       forgetPassed();
       if (retryCount !== undefined) {
         // (its cause, when the earlier call of this payload left its outcome unknown: that call's error)
@@ -74,10 +81,10 @@ function unknownOutcomes(engine: Engine): UnknownOutcomes {
           unknownBefore ? { cause: earlier.error } : undefined,
         );
       }
-      check(id, method);
+      await refuse(id, method, elements);
       for (let held = running.get(id); held !== undefined; held = running.get(id)) {
         await (signal === undefined ? held : untilAborted(held, signal));
-        check(id, method);
+        await refuse(id, method, elements);
       }
       let done = (): void => undefined;
       running.set(id, new Promise<void>((resolve) => (done = resolve)));
@@ -86,11 +93,13 @@ function unknownOutcomes(engine: Engine): UnknownOutcomes {
         done();
       };
     },
-    remember(id, error) {
+    remember(id, error, elements = []) {
       forgetPassed();
-      ended.delete(id);
-      ended.set(id, { at: engine.opts.now(), error });
-      if (ended.size > MAX_UNKNOWN) ended.delete(ended.keys().next().value as string);
+      for (const each of [id, ...elements]) {
+        ended.delete(each);
+        ended.set(each, { at: engine.opts.now(), error });
+        if (ended.size > MAX_UNKNOWN) ended.delete(ended.keys().next().value as string);
+      }
     },
   };
   unknownOf.set(engine, made);

@@ -242,6 +242,27 @@ export async function fingerprintPayload(payload: unknown): Promise<string> {
 }
 
 /**
+ * The fingerprint of each element of a JSON-array body (a batch: GraphQL, JSON-RPC), each as
+ * {@link fingerprintRequest} gives it for that element sent alone; `[]` for any other body.
+ * A batching client resends the operations of a lost batch regrouped, whose whole fingerprints differ.
+ *
+ * @param input - as for {@link fingerprintRequest}
+ * @returns one fingerprint per element, in order
+ * @example
+ * ```ts
+ * const body = new TextEncoder().encode('[{"query":"mutation A"},{"query":"mutation B"}]');
+ * await elementFingerprints({ method: 'POST', url: 'https://api.example.com/graphql', body, contentType: 'application/json' }); // [fp(A), fp(B)]
+ * ```
+ */
+export async function elementFingerprints(input: FingerprintInput): Promise<string[]> {
+  if (input.body === undefined || !isJsonContentType(input.contentType)) return [];
+  const text = canonicalBodyText(input.body);
+  if (text?.startsWith('[') !== true) return [];
+  const encoder = new TextEncoder();
+  return Promise.all((JSON.parse(text) as unknown[]).map((element) => fingerprintRequest({ ...input, body: encoder.encode(JSON.stringify(element)) })));
+}
+
+/**
  * The RFC 8785 form of a body declared as JSON, or `undefined` when it has none that keeps its
  * meaning (not UTF-8, a byte order mark, or anything `canonicalizeJsonText` refuses: not JSON, or
  * JSON that canonicalisation would change). fetch sends such a body as is, so its exact bytes count.

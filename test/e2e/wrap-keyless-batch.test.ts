@@ -1,0 +1,65 @@
+/**
+ * A batching client (Apollo's BatchHttpLink, JSON-RPC batches) sends several operations in one
+ * POST, a JSON array. Behind a retry of its own (Apollo's RetryLink, with jitter per operation),
+ * the operations of a batch whose answer was lost come back regrouped: [A, B, C] is resent as
+ * [A, B] and then [C]. Those payloads differ from the first, so the keyless-resend guard of
+ * `client.wrap()` let them through, each as a new operation under a new key. Measured in a
+ * GraphQL user trial (@apollo/client 4.3.8, RetryLink + BatchHttpLink, a dropped answer after
+ * the commit): 6 orders for 3 mutations, and all three reported success. A keyless call is now
+ * also refused when its body holds an element (or is itself the object) of a JSON-array body
+ * whose outcome stayed unknown.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { describe, expect, it } from 'vitest';
+import { createClient, memoryStore } from '../../src/index.js';
+import { eachTest } from '../helpers/loopback.js';
+
+const { serve, use } = eachTest();
+
+/** Commits each operation of a body (an array, or one object), then answers; the first request's answer is dropped. */
+async function batchServer(): Promise<{ url: string; orders: string[] }> {
+  const orders: string[] = [];
+  let requests = 0;
+  const url = await serve((req: IncomingMessage, res: ServerResponse) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = JSON.parse(Buffer.concat(chunks).toString()) as { variables: { sku: string } } | { variables: { sku: string } }[];
+      const ops = Array.isArray(body) ? body : [body];
+      for (const op of ops) orders.push(op.variables.sku);
+      if (requests++ === 0) return req.socket.destroy();
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(ops.map((op) => ({ data: { createOrder: { sku: op.variables.sku } } }))));
+    });
+  });
+  return { url: `${url}/graphql`, orders };
+}
+
+const op = (sku: string): { query: string; variables: { sku: string } } => ({ query: 'mutation ($sku: String!) { createOrder(sku: $sku) { sku } }', variables: { sku } });
+const post = (body: unknown): RequestInit => ({ method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+
+describe('client.wrap(): a keyless batch whose outcome is unknown, resent regrouped', () => {
+  it('[A, B, C] dropped after the commit, then [A, B], [C] and C alone: all refused, 3 orders', async () => {
+    const { url, orders } = await batchServer();
+    const once = use(createClient({ store: memoryStore(), retry: { baseDelayMs: 1, maxDelayMs: 5 } }));
+    const wrapped = once.wrap();
+    await expect(wrapped(url, post([op('A'), op('B'), op('C')]))).rejects.toMatchObject({ code: 'AMBIGUOUS_OUTCOME' });
+    const first = await wrapped(url, post([op('A'), op('B')])).catch((e: unknown) => e);
+    expect(first).toBeInstanceOf(TypeError);
+    expect((first as TypeError).cause).toMatchObject({ code: 'AMBIGUOUS_OUTCOME' });
+    await expect(wrapped(url, post([op('C')]))).rejects.toBeInstanceOf(TypeError);
+    // variables in another key order are the same operation
+    await expect(wrapped(url, post({ variables: { sku: 'C' }, query: op('C').query }))).rejects.toBeInstanceOf(TypeError);
+    expect(orders).toEqual(['A', 'B', 'C']);
+  });
+
+  it('a batch that shares no operation with it is sent', async () => {
+    const { url, orders } = await batchServer();
+    const once = use(createClient({ store: memoryStore(), retry: { baseDelayMs: 1, maxDelayMs: 5 } }));
+    const wrapped = once.wrap();
+    await expect(wrapped(url, post([op('A'), op('B')]))).rejects.toMatchObject({ code: 'AMBIGUOUS_OUTCOME' });
+    const res = await wrapped(url, post([op('D'), op('E')]));
+    expect(res.status).toBe(200);
+    expect(orders).toEqual(['A', 'B', 'D', 'E']);
+  });
+});
