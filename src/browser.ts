@@ -95,7 +95,7 @@ function browserClient(options: OnceClientOptions, where: string): OnceClient {
  * const sdk = new PaymentsSdk({ fetch: wrapFetch(globalThis.fetch, { tenant: 't1' }) })
  * ```
  */
-export function wrapFetch(fetch: typeof globalThis.fetch, options: Omit<OnceClientOptions, 'fetch'> = {}): typeof globalThis.fetch {
+export function wrapFetch(fetch: typeof globalThis.fetch, options: Omit<OnceClientOptions, 'fetch'> = {}): ReturnType<OnceClient['wrap']> {
   return browserClient(wrapOptions(fetch, options), 'wrapFetch').wrap();
 }
 

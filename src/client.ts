@@ -110,9 +110,10 @@ export interface OnceClient {
   fetch(input: string | URL | Request, init?: OnceRequestInit): Promise<Response>;
   /**
    * a plain `fetch` function with the same guarantee, to hand to other SDKs; turn their own retries off
-   * (a Stainless SDK's retry without an `Idempotency-Key`, `x-stainless-retry-count` ≥ 1, is refused unsent)
+   * (a Stainless SDK's retry without an `Idempotency-Key`, `x-stainless-retry-count` ≥ 1, is refused unsent).
+   * It takes `once` options per call as `client.fetch` does, typed too: an SDK's `fetch` option can add them
    */
-  wrap(): typeof globalThis.fetch;
+  wrap(): ((input: string | URL | Request, init?: OnceRequestInit) => Promise<Response>) & typeof globalThis.fetch;
   /**
    * the same guarantee for any async side effect that takes an idempotency key; turn the SDK's own retries off
    * inside it (a thrown error describes its last try only)
@@ -245,7 +246,7 @@ export function createClientWith(options: OnceClientOptions, platform: PlatformD
   const client: OnceClient = {
     store: opts.store,
     fetch: (input, init) => admit('fetch', () => onceFetch(engine, input, init)),
-    wrap: () => ((input: string | URL | Request, init?: RequestInit) => admit('wrap', () => wrappedFetch(engine, input, init))) as typeof globalThis.fetch,
+    wrap: () => ((input: string | URL | Request, init?: OnceRequestInit) => admit('wrap', () => wrappedFetch(engine, input, init))) as ReturnType<OnceClient['wrap']>,
     run: (spec, effect) => admit('run', () => onceRun(engine, spec, effect)),
     // (async: a bad scope rejects, as every other method's bad argument does)
     get: (scope) => admit('get', async () => opts.store.get(recordId(toScope('get', scope)))),

@@ -50,7 +50,7 @@ export function createClient(options: OnceClientOptions = {}): OnceClient {
  * const openai = new OpenAI({ fetch: wrapFetch(globalThis.fetch, { tenant: 't1' }), maxRetries: 0 })
  * ```
  */
-export function wrapFetch(fetch: typeof globalThis.fetch, options: Omit<OnceClientOptions, 'fetch'> = {}): typeof globalThis.fetch {
+export function wrapFetch(fetch: typeof globalThis.fetch, options: Omit<OnceClientOptions, 'fetch'> = {}): ReturnType<OnceClient['wrap']> {
   return createClientWith(wrapOptions(fetch, options), nodeDefaults, 'wrapFetch').wrap();
 }
 
