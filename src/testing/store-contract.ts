@@ -431,6 +431,27 @@ export function describeStoreContract(name: string, factory: StoreContractFactor
       expect(await store.list()).toEqual([theirs]);
     });
 
+    // Atomic within one store object is not enough: a claim or compareAndSet that reads and then
+    // writes behind a lock of its own (a Redis GET then SET, a per-connection mutex) passes every
+    // case above, and lets two processes both win. Run the races through two stores at once.
+    it.skipIf(!(factory.shared ?? factory.durable))('two stores open at once: concurrent claims, then compareAndSets, through both: exactly one wins each', async () => {
+      const stores = [store, await open()];
+      const candidates = Array.from({ length: 20 }, (_, i) => record({ ref: 'hot', key: `key-${i}` }));
+      const claims = await Promise.all(candidates.map((c, i) => stores[i % 2]!.claim(c)));
+      expect(claims.filter((c) => c.created)).toHaveLength(1);
+      const winner = claims.find((c) => c.created)!.record;
+      expect(claims.map((c) => c.record.key)).toEqual(Array(20).fill(winner.key));
+
+      const nexts = candidates.map((_, i) =>
+        applyEvent(winner, { type: 'acquire', owner: `owner-${i}`, leaseExpiresAt: 5_000 }, 1_010, `owner-${i}`),
+      );
+      const results = await Promise.all(nexts.map((n, i) => stores[i % 2]!.compareAndSet(winner.id, winner.generation, n)));
+      const won = nexts.filter((_, i) => results[i]!.ok);
+      expect(won).toHaveLength(1);
+      for (const r of results) if (!r.ok) expect(r.current).toEqual(won[0]);
+      for (const s of stores) expect(await s.get(winner.id)).toEqual(won[0]);
+    });
+
     it.skipIf(!factory.durable)('close and open again keeps every record and generation', async () => {
       const records = [
         record({ ref: 'p' }),

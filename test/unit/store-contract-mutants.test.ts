@@ -34,7 +34,7 @@ it('the contract suite fails every broken store and passes the honest one', { ti
         if (test.status !== 'passed') failed.get(store)!.push(test.title);
       }
     }
-    expect([...failed.keys()].sort()).toEqual(['cas-accepts-newer-expected', 'cas-ignores-generation', 'claim-overwrites', 'fences-per-connection', 'honest']);
+    expect([...failed.keys()].sort()).toEqual(['cas-accepts-newer-expected', 'cas-ignores-generation', 'claim-overwrites', 'fences-per-connection', 'honest', 'serialised-per-connection']);
     expect(failed.get('honest')).toEqual([]);
     for (const [store, titles] of failed) if (store !== 'honest') expect(titles, `${store} passed the whole suite`).not.toEqual([]);
   } finally {
