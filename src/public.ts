@@ -39,6 +39,7 @@ export type {
   Scope,
 } from './operation/record.js';
 export { memoryStore } from './stores/memory.js';
+export { parseRecord } from './operation/record.js';
 export { REPLAYED_HEADER, TRUNCATED_HEADER } from './operation/snapshot.js';
 export {
   AmbiguousOutcomeError,

@@ -285,8 +285,17 @@ export function installedPrecheck(): typeof precheck {
 }
 
 /**
- * Validates a value read back from a store. A corrupt or foreign row is a
- * {@link StoreError}, never "absent": treating it as absent would re-send.
+ * Validates a value read back from a store (the record's JSON text, or the parsed value) against
+ * the record schema and returns the record. A corrupt or foreign row is a {@link StoreError}, never
+ * "absent": treating it as absent would re-send. A custom store calls it on every read, then checks
+ * that the record's `id` is the id it was stored under and that `JSON.stringify([tenant, action,
+ * ref])` equals that id (the contract suite checks both).
+ *
+ * @example
+ * ```ts
+ * const text = await redis.hget(`oncefetch:rec:${id}`, 'data')
+ * const record = text === null ? undefined : parseRecord(text, `redis get ${id}`)
+ * ```
  */
 export function parseRecord(raw: unknown, where: string): OperationRecord {
   let value = raw;
