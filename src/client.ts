@@ -22,6 +22,7 @@ import type { OnceClientOptions } from './options.js';
 import { checkKeys, checkObject, checkStrings, resolveOptions } from './options.js';
 import { isPlainObject } from './schema.js';
 import type { OnceStore } from './stores/contract.js';
+import { withStoreErrors } from './stores/store-errors.js';
 import type { RecoverOptions, RecoveryReport } from './reconcile/recover.js';
 import { recover } from './reconcile/recover.js';
 import type { Explanation } from './explain/types.js';
@@ -228,7 +229,9 @@ async function releaseStore(store: OnceStore): Promise<void> {
 /** @internal Builds a client on the given platform defaults; `where` (createClient, wrapFetch) names the caller in option errors. */
 export function createClientWith(options: OnceClientOptions, platform: PlatformDefaults, where?: string): OnceClient {
   checkCrypto(where);
-  const opts = resolveOptions(options, platform, where);
+  const resolved = resolveOptions(options, platform, where);
+  // the engine and the client's own calls see every store failure as a StoreError (see store-errors.ts)
+  const opts = { ...resolved, store: withStoreErrors(resolved.store) };
   const engine = new Engine(opts, platform.exclusive, opts.telemetry ? platform.telemetry?.() : undefined);
   storeUsers.set(opts.store, (storeUsers.get(opts.store) ?? 0) + 1);
   /**
@@ -244,7 +247,7 @@ export function createClientWith(options: OnceClientOptions, platform: PlatformD
   const shutdown = shutdownOf(engine);
   const { admit } = shutdown;
   const client: OnceClient = {
-    store: opts.store,
+    store: resolved.store,
     fetch: (input, init) => admit('fetch', () => onceFetch(engine, input, init)),
     wrap: () => ((input: string | URL | Request, init?: OnceRequestInit) => admit('wrap', () => wrappedFetch(engine, input, init))) as ReturnType<OnceClient['wrap']>,
     run: (spec, effect) => admit('run', () => onceRun(engine, spec, effect)),

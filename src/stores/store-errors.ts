@@ -1,0 +1,45 @@
+/**
+ * A store's failures as {@link StoreError}s, whatever store it is.
+ *
+ * The engine tells a store failure from anything else by its class: only for a `StoreError` does
+ * it try the write of an answer in hand again, read a write back, or say which attempt was sent.
+ * The built-in stores reject with one; a custom store may reject with its driver's own error
+ * (ioredis: a plain `Error` "Command timed out", after Redis may have applied the command), which
+ * would end a call whose order was created with that bare error. Such a rejection becomes a
+ * `StoreError` naming the store and the method, the driver's error its `cause`. A refused argument
+ * (`TypeError`, `RangeError`) and oncefetch's own errors pass unchanged.
+ *
+ * @internal
+ * @module
+ */
+import { StoreError, isOnceError } from '../errors.js';
+import type { OnceStore } from './contract.js';
+
+/** One wrapper per store, so clients sharing a store share it (and count its users together). */
+const wrappers = new WeakMap<OnceStore, OnceStore>();
+
+type Method = Exclude<keyof OnceStore, 'name'>;
+
+export function withStoreErrors(store: OnceStore): OnceStore {
+  let wrapped = wrappers.get(store);
+  if (wrapped === undefined) {
+    const method =
+      <M extends Method>(name: M) =>
+      (...args: Parameters<OnceStore[M]>): ReturnType<OnceStore[M]> =>
+        new Promise((resolve) => resolve((store[name] as (...a: typeof args) => unknown)(...args))).catch((error: unknown) => {
+          if (isOnceError(error) || error instanceof TypeError || error instanceof RangeError) throw error;
+          throw new StoreError(`${store.name}: ${name} failed: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+        }) as ReturnType<OnceStore[M]>;
+    wrapped = {
+      name: store.name,
+      claim: method('claim'),
+      get: method('get'),
+      compareAndSet: method('compareAndSet'),
+      list: method('list'),
+      purge: method('purge'),
+      close: method('close'),
+    };
+    wrappers.set(store, wrapped);
+  }
+  return wrapped;
+}
