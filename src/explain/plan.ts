@@ -235,6 +235,17 @@ function decideCode(code: DiagnosisCode, c: Ctx): Decision {
           verification: [atProvider(c, '0 or 1'), 'Later calls with this ref get the stored response with `oncefetch-replayed: true` and send nothing.'],
         };
       }
+      // A 409 to a key the caller gave (other clients may send it too) may be "a request with this key is in
+      // progress" without the words (the IETF draft's 409; a provider's bare lock conflict): that request may charge.
+      if (status === 409 && r.keySource === 'caller') {
+        return {
+          plan: [
+            `Do not send it under a new ref before checking: a 409 to key ${c.key}, which you supplied, may mean another request with this key was still being processed (as the IETF draft answers a concurrent duplicate), and that one may take effect.`,
+            `Check at the provider whether an effect exists for ${effectFor(c)}; if none does and none is pending, read the stored response (${showCmd(c)}), fix the input and send it with a new ref.`,
+          ],
+          verification: [atProvider(c, '0 or 1'), 'Later calls with this ref get the stored response with `oncefetch-replayed: true` and send nothing.'],
+        };
+      }
       return {
         plan: [
           `Do not retry unchanged input: the provider refused it${status === undefined || status === null ? '' : ` with ${status}`} (${f.last?.reason ?? r.error?.message ?? 'terminal'}).`,
