@@ -172,12 +172,14 @@ export function resolveOptions(options: SqliteStoreOptions): Resolved {
 }
 
 /** Turns anything better-sqlite3 or node:fs throws into a StoreError naming cause and path. */
-export function storeError(cause: unknown, path: string, action: string): Error {
+export function storeError(cause: unknown, path: string, action: string, busyTimeoutMs?: number): Error {
   if (isOnceError(cause)) return cause;
   const code = typeof cause === 'object' && cause !== null ? (cause as { code?: unknown }).code : undefined;
   const detail = cause instanceof Error ? cause.message : String(cause);
   const known = typeof code === 'string' ? CAUSES.find(([prefix]) => code.startsWith(prefix)) : undefined;
-  const what = known === undefined ? 'failed' : known[1];
+  let what = known === undefined ? 'failed' : known[1];
+  // The figure and the option: 5000 ms by default, and this process waited that long (its event loop blocked).
+  if (known?.[0] === 'SQLITE_BUSY' && busyTimeoutMs !== undefined) what += ` (${busyTimeoutMs} ms, which this process spent blocked; set it with sqliteStore({ busyTimeoutMs }))`;
   const tag = typeof code === 'string' ? ` [${code}]` : '';
   return new StoreError(`SQLite store ${path}: ${what} while ${action}${tag}: ${detail}`, { cause });
 }
@@ -264,7 +266,7 @@ export function openDatabase(resolved: Resolved, handle: Database | undefined): 
       db = new Driver(path, { timeout: resolved.busyTimeoutMs });
     }
   } catch (cause) {
-    throw isDriverUnavailable(cause) ? driverError(cause, path) : storeError(cause, path, 'opening');
+    throw isDriverUnavailable(cause) ? driverError(cause, path) : storeError(cause, path, 'opening', resolved.busyTimeoutMs);
   }
   try {
     configure(db, resolved, handle === undefined);
@@ -277,6 +279,6 @@ export function openDatabase(resolved: Resolved, handle: Database | undefined): 
         // the open failure is the error worth reporting
       }
     }
-    throw storeError(cause, path, 'opening');
+    throw storeError(cause, path, 'opening', resolved.busyTimeoutMs);
   }
 }

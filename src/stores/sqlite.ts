@@ -197,10 +197,10 @@ export function sqliteStore(options: SqliteStoreOptions): OnceStore {
   let batch: GroupCommit;
   try {
     statements = prepare(db);
-    batch = createGroupCommit({ db, powerLoss: resolved.synchronous === 'FULL', toError: (cause, action) => storeError(cause, path, action) });
+    batch = createGroupCommit({ db, powerLoss: resolved.synchronous === 'FULL', toError: (cause, action) => storeError(cause, path, action, resolved.busyTimeoutMs) });
   } catch (cause) {
     if (ownsHandle && db.open) db.close();
-    throw storeError(cause, path, 'preparing statements');
+    throw storeError(cause, path, 'preparing statements', resolved.busyTimeoutMs);
   }
   const { insert, select, update, purgeBatch } = statements;
   let closed = false;
@@ -211,7 +211,7 @@ export function sqliteStore(options: SqliteStoreOptions): OnceStore {
     try {
       return body();
     } catch (cause) {
-      throw storeError(cause, path, action);
+      throw storeError(cause, path, action, resolved.busyTimeoutMs);
     }
   };
   const read = (row: RecordRow): OperationRecord =>
