@@ -393,6 +393,8 @@ function shutdownOf(engine: Engine): { admit: <T>(method: string, start: () => P
     // A synchronous throw of `start` (a bad argument) stays one.
     admit: (method, start) => {
       if (closing !== undefined) return Promise.reject(new StoreError(`client.${method}: called after client.close(); nothing was recorded or sent. Use a new client.`));
+      const foreign = otherRequest(engine, method);
+      if (foreign !== undefined) return Promise.reject(foreign);
       const running = start();
       work.add(running);
       const done = (): void => void work.delete(running);
@@ -421,6 +423,26 @@ function shutdownOf(engine: Engine): { admit: <T>(method: string, start: () => P
       return (closing ??= shutdown());
     },
   };
+}
+
+/**
+ * Cloudflare Workers (workerd) bind each AbortController to the request that made it: from another
+ * request's handler even reading `signal.aborted` throws ("Cannot perform I/O on behalf of a different
+ * request"). A client kept across requests (`client ??= createClient()` at module scope) would fail each
+ * call with that bare error; say what to do instead, before anything is recorded.
+ */
+function otherRequest(engine: Engine, method: string): TypeError | undefined {
+  try {
+    void engine.closed.aborted;
+    return undefined;
+  } catch (cause) {
+    return new TypeError(
+      `client.${method}: this client was created while handling another request, and this runtime (Cloudflare Workers) ` +
+        "lets no request use another's objects: create the client inside the handler, one per request, on a store whose " +
+        'records outlive the request (D1, a Durable Object); nothing was recorded or sent',
+      { cause },
+    );
+  }
 }
 
 /** Throws a TypeError or RangeError naming `client.<method>` unless `options` is undefined or `{ waitMs? }` with a valid `waitMs`. */
