@@ -193,7 +193,9 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
       return Promise.reject(
         new StoreError(
           `${name}: no IndexedDB in this JavaScript environment (Node, an edge runtime, or a test DOM such as jsdom or happy-dom)${everOpened ? '' : '; nothing was sent'}. ` +
-            "Pass a store (store: memoryStore()), or in tests load an IndexedDB (import 'fake-indexeddb/auto')",
+            'Pass a store (store: memoryStore() keeps records only in this process or isolate: an edge runtime such as ' +
+            'Cloudflare Workers needs one of your own on durable storage, D1 or a Durable Object, proven with ' +
+            "describeStoreContract from oncefetch/testing), or in tests load an IndexedDB (import 'fake-indexeddb/auto')",
         ),
       );
     }

@@ -114,6 +114,25 @@ describe('IndexedDB refused in this context', () => {
     }
   });
 
+  it('Cloudflare Workers (workerd: no indexedDB): the message says memoryStore() keeps records in one isolate only, and what lasts', async () => {
+    // A Workers trial (workerd 2026-04-26): the message offered `store: memoryStore()` as the fix; in a
+    // Worker its records die with the isolate, and a restarted isolate placed a second order (2 per ref).
+    const descriptor = Object.getOwnPropertyDescriptor(globalThis, 'indexedDB');
+    delete (globalThis as { indexedDB?: unknown }).indexedDB;
+    try {
+      const { error, sends } = await callWith();
+      expect(sends).toBe(0);
+      expect(error).toBeInstanceOf(StoreError);
+      const message = (error as Error).message;
+      expect(message).toMatch(/memoryStore\(\) keeps records only in this process or isolate/);
+      expect(message).toMatch(/Cloudflare Workers/);
+      expect(message).toMatch(/D1 or a Durable Object/);
+      expect(message).toMatch(/describeStoreContract/);
+    } finally {
+      if (descriptor !== undefined) Object.defineProperty(globalThis, 'indexedDB', descriptor);
+    }
+  });
+
   it('an indexedDB defined after the store was made (fake-indexeddb loaded later) is used by claim, get and list alike', async () => {
     const descriptor = Object.getOwnPropertyDescriptor(globalThis, 'indexedDB')!;
     delete (globalThis as { indexedDB?: unknown }).indexedDB;
