@@ -8,10 +8,10 @@
 import type { AttemptRecord, EvidenceRecord, OperationRecord } from '../operation/record.js';
 import type { HandoffLookup } from './types.js';
 
-/** The analysed record. */
 /** A retryable 409 or 422: "a request with this key is still being processed" (as record.ts's `inProgressAnswer`, not imported so the chunk stays apart). */
 export const inProgressAnswer = (a: Pick<AttemptRecord, 'class' | 'status'>): boolean => a.class === 'retryable' && (a.status === 409 || a.status === 422);
 
+/** The analysed record. */
 export interface Facts {
   last: AttemptRecord | undefined;
   lookups: HandoffLookup[];
@@ -166,9 +166,9 @@ function contradictionsOf(record: OperationRecord, lookups: HandoffLookup[], pro
     attempts.some((a) => a.number < to.number && a.startedAt >= from && (a.class === null || !NO_EFFECT.has(a.class)));
   for (const l of lookups) {
     if (l.outcome !== 'absent') continue;
-    const later409 = attempts.find((a) => a.startedAt >= l.at && a.status === 409 && a.class === 'retryable' && !actedBetween(l.at, a));
+    const later409 = attempts.find((a) => a.startedAt >= l.at && inProgressAnswer(a) && !actedBetween(l.at, a));
     if (later409 !== undefined) {
-      found.push(`a lookup said absent at ${iso(l.at)}, but attempt ${later409.number} afterwards got 409 "in progress": the provider holds a request with this key`);
+      found.push(`a lookup said absent at ${iso(l.at)}, but attempt ${later409.number} afterwards got ${later409.status ?? 409} "in progress": the provider holds a request with this key`);
     }
     const success = attempts.find((a) => a.startedAt >= l.at && a.class === 'success' && !actedBetween(l.at, a));
     if (success !== undefined && providerReplayed && record.result?.source === 'attempt') {
@@ -217,8 +217,8 @@ function lateOf(record: OperationRecord): EvidenceRecord | undefined {
   return late !== undefined && !settledAbsentAfter(record, late.generation) ? late : undefined;
 }
 
-/** An attempt that may have reached the provider: unfinished, ambiguous, or 409 "in progress" (record.ts's `deliveryUnresolved`). */
-const risky = (a: AttemptRecord): boolean => a.finishedAt === null || !(a.class === 'not_sent' || (a.class === 'retryable' && a.status !== 409));
+/** An attempt that may have reached the provider: unfinished, ambiguous, or "in progress" (a 409 or 422, {@link inProgressAnswer}; record.ts's `deliveryUnresolved`). */
+const risky = (a: AttemptRecord): boolean => a.finishedAt === null || !(a.class === 'not_sent' || (a.class === 'retryable' && !inProgressAnswer(a)));
 
 /**
  * record.ts's `deliveryUnresolved` on `attempts` (the attempts before the last one, or all of them),

@@ -103,6 +103,7 @@ const eventArb: fc.Arbitrary<EventSpec> = fc.oneof(
       finished('not_sent', null),
       finished('retryable', 503),
       finished('retryable', 409),
+      finished('retryable', 422),
       finished('retryable', null),
       finished('ambiguous', null),
       finished('ambiguous', 500),

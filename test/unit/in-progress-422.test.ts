@@ -53,4 +53,26 @@ describe('a 422 "in progress"', () => {
     expect(x?.diagnosis.summary).toMatch(/got 422 "in progress"/);
     expect(x?.plan.join(' ')).not.toMatch(/new ref/);
   });
+
+  // explain's lazy chunk restates record.ts's deliveryUnresolved (facts.ts `risky`): it must count the 422 as the 409
+  it('then a 503: explain names the earlier 422 "in progress" as unresolved, as it does a 409', async () => {
+    const { fetch } = scripted([422, PAYPAL_IN_PROGRESS], [503, { error: 'unavailable' }]);
+    const c = client(fetch);
+    await c.fetch(URL_ORDERS, init).catch(() => undefined);
+    const x = await c.explain(SCOPE);
+    expect(x?.diagnosis.code).toBe('timeout_before_response');
+    expect(x?.diagnosis.summary).toMatch(/Attempt 1 got 422 "in progress"/);
+  });
+
+  it('then a 503 and a cancel: the record is ambiguous (the 422 may take effect) and explain says why, not "no rule fits"', async () => {
+    const { sent, fetch } = scripted([422, PAYPAL_IN_PROGRESS], [503, { error: 'unavailable' }]);
+    const c = client(fetch);
+    await c.fetch(URL_ORDERS, init).catch(() => undefined);
+    await c.cancel(SCOPE);
+    expect((await c.get(SCOPE))?.state).toBe('ambiguous');
+    const x = await c.explain(SCOPE);
+    expect(x?.diagnosis.code).toBe('timeout_before_response');
+    expect(x?.plan.join(' ')).toMatch(/Do not resend/);
+    expect(sent).toHaveLength(2);
+  });
 });
