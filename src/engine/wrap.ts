@@ -30,6 +30,8 @@ function unknownOutcomes(engine: Engine): UnknownOutcomes {
   const ended = new Map<string, { at: number; error: unknown }>();
   /** payloads of this client's calls with a minted ref still running: each settles once its call has ended */
   const running = new Map<string, Promise<void>>();
+  /** the element ids of each running call's body (JSON-array elements), computed only when a call comes meanwhile */
+  const runningElements = new Map<string, () => Promise<string[]>>();
   /** Whether the window of a call that ended at `at` has passed: its payload is no longer refused. */
   const passed = (at: number): boolean => engine.opts.now() - at > engine.opts.retry.deadlineMs;
   /** Refuses a call whose payload, or an element of its JSON-array body (a batch), is that of an earlier call whose outcome is unknown. */
@@ -88,10 +90,29 @@ function unknownOutcomes(engine: Engine): UnknownOutcomes {
       }
       let done = (): void => undefined;
       running.set(id, new Promise<void>((resolve) => (done = resolve)));
-      return () => {
+      // The calls already running, this one now among them (so a later one waits for it in turn): each that shares an
+      // operation with it, by an element of either's JSON-array body (a batch still out, resent regrouped by an SDK
+      // that raced it with a timer), is waited for as the same payload is, then this call refused if its outcome stayed unknown.
+      // (each with the promise it holds now: one of the same payload entering later may wait for this call)
+      const before = elements === undefined ? [] : [...runningElements].map(([other, theirs]) => [other, theirs, running.get(other)] as const);
+      if (elements !== undefined) runningElements.set(id, elements);
+      const leave = (): void => {
         running.delete(id);
+        runningElements.delete(id);
         done();
       };
+      try {
+        const mine = before.length === 0 || elements === undefined ? undefined : new Set([id, ...(await elements())]);
+        for (const [other, theirs, held] of before) {
+          if (mine === undefined || held === undefined || !(mine.has(other) || (await theirs()).some((each) => mine.has(each)))) continue;
+          await (signal === undefined ? held : untilAborted(held, signal));
+          await refuse(id, method, elements);
+        }
+      } catch (error) {
+        leave();
+        throw error;
+      }
+      return leave;
     },
     remember(id, error, elements = []) {
       forgetPassed();

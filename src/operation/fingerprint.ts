@@ -256,6 +256,10 @@ export async function fingerprintPayload(payload: unknown): Promise<string> {
  */
 export async function elementFingerprints(input: FingerprintInput): Promise<string[]> {
   if (input.body === undefined || !isJsonContentType(input.contentType)) return [];
+  // (a body that does not open with '[', after JSON whitespace and a BOM, is no array: not canonicalised again)
+  let at = input.body[0] === 0xef && input.body[1] === 0xbb && input.body[2] === 0xbf ? 3 : 0;
+  while (input.body[at] === 0x20 || input.body[at] === 0x09 || input.body[at] === 0x0a || input.body[at] === 0x0d) at++;
+  if (input.body[at] !== 0x5b) return [];
   const text = canonicalBodyText(input.body);
   if (text?.startsWith('[') !== true) return [];
   const encoder = new TextEncoder();

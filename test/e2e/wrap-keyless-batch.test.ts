@@ -16,8 +16,8 @@ import { eachTest } from '../helpers/loopback.js';
 
 const { serve, use } = eachTest();
 
-/** Commits each operation of a body (an array, or one object), then answers; the first request's answer is dropped. */
-async function batchServer(): Promise<{ url: string; orders: string[] }> {
+/** Commits each operation of a body (an array, or one object), then answers; the first request's answer is dropped (after `dropAfterMs`). */
+async function batchServer(dropAfterMs = 0): Promise<{ url: string; orders: string[] }> {
   const orders: string[] = [];
   let requests = 0;
   const url = await serve((req: IncomingMessage, res: ServerResponse) => {
@@ -27,7 +27,7 @@ async function batchServer(): Promise<{ url: string; orders: string[] }> {
       const body = JSON.parse(Buffer.concat(chunks).toString()) as { variables: { sku: string } } | { variables: { sku: string } }[];
       const ops = Array.isArray(body) ? body : [body];
       for (const op of ops) orders.push(op.variables.sku);
-      if (requests++ === 0) return req.socket.destroy();
+      if (requests++ === 0) return void setTimeout(() => req.socket.destroy(), dropAfterMs);
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify(ops.map((op) => ({ data: { createOrder: { sku: op.variables.sku } } }))));
     });
@@ -60,6 +60,37 @@ describe('client.wrap(): a keyless batch whose outcome is unknown, resent regrou
     await expect(wrapped(url, post([op('A'), op('B')]))).rejects.toMatchObject({ code: 'AMBIGUOUS_OUTCOME' });
     const res = await wrapped(url, post([op('D'), op('E')]));
     expect(res.status).toBe(200);
+    expect(orders).toEqual(['A', 'B', 'D', 'E']);
+  });
+
+  // An SDK that races its fetch with a timer of its own (no abort) resends while the batch is still out: the same
+  // payload waits for it, and so must a regrouped one (before: [A, B] sent at once, 5 orders for 3 mutations).
+  it('[A, B, C] still out (its answer dropped 600 ms later), [A, B] and B alone meanwhile: they wait for it, then are refused; 3 orders', async () => {
+    const { url, orders } = await batchServer(600);
+    const once = use(createClient({ store: memoryStore(), retry: { maxAttempts: 1, baseDelayMs: 1, maxDelayMs: 5 } }));
+    const wrapped = once.wrap();
+    const first = wrapped(url, post([op('A'), op('B'), op('C')])).catch((e: unknown) => e);
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    const regrouped = wrapped(url, post([op('A'), op('B')])).catch((e: unknown) => e);
+    const alone = wrapped(url, post(op('B'))).catch((e: unknown) => e);
+    expect(await first).toMatchObject({ code: 'AMBIGUOUS_OUTCOME' });
+    expect(await regrouped).toBeInstanceOf(TypeError);
+    expect(((await regrouped) as TypeError).cause).toMatchObject({ code: 'AMBIGUOUS_OUTCOME' });
+    expect(await alone).toBeInstanceOf(TypeError);
+    expect(orders).toEqual(['A', 'B', 'C']);
+  });
+
+  it('a batch sharing no operation with one still out is sent without waiting for it', async () => {
+    const { url, orders } = await batchServer(600);
+    const once = use(createClient({ store: memoryStore(), retry: { maxAttempts: 1, baseDelayMs: 1, maxDelayMs: 5 } }));
+    const wrapped = once.wrap();
+    const first = wrapped(url, post([op('A'), op('B')])).catch((e: unknown) => e);
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    const startedAt = performance.now();
+    const res = await wrapped(url, post([op('D'), op('E')]));
+    expect(res.status).toBe(200);
+    expect(performance.now() - startedAt).toBeLessThan(400);
+    expect(await first).toMatchObject({ code: 'AMBIGUOUS_OUTCOME' });
     expect(orders).toEqual(['A', 'B', 'D', 'E']);
   });
 });
