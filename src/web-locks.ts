@@ -44,7 +44,13 @@ export function webLocks(locks: LockManagerLike | undefined = navigatorLocks()):
       return await locks.request(LOCK_PREFIX + key, { signal: stopWaiting.signal }, () => {
         cancelTimer();
         signal?.removeEventListener('abort', onAbort);
-        return (running = body());
+        // (a body that throws at once is running too: it ends with its error, never runs again without the lock)
+        try {
+          running = body();
+        } catch (error) {
+          running = Promise.reject(error as Error);
+        }
+        return running;
       });
     } catch {
       // Once the body runs, the call is the body: a lock taken from it (another context's `steal: true`)

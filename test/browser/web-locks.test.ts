@@ -166,4 +166,18 @@ describe('webLocks', () => {
     }, wait);
     await expect(failed).rejects.toBe(error);
   });
+
+  // A body that throws before it returns a promise (an Exclusive's body is any function): e084baf's catch saw no
+  // running body and ran it again, without the lock, as if the lock had never been granted.
+  it('a body that throws synchronously under the lock rejects with its error and is not run a second time', async () => {
+    const exclusive = webLocks(fakeLocks())!;
+    let runs = 0;
+    const error = new TypeError('thrown before any await');
+    const body = ((): Promise<string> => {
+      runs++;
+      throw error;
+    }) as () => Promise<string>;
+    await expect(exclusive('id', body, { signal: undefined, maxWaitMs: 1_000 })).rejects.toBe(error);
+    expect(runs).toBe(1);
+  });
 });
