@@ -29,7 +29,7 @@ export const byRequest: Promise<Response> = client.fetch(new Request('http://127
 export const wrapped: typeof fetch = client.wrap();
 export const plain: typeof fetch = wrapFetch(fetch, { tenant: 't1' });
 // an SDK's fetch option that adds once options per call (a GraphQL client's mutations): no cast needed
-export const perCall: typeof fetch = (input, init) => client.wrap()(input, { ...init, once: { classify: ({ text }) => (text?.includes('"errors"') === true ? 'ambiguous' : undefined) } });
+export const perCall: typeof fetch = (input, init) => client.wrap()(input, { ...init, once: { classify: ({ bodyText }) => (bodyText?.includes('"errors"') === true ? 'ambiguous' : undefined) } });
 export const perCallPlain: Promise<Response> = wrapFetch(fetch)('http://127.0.0.1:1/orders', { method: 'POST', body: '{}', once: { ref: 'A-1' } });
 export const stores = [sqliteStore({ path: 'x.db' }), postgresStore({ connectionString: 'postgres://localhost/x' })];
 // a better-sqlite3 handle is what the option takes
