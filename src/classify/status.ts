@@ -57,9 +57,10 @@ export const IN_PROGRESS_SIGNAL =
  * with 422 rather than 409 (PayPal: `PREVIOUS_REQUEST_IN_PROGRESS`; Adyen: errorCode 704, "request
  * already processed or in progress"). Narrower than {@link IN_PROGRESS_SIGNAL}: a 422 is a validation
  * answer first ("amount exceeds the outstanding balance" must stay terminal), so it needs "request"
- * followed by "in progress".
+ * followed by "in progress", in one sentence of one JSON string: a "request" of a key, an error type
+ * or code before it (`request_id`, `INVALID_REQUEST_ERROR`, `invalid_request`) is not this answer.
  */
-export const REQUEST_IN_PROGRESS_SIGNAL = /request[^.]{0,40}?in[ _-]?progress/i;
+export const REQUEST_IN_PROGRESS_SIGNAL = /request[^."]{0,40}?in[ _-]?progress/i;
 
 /**
  * Marks a 400 / 417 / 422 as "this key was already used with different content" (DynamoDB: IdempotentParameterMismatchException).

@@ -72,6 +72,12 @@ describe('classifyResponse: status table', () => {
     ['422 Adyen 704 already processed or in progress', 422, {}, '{"errorCode":"704","message":"request already processed or in progress"}', 'retryable'],
     ['422 "outstanding" validation stays terminal', 422, {}, '{"error":"amount exceeds the outstanding balance"}', 'terminal'],
     ['422 "in progress" without "request" stays terminal', 422, {}, '{"error":"capture in progress for this authorization"}', 'terminal'],
+    ['422 PayPal, whole body', 422, {}, '{"name":"UNPROCESSABLE_ENTITY","details":[{"issue":"PREVIOUS_REQUEST_IN_PROGRESS","description":"A previous request on this resource is currently in progress."}]}', 'retryable'],
+    // "request" from another JSON string (a key, an error type or code) before a validation message: terminal
+    ['422 request_id key, then a validation "in progress"', 422, {}, '{"request_id":"req_8f2","message":"Order in progress, it cannot be modified"}', 'terminal'],
+    ['422 INVALID_REQUEST_ERROR category, then a validation "in progress"', 422, {}, '{"errors":[{"category":"INVALID_REQUEST_ERROR","code":"BAD_REQUEST","detail":"Refund in progress"}]}', 'terminal'],
+    ['422 invalid_request error code, then a validation "in progress"', 422, {}, '{"error":"invalid_request","error_description":"verification in progress"}', 'terminal'],
+    ['x-should-retry: false on 422 request_id then "in progress": terminal, not ambiguous', 422, { 'x-should-retry': 'false' }, '{"request_id":"req_8f2","message":"Order in progress"}', 'terminal'],
     ['x-should-retry: false on 422 in progress', 422, { 'x-should-retry': 'false' }, '{"details":[{"issue":"PREVIOUS_REQUEST_IN_PROGRESS"}]}', 'ambiguous'],
     ['422 PayPal PAYPAL_REQUEST_ID_PREVIOUSLY_USED', 422, {}, '{"details":[{"issue":"PAYPAL_REQUEST_ID_PREVIOUSLY_USED"}]}', 'conflict'],
     ['400 PayPal DUPLICATE_REQUEST_ID', 400, {}, '{"name":"DUPLICATE_REQUEST_ID"}', 'conflict'],
