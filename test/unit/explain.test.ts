@@ -254,6 +254,18 @@ const rows: Row[] = [
     plan: /^do not resend while the evidence contradicts itself/i,
   },
   {
+    // (a 422 "request ... in progress", PayPal's or Adyen's, says what a 409 does: facts.ts counted only the 409)
+    name: 'contradiction: a lookup said absent, then 422 "request in progress" with nothing sent in between',
+    record: () =>
+      new Rec().attempt('ambiguous', 500, 'status 500').on({ type: 'lookup_absent', detail: 'lookup reported no such operation' }).attempt('retryable', 422, 'status 422 in progress').rec,
+    policy: { lookupRegistered: true },
+    code: 'concurrent_duplicates',
+    confidence: 'low',
+    escalate: true,
+    effects: 'unknown',
+    plan: /^do not resend while the evidence contradicts itself/i,
+  },
+  {
     name: 'a foreign row no rule fits (failed without attempts)',
     record: () => ({ ...new Rec().rec, state: 'failed' as const }),
     code: 'unknown',
