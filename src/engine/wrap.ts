@@ -21,6 +21,8 @@ import type { OnceRequestInit, UnknownOutcomes } from './fetch-operation.js';
 
 /** payloads remembered per client, the oldest forgotten first */
 const MAX_UNKNOWN = 1000;
+/** elements of JSON-array bodies (batches) remembered per client, apart: a large batch never pushes out a payload */
+const MAX_UNKNOWN_ELEMENTS = 10_000;
 const unknownOf = new WeakMap<Engine, UnknownOutcomes>();
 
 /** This client's calls with a minted ref whose outcome stayed unknown, by tenant and fingerprint: when each ended, and its error. */
@@ -28,6 +30,8 @@ function unknownOutcomes(engine: Engine): UnknownOutcomes {
   const known = unknownOf.get(engine);
   if (known !== undefined) return known;
   const ended = new Map<string, { at: number; error: unknown }>();
+  /** the same for each element of such a call's JSON-array body (a batch), as if sent alone */
+  const endedElements = new Map<string, { at: number; error: unknown }>();
   /** payloads of this client's calls with a minted ref still running: each settles once its call has ended */
   const running = new Map<string, Promise<void>>();
   /** the element ids of each running call's body (JSON-array elements), computed only when a call comes meanwhile */
@@ -37,16 +41,12 @@ function unknownOutcomes(engine: Engine): UnknownOutcomes {
   /** Refuses a call whose payload, or an element of its JSON-array body (a batch), is that of an earlier call whose outcome is unknown. */
   const refuse = async (id: string, method: string, elements: (() => Promise<string[]>) | undefined): Promise<void> => {
     check(id, method);
-    if (elements === undefined || ended.size === 0) return;
+    if (elements === undefined || ended.size + endedElements.size === 0) return;
     for (const element of await elements()) check(element, method);
   };
   const check = (id: string, method: string): void => {
-    const earlier = ended.get(id);
+    const earlier = [ended.get(id), endedElements.get(id)].find((e) => e !== undefined && !passed(e.at));
     if (earlier === undefined) return;
-    if (passed(earlier.at)) {
-      ended.delete(id);
-      return;
-    }
     const { keyHeader } = engine.opts;
     throw new TypeError(
       `client.wrap(): a ${method} without an ${keyHeader} header, with the payload of an earlier call of this client whose outcome is unknown (or an element of it, of a JSON array: a batch) (it may have taken effect): ` +
@@ -62,9 +62,11 @@ function unknownOutcomes(engine: Engine): UnknownOutcomes {
    * came again or 1,000 newer ones pushed it out: for as long as the process ran.
    */
   const forgetPassed = (): void => {
-    for (const [id, { at }] of ended) {
-      if (!passed(at)) return;
-      ended.delete(id);
+    for (const map of [ended, endedElements]) {
+      for (const [id, { at }] of map) {
+        if (!passed(at)) break;
+        map.delete(id);
+      }
     }
   };
   const made: UnknownOutcomes = {
@@ -116,10 +118,13 @@ function unknownOutcomes(engine: Engine): UnknownOutcomes {
     },
     remember(id, error, elements = []) {
       forgetPassed();
-      for (const each of [id, ...elements]) {
-        ended.delete(each);
-        ended.set(each, { at: engine.opts.now(), error });
-        if (ended.size > MAX_UNKNOWN) ended.delete(ended.keys().next().value as string);
+      const at = engine.opts.now();
+      for (const [map, each, max] of [[ended, [id], MAX_UNKNOWN], [endedElements, elements, MAX_UNKNOWN_ELEMENTS]] as const) {
+        for (const one of each) {
+          map.delete(one);
+          map.set(one, { at, error });
+          if (map.size > max) map.delete(map.keys().next().value as string);
+        }
       }
     },
   };

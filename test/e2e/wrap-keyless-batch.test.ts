@@ -17,7 +17,7 @@ import { eachTest } from '../helpers/loopback.js';
 const { serve, use } = eachTest();
 
 /** Commits each operation of a body (an array, or one object), then answers; the first request's answer is dropped (after `dropAfterMs`). */
-async function batchServer(dropAfterMs = 0): Promise<{ url: string; orders: string[] }> {
+async function batchServer(dropAfterMs = 0, drops = 1): Promise<{ url: string; orders: string[] }> {
   const orders: string[] = [];
   let requests = 0;
   const url = await serve((req: IncomingMessage, res: ServerResponse) => {
@@ -27,7 +27,7 @@ async function batchServer(dropAfterMs = 0): Promise<{ url: string; orders: stri
       const body = JSON.parse(Buffer.concat(chunks).toString()) as { variables: { sku: string } } | { variables: { sku: string } }[];
       const ops = Array.isArray(body) ? body : [body];
       for (const op of ops) orders.push(op.variables.sku);
-      if (requests++ === 0) return void setTimeout(() => req.socket.destroy(), dropAfterMs);
+      if (requests++ < drops) return void setTimeout(() => req.socket.destroy(), dropAfterMs);
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify(ops.map((op) => ({ data: { createOrder: { sku: op.variables.sku } } }))));
     });
@@ -92,5 +92,19 @@ describe('client.wrap(): a keyless batch whose outcome is unknown, resent regrou
     expect(performance.now() - startedAt).toBeLessThan(400);
     expect(await first).toMatchObject({ code: 'AMBIGUOUS_OUTCOME' });
     expect(orders).toEqual(['A', 'B', 'D', 'E']);
+  });
+
+  // 5ec5f1f counted each element against the 1,000 payloads remembered: a batch of 1,000 pushed out every
+  // earlier unknown payload (its resend sent: 2 orders of X), and one of 1,500 its own first 500 elements.
+  it('an unknown 1,500-element batch keeps an earlier unknown payload and its own first elements refused', async () => {
+    const { url, orders } = await batchServer(0, 2);
+    const once = use(createClient({ store: memoryStore(), retry: { maxAttempts: 1 } }));
+    const wrapped = once.wrap();
+    await expect(wrapped(url, post(op('X')))).rejects.toMatchObject({ code: 'AMBIGUOUS_OUTCOME' });
+    const skus = Array.from({ length: 1500 }, (_, i) => `S${i}`);
+    await expect(wrapped(url, post(skus.map(op)))).rejects.toMatchObject({ code: 'AMBIGUOUS_OUTCOME' });
+    await expect(wrapped(url, post(op('X')))).rejects.toBeInstanceOf(TypeError);
+    await expect(wrapped(url, post(skus.slice(0, 10).map(op)))).rejects.toBeInstanceOf(TypeError);
+    expect(orders).toHaveLength(1 + 1500);
   });
 });
