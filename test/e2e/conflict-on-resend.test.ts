@@ -213,7 +213,7 @@ describe('the conflict of attempt 1, and of a resend after attempts that never l
     expect(await c.get(scope)).toMatchObject({ state: 'failed', error: { code: 'IDEMPOTENCY_CONFLICT' } });
     const x = await c.explain(scope);
     expect(x?.diagnosis.code).toBe('payload_changed');
-    expect(x?.plan.join('\n')).toMatch(/send it with a new ref/);
+    expect(x?.plan.join('\n')).toMatch(/may have taken effect: check at the provider before sending this intent under a new ref/);
     expect(provider.effects).toBe(1);
   });
 
