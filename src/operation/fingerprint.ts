@@ -243,7 +243,8 @@ export async function fingerprintPayload(payload: unknown): Promise<string> {
 
 /**
  * The fingerprint of each element of a JSON-array body (a batch: GraphQL, JSON-RPC), each as
- * {@link fingerprintRequest} gives it for that element sent alone; `[]` for any other body.
+ * {@link fingerprintRequest} gives it for that element sent alone; `[]` for any other body (an array
+ * of values, or of more than 10,000 elements, is data, not a batch).
  * A batching client resends the operations of a lost batch regrouped, whose whole fingerprints differ.
  *
  * @param input - as for {@link fingerprintRequest}
@@ -262,9 +263,16 @@ export async function elementFingerprints(input: FingerprintInput): Promise<stri
   if (input.body[at] !== 0x5b) return [];
   const text = canonicalBodyText(input.body);
   if (text?.startsWith('[') !== true) return [];
+  const elements = JSON.parse(text) as unknown[];
+  // A batch is an array of operations (objects: GraphQL's, JSON-RPC's); a list of values is data, whose elements would be
+  // refused apart after an unknown outcome; past 10,000 elements, more than the guard keeps, each would be hashed for nothing.
+  if (elements.length > MAX_BATCH || !elements.every((e) => typeof e === 'object' && e !== null && !Array.isArray(e))) return [];
   const encoder = new TextEncoder();
-  return Promise.all((JSON.parse(text) as unknown[]).map((element) => fingerprintRequest({ ...input, body: encoder.encode(JSON.stringify(element)) })));
+  return Promise.all(elements.map((element) => fingerprintRequest({ ...input, body: encoder.encode(JSON.stringify(element)) })));
 }
+
+/** The most elements a JSON-array body may hold to count as a batch: as many as the guard remembers (wrap.ts), and a bound on the hashing. */
+const MAX_BATCH = 10_000;
 
 /**
  * The RFC 8785 form of a body declared as JSON, or `undefined` when it has none that keeps its
