@@ -22,6 +22,40 @@ export const processIo: CliIo = {
   },
 };
 
+// What a terminal acts on instead of printing: the C0 controls but tab and newline, DEL, and the C1
+// controls (U+009B is a CSI to some terminals). ESC starts OSC titles and hyperlinks, screen clears
+// and cursor moves; the CLI prints provider-controlled text (stored bodies, reasons, messages).
+// eslint-disable-next-line no-control-regex
+const CONTROLS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
+
+/**
+ * `text` with every terminal control character written as its `\uXXXX` escape, visible and inert
+ * (and still valid inside a JSON string). Tab and newline stay.
+ *
+ * @example
+ * ```ts
+ * visible('ok\u001b[2J') // 'ok\\u001b[2J'
+ * ```
+ */
+export function visible(text: string): string {
+  return text.replace(CONTROLS, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/**
+ * `io` writing only {@link visible} text: the one place every command's output passes. A leading
+ * carriage return on stderr stays (the progress bar redrawn in place); nothing the CLI writes itself
+ * uses another control character.
+ */
+export function terminalSafe(io: CliIo): CliIo {
+  return {
+    out: (text) => io.out(visible(text)),
+    err: (text) => io.err(text.startsWith('\r') ? `\r${visible(text.slice(1))}` : visible(text)),
+    get errIsTty() {
+      return io.errIsTty;
+    },
+  };
+}
+
 /** Display width of a string: code points, which is right for the text we print. */
 function width(text: string): number {
   return [...text].length;

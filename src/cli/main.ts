@@ -15,7 +15,7 @@ import { demoCommand } from './demo.js';
 import { demoWorkerCommand } from './demo-worker.js';
 import { explainCommand } from './explain.js';
 import type { CliIo } from './format.js';
-import { processIo } from './format.js';
+import { processIo, terminalSafe } from './format.js';
 import { inspectCommand } from './inspect.js';
 import { purgeCommand } from './purge.js';
 import { showCommand } from './show.js';
@@ -60,7 +60,9 @@ function version(): string {
 }
 
 /** Runs the command line `argv` (without node and script); resolves to the exit code. */
-export async function main(argv: string[], io: CliIo = processIo): Promise<number> {
+export async function main(argv: string[], given: CliIo = processIo): Promise<number> {
+  // Stored records hold provider-controlled text: no control sequence of it reaches the terminal.
+  const io = terminalSafe(given);
   const [name, ...rest] = argv;
   if (name === undefined || name === 'help' || name === '--help' || name === '-h') {
     io.out(HELP);
