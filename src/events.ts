@@ -7,7 +7,7 @@
 import type { OutcomeClass } from './classify/classify.js';
 import type { OperationState, Scope } from './operation/record.js';
 
-/** Every event names the operation it is about; never its key. */
+/** Every event names the operation it is about; never its key (but a ref minted, or adopted from a key header, is the key). */
 interface EventBase {
   scope: Scope;
   /** epoch ms */

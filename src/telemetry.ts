@@ -1,7 +1,8 @@
 /**
  * The OpenTelemetry bridge. When `@opentelemetry/api` can be imported, every
  * operation call becomes a span `oncefetch <action>` (attributes: tenant,
- * action, ref, state, never the key) with one span event per {@link OnceEvent};
+ * action, ref, state, never the key but as a ref minted or adopted from a key
+ * header) with one span event per {@link OnceEvent};
  * the call runs inside that span's context, so instrumented transports nest
  * their HTTP spans under it. When the API is absent, nothing happens: one
  * failed import per client, no error.

@@ -177,8 +177,14 @@ export interface HandoffRetention {
 }
 
 /**
- * Everything another person or agent needs to take the operation over. Holds
- * no secret (the key is redacted), so it can go into a ticket as it is.
+ * Everything another person or agent needs to take the operation over. The key is redacted,
+ * but three fields can still hold a secret; check them before it goes into a ticket:
+ * `keyScope.ref` is the whole key when the ref was minted or adopted from a key header (no
+ * `once.ref`), and some providers take a key as a bearer capability; `request.url` keeps the
+ * path, which is itself the credential of a capability URL (Slack and Discord webhooks, a
+ * Telegram bot token); `fingerprint` is an unsalted SHA-256 of the request, so a body that
+ * differs from a known one only by a short secret (a PIN, a CVC, an OTP) can be recovered by
+ * trying every value (about 20,000 guesses a second through oncefetch's own function).
  *
  * @example
  * ```ts
