@@ -6,7 +6,7 @@
  * @internal
  * @module
  */
-import { chmodSync, closeSync, existsSync, mkdirSync, openSync, statSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, resolve } from 'node:path';
 import { StoreError, isOnceError } from '../errors.js';
@@ -195,8 +195,25 @@ function prepareFile(path: string): void {
       if (d === first || dirname(d) === d) break;
     }
   }
-  closeSync(openSync(path, 'a', 0o600));
-  restrict(path);
+  const fd = openSync(path, 'a+', 0o600);
+  let foreign: boolean;
+  try {
+    foreign = !emptyOrDatabase(fd);
+  } finally {
+    closeSync(fd);
+  }
+  // Another program's file (or one a symlink at this path leads to) keeps its mode: SQLite refuses it next.
+  if (!foreign) restrict(path);
+}
+
+/** SQLite's file header: the first 16 bytes of every database file. */
+const SQLITE_HEADER = Buffer.from('SQLite format 3\0', 'latin1');
+
+/** Whether the open file is empty (SQLite makes it a database) or starts as a database does. */
+function emptyOrDatabase(fd: number): boolean {
+  const head = Buffer.alloc(SQLITE_HEADER.length);
+  const n = readSync(fd, head, 0, head.length, 0);
+  return n === 0 || (n === head.length && head.equals(SQLITE_HEADER));
 }
 
 function restrict(path: string): void {
