@@ -219,5 +219,20 @@ export function storeError(cause: unknown, name: string, action: string): Error 
       : undefined;
   const what = known === undefined ? 'failed' : known[1];
   const tag = typeof code === 'string' ? ` [${code}]` : '';
-  return new StoreError(`PostgreSQL store ${name}: ${what} while ${action}${tag}: ${detail}`, { cause });
+  return new StoreError(`PostgreSQL store ${name}: ${what} while ${action}${tag}: ${detail}${poolerHint(code, detail)}`, { cause });
+}
+
+/**
+ * PgBouncer refuses a connection whose startup packet sets a parameter it does not track, unless
+ * `ignore_startup_parameters` lists it: the store's pool sends `statement_timeout` (from
+ * `statementTimeoutMs`) there. Says what to change.
+ */
+function poolerHint(code: unknown, detail: string): string {
+  const parameter = code === '08P01' ? /unsupported startup parameter: (\S+)/.exec(detail)?.[1] : undefined;
+  if (parameter === undefined) return '';
+  const how =
+    parameter === 'statement_timeout'
+      ? 'pass statementTimeoutMs: 0 to postgresStore (and queryTimeoutMs, which then defaults to none; with your own pool, leave statement_timeout out of its options)'
+      : `leave ${parameter} out of the connection's options`;
+  return ` (a connection pooler such as PgBouncer refuses it: ${how}, or add ${parameter} to PgBouncer's ignore_startup_parameters)`;
 }

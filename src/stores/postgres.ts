@@ -326,21 +326,24 @@ export function postgresStore(options: PostgresStoreOptions): OnceStore {
           this.once('end', () => connections.delete(this));
         }
       }
-      ownedPool ??= new pg.Pool({
-        Client: TrackedClient,
-        connectionString: options.connectionString,
-        max: resolved.poolMax,
-        connectionTimeoutMillis: resolved.connectTimeoutMs,
-        statement_timeout: resolved.statementTimeoutMs,
-        // (pg: 0 or undefined is no limit)
-        query_timeout: resolved.queryTimeoutMs,
-        application_name: 'oncefetch',
-        // an idle store does not keep the process alive, like the SQLite store
-        allowExitOnIdle: true,
-      });
-      // An idle connection dropped by the server is an 'error' on the pool; unhandled, it would
-      // crash the process. The next query gets a fresh connection or reports the failure.
-      ownedPool.on('error', () => undefined);
+      if (ownedPool === undefined) {
+        ownedPool = new pg.Pool({
+          Client: TrackedClient,
+          connectionString: options.connectionString,
+          max: resolved.poolMax,
+          connectionTimeoutMillis: resolved.connectTimeoutMs,
+          statement_timeout: resolved.statementTimeoutMs,
+          // (pg: 0 or undefined is no limit)
+          query_timeout: resolved.queryTimeoutMs,
+          application_name: 'oncefetch',
+          // an idle store does not keep the process alive, like the SQLite store
+          allowExitOnIdle: true,
+        });
+        // An idle connection dropped by the server is an 'error' on the pool; unhandled, it would
+        // crash the process. The next query gets a fresh connection or reports the failure. Added
+        // once: a failed opening is retried on the same pool (one listener per try leaked).
+        ownedPool.on('error', () => undefined);
+      }
       pool = ownedPool;
     }
     await migrate(pool, n, name);
