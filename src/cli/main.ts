@@ -32,8 +32,9 @@ Commands:
   purge             remove terminal records past their retention
 
 Store commands take --store PATH|URL (SQLite file or postgres:// URL, with
-?schema=S&table=T for a store not in public.oncefetch_records; default
-$ONCEFETCH_DB or ./.oncefetch/oncefetch.db) and --json.
+?schema=S&table=T for a store not in public.oncefetch_records, and
+&statementTimeoutMs=0 behind PgBouncer; default $ONCEFETCH_DB or
+./.oncefetch/oncefetch.db) and --json.
 Run \`oncefetch <command> --help\` for a command's flags.
 `;
 

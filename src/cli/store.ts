@@ -14,14 +14,17 @@ import { sqliteStore } from '../stores/sqlite.js';
 import { holdsOncefetchStore } from '../stores/sqlite-open.js';
 import { UsageError } from './args.js';
 
+/** The query parameters of a `postgres://` URL that are `postgresStore` options, taken out before pg reads it. */
+const OPTION_PARAMS = ['schema', 'table', 'statementTimeoutMs'] as const;
+
 /** True for a PostgreSQL connection URI. */
 export function isPostgresUrl(spec: string): boolean {
   return /^postgres(?:ql)?:\/\//i.test(spec);
 }
 
 /** The `--store` line of the store commands' help. */
-export const STORE_FLAG_HELP = `  --store PATH|URL   SQLite file or postgres:// URL, ?schema=S&table=T for a store not in public.oncefetch_records
-                     (default: $ONCEFETCH_DB or ./.oncefetch/oncefetch.db)`;
+export const STORE_FLAG_HELP = `  --store PATH|URL   SQLite file or postgres:// URL, ?schema=S&table=T for a store not in public.oncefetch_records,
+                     &statementTimeoutMs=0 behind PgBouncer (default: $ONCEFETCH_DB or ./.oncefetch/oncefetch.db)`;
 
 /** Where the store location came from, as messages name it: the flag, the variable, or neither (the built-in default). */
 type StoreSource = '--store' | '$ONCEFETCH_DB' | undefined;
@@ -56,8 +59,8 @@ export async function openStore(spec: string | undefined): Promise<OnceStore> {
 }
 
 /**
- * The PostgreSQL store a `postgres://` URL names. Its `schema` and `table` query parameters (the
- * options of `postgresStore`, default `public` and `oncefetch_records`) are taken out of the URL
+ * The PostgreSQL store a `postgres://` URL names. Its `schema`, `table` and `statementTimeoutMs` query
+ * parameters (the options of `postgresStore`, default `public`, `oncefetch_records` and 30000) are taken out of the URL
  * before it reaches pg. Like a SQLite path, the tables must already be there: inspecting never
  * creates them.
  */
@@ -96,16 +99,20 @@ async function openPostgres(target: string, named: '--store' | '$ONCEFETCH_DB'):
       // not a WHATWG URL: pg reads it as it is, with the default schema and table
     }
   }
-  if (url !== undefined && (url.searchParams.has('schema') || url.searchParams.has('table'))) {
+  // statementTimeoutMs=0: behind PgBouncer, which refuses the statement_timeout startup parameter
+  // unless its ignore_startup_parameters lists it (README, "PostgreSQL for fleets").
+  let statementTimeoutMs: number | undefined;
+  if (url !== undefined && OPTION_PARAMS.some((p) => url.searchParams.has(p))) {
     schema = url.searchParams.get('schema') ?? undefined;
     table = url.searchParams.get('table') ?? undefined;
-    url.searchParams.delete('schema');
-    url.searchParams.delete('table');
+    const timeout = url.searchParams.get('statementTimeoutMs');
+    statementTimeoutMs = timeout === null ? undefined : /^\d+$/.test(timeout) ? Number(timeout) : NaN;
+    for (const p of OPTION_PARAMS) url.searchParams.delete(p);
     connectionString = hostless ? url.toString().replace(STAND_IN, HOSTLESS) : url.toString();
   }
   let store: OnceStore;
   try {
-    store = mod.postgresStore({ connectionString, schema, table });
+    store = mod.postgresStore({ connectionString, schema, table, statementTimeoutMs });
   } catch (cause) {
     throw new UsageError(`${named}: ${cause instanceof Error ? cause.message.replace(/^postgresStore: /, '') : String(cause)}`);
   }

@@ -232,7 +232,7 @@ function poolerHint(code: unknown, detail: string): string {
   if (parameter === undefined) return '';
   const how =
     parameter === 'statement_timeout'
-      ? 'pass statementTimeoutMs: 0 to postgresStore (and queryTimeoutMs, which then defaults to none; with your own pool, leave statement_timeout out of its options)'
+      ? 'pass statementTimeoutMs: 0 to postgresStore (and queryTimeoutMs, which then defaults to none; with your own pool, leave statement_timeout out of its options; the oncefetch command: add ?statementTimeoutMs=0 to the URL)'
       : `leave ${parameter} out of the connection's options`;
   return ` (a connection pooler such as PgBouncer refuses it: ${how}, or add ${parameter} to PgBouncer's ignore_startup_parameters)`;
 }

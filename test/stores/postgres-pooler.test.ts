@@ -10,12 +10,14 @@
  * store's pg pool (MaxListenersExceededWarning after 10), without bound while the database stays
  * unreachable.
  */
-import { createServer, type Server, type Socket } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { connect, createServer, type Server, type Socket } from 'node:net';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { main } from '../../src/cli/main.js';
 import { createClient } from '../../src/index.js';
 import { isOnceError } from '../../src/errors.js';
 import { postgresStore } from '../../src/stores/postgres.js';
 import { startProvider } from '../../src/testing/provider.js';
+import { adminPool, describeWithPostgres, dropSchema, freshSchemaName } from '../helpers/postgres.js';
 
 /** A PostgreSQL ErrorResponse message: severity, SQLSTATE, text. */
 function errorResponse(code: string, message: string): Buffer {
@@ -31,8 +33,11 @@ function errorResponse(code: string, message: string): Buffer {
   return Buffer.concat([head, fields]);
 }
 
-/** Answers every startup packet carrying statement_timeout the way PgBouncer 1.18 does, then closes. */
-async function startFakeBouncer(): Promise<{ url: string; startups: string[]; close: () => Promise<void> }> {
+/**
+ * Answers every startup packet carrying statement_timeout the way PgBouncer 1.18 does, then closes.
+ * Any other connection is piped to `upstream` (a PostgreSQL URL) when given, else refused too.
+ */
+async function startFakeBouncer(upstream?: string): Promise<{ url: string; startups: string[]; close: () => Promise<void> }> {
   const startups: string[] = [];
   const sockets = new Set<Socket>();
   const server: Server = createServer((socket) => {
@@ -46,6 +51,15 @@ async function startFakeBouncer(): Promise<{ url: string; startups: string[]; cl
       const i = params.indexOf('statement_timeout');
       if (i !== -1) {
         socket.end(errorResponse('08P01', 'unsupported startup parameter: statement_timeout'));
+      } else if (upstream !== undefined) {
+        const target = new URL(upstream);
+        const server = connect(Number(target.port || 5432), target.hostname);
+        sockets.add(server);
+        server.on('close', () => sockets.delete(server));
+        server.on('error', () => socket.destroy());
+        socket.on('close', () => server.destroy());
+        server.write(packet);
+        socket.pipe(server).pipe(socket);
       } else {
         socket.end(errorResponse('08P01', 'fake server: nothing more here'));
       }
@@ -54,7 +68,7 @@ async function startFakeBouncer(): Promise<{ url: string; startups: string[]; cl
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as { port: number };
   return {
-    url: `postgres://agent@127.0.0.1:${port}/test`,
+    url: upstream === undefined ? `postgres://agent@127.0.0.1:${port}/test` : withHost(upstream, port),
     startups,
     close: () =>
       new Promise<void>((resolve) => {
@@ -62,6 +76,26 @@ async function startFakeBouncer(): Promise<{ url: string; startups: string[]; cl
         server.close(() => resolve());
       }),
   };
+}
+
+/** `url` pointed at 127.0.0.1:`port`, its user, database and parameters kept. */
+function withHost(url: string, port: number): string {
+  const u = new URL(url);
+  u.hostname = '127.0.0.1';
+  u.port = String(port);
+  return u.toString();
+}
+
+/** Runs the oncefetch command in this process. */
+async function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  let stdout = '';
+  let stderr = '';
+  const code = await main(args, {
+    out: (text) => void (stdout += text),
+    err: (text) => void (stderr += text),
+    errIsTty: false,
+  });
+  return { code, stdout, stderr };
 }
 
 const cleanups: Array<() => Promise<void>> = [];
@@ -140,5 +174,77 @@ describe('postgresStore behind a connection pooler', () => {
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(bouncer.startups.length).toBe(15);
     expect(warnings.filter((w) => w.includes('MaxListenersExceeded'))).toEqual([]);
+  });
+});
+
+describeWithPostgres('the oncefetch command behind a pooler that refuses statement_timeout', (url) => {
+  const schema = freshSchemaName();
+  const admin = adminPool(url);
+  let bouncer: Awaited<ReturnType<typeof startFakeBouncer>>;
+  const at = (params: Record<string, string>): string => {
+    const u = new URL(bouncer.url);
+    for (const [k, v] of Object.entries(params)) u.searchParams.set(k, v);
+    return u.toString();
+  };
+
+  beforeAll(async () => {
+    bouncer = await startFakeBouncer(url);
+    // The application's store, as the README advises behind PgBouncer: statementTimeoutMs 0.
+    const provider = await startProvider({ requireKey: true });
+    provider.fault({ kind: 'drop_after_commit', match: { ref: 'B-1' } });
+    const lookup = async ({ scope, signal }: { scope: { ref: string }; signal: AbortSignal }): Promise<Response | null> => {
+      const r = await fetch(`${provider.url}/orders?ref=${encodeURIComponent(scope.ref)}`, { signal });
+      if (r.status === 404) return null;
+      if (!r.ok) throw new Error(`lookup ${r.status}`);
+      return r;
+    };
+    const client = createClient({ tenant: 't1', store: postgresStore({ connectionString: bouncer.url, schema, statementTimeoutMs: 0 }), settleMs: 0 });
+    try {
+      const res = await client.fetch(`${provider.url}/orders`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ ref: 'B-1', amount: 1 }),
+        once: { action: 'create-order', ref: 'B-1', lookup },
+      });
+      expect(res.status).toBe(200);
+      expect(provider.effectsFor('B-1')).toBe(1);
+    } finally {
+      await client.close();
+      await provider.close();
+    }
+  });
+
+  afterAll(async () => {
+    await bouncer.close();
+    await dropSchema(admin, schema);
+    await admin.end();
+  });
+
+  it('inspect with ?statementTimeoutMs=0 reads the store; without it, the error says to add it (exit 1)', async () => {
+    const refused = await cli(['inspect', '--store', at({ schema }), '--json']);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('unsupported startup parameter: statement_timeout');
+    expect(refused.stderr).toContain('statementTimeoutMs=0');
+
+    const run = await cli(['inspect', '--store', at({ schema, statementTimeoutMs: '0' }), '--json']);
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(0);
+    expect((JSON.parse(run.stdout) as { counts: Record<string, number> }).counts['succeeded']).toBe(1);
+    expect(bouncer.startups.filter((s) => s.includes('statement_timeout')).length).toBeGreaterThan(0); // (the refused run's)
+  });
+
+  it('show and purge --dry-run read it too, with ?statementTimeoutMs=0', async () => {
+    const show = await cli(['show', 'B-1', '--store', at({ schema, statementTimeoutMs: '0' }), '--json']);
+    expect(show.stderr).toBe('');
+    expect(show.code).toBe(0);
+    const purge = await cli(['purge', '--dry-run', '--store', at({ schema, statementTimeoutMs: '0' }), '--json']);
+    expect(purge.stderr).toBe('');
+    expect(purge.code).toBe(0);
+  });
+
+  it('a statementTimeoutMs that is not a non-negative integer is a usage error (exit 2)', async () => {
+    const run = await cli(['inspect', '--store', at({ schema, statementTimeoutMs: 'soon' })]);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toMatch(/statementTimeoutMs must be an integer/);
   });
 });
