@@ -223,11 +223,15 @@ export function storeError(cause: unknown, name: string, action: string): Error 
 }
 
 /**
- * PgBouncer refuses a connection whose startup packet sets a parameter it does not track, unless
- * `ignore_startup_parameters` lists it: the store's pool sends `statement_timeout` (from
- * `statementTimeoutMs`) there. Says what to change.
+ * What PgBouncer's bare errors mean. It refuses a connection whose startup packet sets a parameter
+ * it does not track, unless `ignore_startup_parameters` lists it: the store's pool sends
+ * `statement_timeout` (from `statementTimeoutMs`) there; says what to change. Its
+ * `query_wait_timeout` ends a client that waited that long for a server connection.
  */
 function poolerHint(code: unknown, detail: string): string {
+  if (code === '08P01' && detail === 'query_wait_timeout') {
+    return " (PgBouncer found no free server connection within its query_wait_timeout: its pool (default_pool_size) is busy, or it is paused)";
+  }
   const parameter = code === '08P01' ? /unsupported startup parameter: (\S+)/.exec(detail)?.[1] : undefined;
   if (parameter === undefined) return '';
   const how =

@@ -37,7 +37,7 @@ function errorResponse(code: string, message: string): Buffer {
  * Answers every startup packet carrying statement_timeout the way PgBouncer 1.18 does, then closes.
  * Any other connection is piped to `upstream` (a PostgreSQL URL) when given, else refused too.
  */
-async function startFakeBouncer(upstream?: string): Promise<{ url: string; startups: string[]; close: () => Promise<void> }> {
+async function startFakeBouncer(upstream?: string, otherwise = 'fake server: nothing more here'): Promise<{ url: string; startups: string[]; close: () => Promise<void> }> {
   const startups: string[] = [];
   const sockets = new Set<Socket>();
   const server: Server = createServer((socket) => {
@@ -61,7 +61,7 @@ async function startFakeBouncer(upstream?: string): Promise<{ url: string; start
         server.write(packet);
         socket.pipe(server).pipe(socket);
       } else {
-        socket.end(errorResponse('08P01', 'fake server: nothing more here'));
+        socket.end(errorResponse('08P01', otherwise));
       }
     });
   });
@@ -133,6 +133,19 @@ describe('postgresStore behind a connection pooler', () => {
     expect(bouncer.startups.some((s) => s.includes('statement_timeout 30000'))).toBe(true);
     expect(provider.effectsFor('p1')).toBe(0);
     expect(provider.requests.length).toBe(0);
+  });
+
+  it("PgBouncer's query_wait_timeout (no server connection free in time): the StoreError says what it means", async () => {
+    const bouncer = await startFakeBouncer(undefined, 'query_wait_timeout');
+    cleanups.push(bouncer.close);
+    const store = postgresStore({ connectionString: bouncer.url, schema: 'oncefetch_pooler', statementTimeoutMs: 0 });
+    cleanups.push(() => store.close());
+    const error = await store.get('x').then(
+      () => undefined,
+      (e: unknown) => e as Error,
+    );
+    expect(error?.message).toContain('[08P01]: query_wait_timeout');
+    expect(error?.message).toMatch(/PgBouncer .*query_wait_timeout.*default_pool_size/);
   });
 
   it('statementTimeoutMs: 0 sends no statement_timeout startup parameter', async () => {
