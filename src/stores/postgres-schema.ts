@@ -226,11 +226,15 @@ export function storeError(cause: unknown, name: string, action: string): Error 
  * What PgBouncer's bare errors mean. It refuses a connection whose startup packet sets a parameter
  * it does not track, unless `ignore_startup_parameters` lists it: the store's pool sends
  * `statement_timeout` (from `statementTimeoutMs`) there; says what to change. Its
- * `query_wait_timeout` ends a client that waited that long for a server connection.
+ * `query_wait_timeout` ends a client that waited that long for a server connection, and
+ * `server_login_retry` one that arrives while its logins to the server fail.
  */
 function poolerHint(code: unknown, detail: string): string {
   if (code === '08P01' && detail === 'query_wait_timeout') {
     return " (PgBouncer found no free server connection within its query_wait_timeout: its pool (default_pool_size) is busy, or it is paused)";
+  }
+  if (code === '08P01' && detail.includes('(server_login_retry)')) {
+    return ' (PgBouncer cannot log in to PostgreSQL behind it: that server is down, failing over, or refusing the login)';
   }
   const parameter = code === '08P01' ? /unsupported startup parameter: (\S+)/.exec(detail)?.[1] : undefined;
   if (parameter === undefined) return '';

@@ -148,6 +148,19 @@ describe('postgresStore behind a connection pooler', () => {
     expect(error?.message).toMatch(/PgBouncer .*query_wait_timeout.*default_pool_size/);
   });
 
+  it("PgBouncer's server_login_retry (its PostgreSQL unreachable): the StoreError says the database behind PgBouncer is down", async () => {
+    const bouncer = await startFakeBouncer(undefined, 'server login has been failing, try again later (server_login_retry)');
+    cleanups.push(bouncer.close);
+    const store = postgresStore({ connectionString: bouncer.url, schema: 'oncefetch_pooler', statementTimeoutMs: 0 });
+    cleanups.push(() => store.close());
+    const error = await store.get('x').then(
+      () => undefined,
+      (e: unknown) => e as Error,
+    );
+    expect(error?.message).toContain('[08P01]: server login has been failing, try again later (server_login_retry)');
+    expect(error?.message).toMatch(/PgBouncer cannot log in to PostgreSQL/);
+  });
+
   it('statementTimeoutMs: 0 sends no statement_timeout startup parameter', async () => {
     const bouncer = await startFakeBouncer();
     cleanups.push(bouncer.close);
