@@ -309,6 +309,13 @@ export function parseRecord(raw: unknown, where: string): OperationRecord {
   // Exactly a valid record (the common case) skips the generic checks; anything else gets the schema's verdict.
   if (precheck?.(value, SCHEMA_VERSION) === true) return value;
   const parsed = RECORD_CHECK(value);
+  // A newer oncefetch's record (a rollback, or an old process in a rolling deploy): say so, not "invalid".
+  const version = parsed instanceof s.Issue && s.isPlainObject(value) ? value['schemaVersion'] : undefined;
+  if (typeof version === 'number' && Number.isSafeInteger(version) && version > SCHEMA_VERSION) {
+    throw new StoreError(
+      `${where}: stored record has schema version ${version}, written by a newer oncefetch (this one reads ${SCHEMA_VERSION}): upgrade oncefetch; this call sent nothing for it`,
+    );
+  }
   if (parsed instanceof s.Issue) throw new StoreError(`${where}: stored record is invalid at "${parsed.path.join('.')}": ${parsed.message}`);
   return parsed;
 }

@@ -173,6 +173,22 @@ describe('parseRecord', () => {
     }
     expect(isOnceError(caught) && caught.code).toBe('STORE_ERROR');
   });
+
+  // A rollback, or an old process left running in a rolling deploy, meets records a newer oncefetch
+  // wrote: the error must say so (and what to do), not read as a corrupt row.
+  it.each([
+    ['JSON text', (r: object) => JSON.stringify(r)],
+    ['a parsed value', (r: object) => r],
+  ])('names a newer record schema version and says to upgrade (%s)', (_name, encode) => {
+    expect(() => parseRecord(encode({ ...fresh(), schemaVersion: 3, fieldOfVersion3: true }), 'test')).toThrow(
+      /^test: stored record has schema version 3, written by a newer oncefetch \(this one reads 1\): upgrade oncefetch/,
+    );
+  });
+
+  it('still calls an unknown schema version that is not newer invalid', () => {
+    expect(() => parseRecord(JSON.stringify({ ...fresh(), schemaVersion: 0 }), 'test')).toThrow(/invalid at "schemaVersion"/);
+    expect(() => parseRecord(JSON.stringify({ ...fresh(), schemaVersion: '2' }), 'test')).toThrow(/invalid at "schemaVersion"/);
+  });
 });
 
 describe('a provider key conflict', () => {
