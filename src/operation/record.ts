@@ -313,7 +313,7 @@ export function parseRecord(raw: unknown, where: string): OperationRecord {
   const version = parsed instanceof s.Issue && s.isPlainObject(value) ? value['schemaVersion'] : undefined;
   if (typeof version === 'number' && Number.isSafeInteger(version) && version > SCHEMA_VERSION) {
     throw new StoreError(
-      `${where}: stored record has schema version ${version}, written by a newer oncefetch (this one reads ${SCHEMA_VERSION}): upgrade oncefetch; this call sent nothing for it`,
+      `${where}: stored record has schema version ${version}, written by a newer oncefetch (this one reads ${SCHEMA_VERSION}): upgrade oncefetch`,
     );
   }
   if (parsed instanceof s.Issue) throw new StoreError(`${where}: stored record is invalid at "${parsed.path.join('.')}": ${parsed.message}`);
