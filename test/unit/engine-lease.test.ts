@@ -207,7 +207,7 @@ describe('recover() holds its lease while it waits on a lookup, and releases it 
     const report = track(recovering.recover());
     await advance(20);
     expect(blips).toBe(1);
-    expect(report.value()).toMatchObject({ errors: [{ message: 'store blip' }] });
+    expect(report.value()).toMatchObject({ errors: [{ message: 'flaky: compareAndSet failed: store blip' }] });
     expect(await original.get(SCOPE)).toMatchObject({ state: 'ambiguous', lease: null });
   });
 });
