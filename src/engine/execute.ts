@@ -299,10 +299,31 @@ export class Engine {
     return () => void this.closers.delete(fn);
   }
 
-  /** Waits `ms`; rejects with `signal`'s reason when it aborts first, or with the close's when the client closes first. */
-  nap(ms: number, signal?: AbortSignal): Promise<void> {
+  /**
+   * Waits `ms`; rejects with `signal`'s reason when it aborts first, or with the close's when the client
+   * closes first. `cutShort` (a caller's `once.signal`) ends the wait early without an error: the caller
+   * then decides what its abort means (a cancel, recorded at the next step).
+   */
+  nap(ms: number, signal?: AbortSignal, cutShort?: AbortSignal): Promise<void> {
     const wake = this.orClosed(signal);
-    return sleep(ms, wake.signal).finally(wake.done);
+    if (cutShort === undefined) return sleep(ms, wake.signal).finally(wake.done);
+    const stop = new AbortController();
+    const onWake = (): void => stop.abort(wake.signal.reason);
+    const onCut = (): void => stop.abort(CUT_SHORT);
+    // (the wake first: a signal that is both, aborted, rejects as before)
+    if (wake.signal.aborted) onWake();
+    else wake.signal.addEventListener('abort', onWake, { once: true });
+    if (cutShort.aborted) onCut();
+    else cutShort.addEventListener('abort', onCut, { once: true });
+    return sleep(ms, stop.signal)
+      .catch((error: unknown) => {
+        if (error !== CUT_SHORT) throw error;
+      })
+      .finally(() => {
+        wake.signal.removeEventListener('abort', onWake);
+        cutShort.removeEventListener('abort', onCut);
+        wake.done();
+      });
   }
 
   /**
@@ -689,8 +710,10 @@ export class Engine {
     this.emit({ type: 'retry_scheduled', scope, at: this.opts.now(), attempt: attemptNumber, delayMs, source: retryAfterMs === undefined ? 'backoff' : 'retry-after' });
     // Under the call's signal; the client's close ends the wait too, with its reason (the store is
     // closed: no next attempt could be recorded, so none is sent), so that a long `Retry-After` does
-    // not hold the process open after `client.close()`.
-    await this.nap(delayMs, deadline.signal);
+    // not hold the process open after `client.close()`. A cancel (`once.signal`) ends the wait at once:
+    // nothing is on the wire, so the next step records it and the call ends `cancelled`, instead of
+    // holding its caller for the rest of a `Retry-After` (an MCP host's timeout cancels a tool call so).
+    await this.nap(delayMs, deadline.signal, spec.cancelSignal);
     return delayMs;
   }
 
@@ -1381,6 +1404,8 @@ function exhausted(rec: OperationRecord, c: Classification, maxAttempts: number,
  * read "resumable" as "nothing happened" and send it again under a new ref.
  */
 const unsure = (rec: OperationRecord): string => (rec.state === 'pending' && deliveryUnresolved(rec) ? UNSURE : '');
+/** The reason `nap` aborts its sleep with when `cutShort` ends it: never thrown. */
+const CUT_SHORT: unique symbol = Symbol('cut short');
 const UNSURE = '; an earlier attempt may have taken effect: call again with the same ref, never a new one';
 
 /**
