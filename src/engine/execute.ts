@@ -1348,7 +1348,7 @@ export class Engine {
             ? this.keyAged(owned.rec)
             : 'the provider does not dedupe';
         const error = new AmbiguousOutcomeError(
-          `the outcome of ${text(scope)} is unknown (${result.detail}) and ${why}; not resent. Reconcile it with a lookup or by hand.`,
+          `the outcome of ${text(scope)} is unknown (${result.detail}) and ${why}; not resent. It may have taken effect: reconcile it with a lookup, or check at the provider before sending this intent under a new ref.`,
           { scope, cause: result.kind === 'unknown' ? result.error : cause },
         );
         // (a note: a store that fails it must not turn the AmbiguousOutcomeError into a StoreError)

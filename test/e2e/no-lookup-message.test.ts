@@ -41,3 +41,16 @@ it('a minted ref: says the registered lookup is not asked about it', async () =>
   expect(message).toMatch(/minted/);
   expect(env.provider.effects).toBe(1);
 });
+
+// An agent given this message (an MCP tool's error text) read "not resent. Reconcile it with a lookup or
+// by hand" as nothing done, with nothing it could reconcile: the message must say the effect may exist
+// and that the same intent must not go out under a new ref before a check (as explain's plan does).
+it('no lookup at all, the answer dropped after the commit: says it may have taken effect, and not to send it under a new ref unchecked', async () => {
+  env.provider.fault({ kind: 'drop_after_commit', match: { ref: 'N-1' } });
+  const send = () => env.client.fetch(`${env.provider.url}/orders`, { ...orderInit('N-1'), once: { action: 'pay', ref: 'N-1' } });
+  for (const message of [await ambiguous(send()), await ambiguous(send())]) {
+    expect(message).toMatch(/may have taken effect/);
+    expect(message).toMatch(/check at the provider before sending this intent under a new ref/);
+  }
+  expect(env.provider.effectsFor('N-1')).toBe(1);
+});

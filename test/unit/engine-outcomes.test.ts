@@ -799,7 +799,7 @@ describe('a call that stops while its last outcome is unknown', () => {
     const error = await client.fetch(URL_ORDERS, orderInit()).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(AmbiguousOutcomeError);
     expect((error as Error).message).toBe(
-      'the outcome of operation default/create-order/A-17 is unknown (no lookup registered for this action) and the provider does not dedupe; not resent. Reconcile it with a lookup or by hand.',
+      'the outcome of operation default/create-order/A-17 is unknown (no lookup registered for this action) and the provider does not dedupe; not resent. It may have taken effect: reconcile it with a lookup, or check at the provider before sending this intent under a new ref.',
     );
     expect((error as Error).cause).toBe(reset);
     expect(calls).toHaveLength(1);
