@@ -6,7 +6,7 @@
  * @internal
  * @module
  */
-import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readSync, statSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, fchmodSync, fstatSync, mkdirSync, openSync, readSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, resolve } from 'node:path';
 import { StoreError, isOnceError } from '../errors.js';
@@ -196,14 +196,15 @@ function prepareFile(path: string): void {
     }
   }
   const fd = openSync(path, 'a+', 0o600);
-  let foreign: boolean;
   try {
-    foreign = !emptyOrDatabase(fd);
+    // Another program's file (or one a symlink at this path leads to) keeps its mode: SQLite refuses it next.
+    // Only a regular file: a device reads as empty (/dev/null, as root, went 0600 for every user). Through
+    // the descriptor checked, so a file swapped in at the path meanwhile is not the one changed.
+    const stat = fstatSync(fd);
+    if (stat.isFile() && emptyOrDatabase(fd) && (stat.mode & 0o777) !== 0o600) fchmodSync(fd, 0o600);
   } finally {
     closeSync(fd);
   }
-  // Another program's file (or one a symlink at this path leads to) keeps its mode: SQLite refuses it next.
-  if (!foreign) restrict(path);
 }
 
 /** SQLite's file header: the first 16 bytes of every database file. */

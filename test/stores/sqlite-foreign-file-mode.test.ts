@@ -4,6 +4,7 @@
  * under a shared directory) is refused as "not a database": its mode must be left as it was, not
  * changed first and refused after (a 0644 file a web server or another user reads went 0600).
  */
+import { execFileSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -65,5 +66,26 @@ describe('sqliteStore on a file that is not a database', () => {
     const made = sqliteStore({ path: empty });
     expect(mode(empty)).toBe(0o600);
     await made.close();
+  });
+
+  // A device reads as empty (/dev/null: 0 bytes), which the header check took for a new file: as root,
+  // `--store /dev/null` or a symlink to it at a store path made /dev/null 0600 for every other user.
+  // (mknod of a null device in the test directory: root only, skipped otherwise)
+  const nullDevice = (path: string): boolean => {
+    try {
+      execFileSync('mknod', ['-m', '666', path, 'c', '1', '3'], { stdio: 'ignore' });
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  it('leaves a device reached through a symlink at the store path alone (it reads as empty)', (ctx) => {
+    const device = join(dir, 'null');
+    if (!nullDevice(device)) return ctx.skip();
+    const path = join(dir, 'store.db');
+    symlinkSync(device, path);
+    const error = refused(path);
+    expect(isOnceError(error) && error.code === 'STORE_ERROR').toBe(true);
+    expect(mode(device)).toBe(0o666);
   });
 });
