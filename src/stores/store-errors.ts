@@ -7,7 +7,8 @@
  * (ioredis: a plain `Error` "Command timed out", after Redis may have applied the command), which
  * would end a call whose order was created with that bare error. Such a rejection becomes a
  * `StoreError` naming the store and the method, the driver's error its `cause`. A refused argument
- * (`TypeError`, `RangeError`) and oncefetch's own errors pass unchanged.
+ * (`TypeError`, `RangeError`) and oncefetch's own errors pass unchanged; a fetch's network failure,
+ * also a `TypeError`, does not (see `fetchFailed`).
  *
  * @internal
  * @module
@@ -20,6 +21,19 @@ const wrappers = new WeakMap<OnceStore, OnceStore>();
 
 type Method = Exclude<keyof OnceStore, 'name'>;
 
+const refusal = (error: unknown): error is Error => error instanceof TypeError || error instanceof RangeError;
+
+/**
+ * A store over HTTP (a Redis or database REST API, a Durable Object) rejects with its fetch's
+ * TypeError when the connection fails, after the write may have applied: a store failure, not a
+ * refused argument. Node's and Bun's "fetch failed" (the socket error its `cause`), Chromium's and
+ * Deno's "Failed to fetch", Firefox's "NetworkError when attempting to fetch resource.", Safari's
+ * "Load failed"; and any TypeError carrying another library's error as its cause.
+ */
+function fetchFailed(error: Error): boolean {
+  return /^(?:fetch failed|Failed to fetch|NetworkError when attempting to fetch resource|Load failed)/.test(error.message) || (error.cause instanceof Error && !isOnceError(error.cause));
+}
+
 export function withStoreErrors(store: OnceStore): OnceStore {
   let wrapped = wrappers.get(store);
   if (wrapped === undefined) {
@@ -27,7 +41,7 @@ export function withStoreErrors(store: OnceStore): OnceStore {
       <M extends Method>(name: M) =>
       (...args: Parameters<OnceStore[M]>): ReturnType<OnceStore[M]> =>
         new Promise((resolve) => resolve((store[name] as (...a: typeof args) => unknown)(...args))).catch((error: unknown) => {
-          if (isOnceError(error) || error instanceof TypeError || error instanceof RangeError) throw error;
+          if (isOnceError(error) || (refusal(error) && !fetchFailed(error))) throw error;
           throw new StoreError(`${store.name}: ${name} failed: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
         }) as ReturnType<OnceStore[M]>;
     wrapped = {
