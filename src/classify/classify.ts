@@ -15,7 +15,6 @@ import {
   REQUEST_IN_PROGRESS_SIGNAL,
   KEY_MISMATCH_SIGNAL,
   KEY_MISMATCH_STATUSES,
-  ORIGIN_UNREACHED_STATUSES,
   RETRYABLE_STATUSES,
   SHOULD_RETRY_HEADERS,
   TERMINAL_SERVER_STATUSES,
@@ -144,8 +143,7 @@ export function needsBody(status: number): boolean {
  *    disagree, `false` wins (not resending is the safe side); the reason names the header
  *    that decided.
  * 4. Other 3xx → `terminal` (a redirect reaching us means `redirect: 'manual'`).
- * 5. 408, 425, 429, 503 → `retryable`; so are Cloudflare's 521, 522, 523, 525 with its `cf-ray`
- *    header (the origin was never reached).
+ * 5. 408, 425, 429, 503 → `retryable`.
  * 6. 409 → `retryable` with the "request in progress" signal, else `terminal`; 422 → `retryable`
  *    with the narrower "request … in progress" signal (PayPal, Adyen), else rule 8.
  * 7. 500, 502, 504 → `ambiguous`; 501, 505 → `terminal`; any other 5xx → `ambiguous`.
@@ -175,8 +173,7 @@ function classifyFailureStatus(status: number, headers: Headers, bodyText: strin
   }
   const hint = shouldRetryHint(headers);
   if (hint?.class === 'retryable') return hint;
-  const verdict: Classification =
-    ORIGIN_UNREACHED_STATUSES.has(status) && headers.has('cf-ray') ? { class: 'retryable', reason: `status ${status} (Cloudflare did not reach the origin)` } : classifyStatus(status, bodyText);
+  const verdict = classifyStatus(status, bodyText);
   // "Do not retry" says nothing of the effect: an answer whose outcome is
   // unknown (a 500: Stripe stores one once the endpoint began; a 409 "in progress": a request with
   // this key is being processed, its effect to come) stays ambiguous, for a lookup.

@@ -13,13 +13,6 @@
 export const RETRYABLE_STATUSES: ReadonlySet<number> = new Set([408, 425, 429, 503]);
 
 /**
- * Cloudflare's answers when it never reached the origin: 521 (the origin refused the connection), 522
- * (no TCP handshake, or the request not acknowledged), 523 (unreachable), 525 (TLS handshake failed).
- * Retryable only with Cloudflare's `cf-ray` header: another server's 52x stays an unknown 5xx.
- */
-export const ORIGIN_UNREACHED_STATUSES: ReadonlySet<number> = new Set([521, 522, 523, 525]);
-
-/**
  * 5xx statuses whose outcome is unknown: the request may have had its effect.
  * Any 5xx not listed in {@link TERMINAL_SERVER_STATUSES} is treated the same way,
  * because "maybe processed" is the only safe reading of an unfamiliar server error
