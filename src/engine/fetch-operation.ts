@@ -345,10 +345,16 @@ const browserFetch = (): boolean => {
   return onLine() !== undefined && (v?.node === undefined || v.electron !== undefined);
 };
 
-/** A rejected fetch's class. A browser rejects a CORS refusal (a preflight that does not allow the key header) with the TypeError of a network failure. */
+/**
+ * A rejected fetch's class. A browser rejects a CORS refusal (a preflight that does not allow the key
+ * header) with the TypeError of a network failure; one that went offline while the request was out
+ * (a phone losing its network) rejects with the same, and the CORS hint would mislead there.
+ */
 function rejected(error: unknown, keyHeader: string): Classification {
   const c = classifyError(error, 'awaiting_response');
-  return browserFetch() && c.reason.startsWith('unknown error: TypeError') ? { ...c, reason: `${c.reason} (or CORS: does the preflight allow ${keyHeader}?)` } : c;
+  if (!browserFetch() || !c.reason.startsWith('unknown error: TypeError')) return c;
+  const hint = onLine() === false ? 'the browser was offline when it failed: it may have been sent' : `or CORS: does the preflight allow ${keyHeader}?`;
+  return { ...c, reason: `${c.reason} (${hint})` };
 }
 
 /** Media types of a 2xx passed through as it arrives: `text/event-stream`, and JSON lines (`application/x-ndjson`, `application/ndjson`, `application/jsonl`, `application/x-jsonl`, `application/x-jsonlines`, `application/jsonlines`, `application/stream+json`). */

@@ -32,6 +32,8 @@ interface Route {
   answer: (post: Post, n: number) => { status: number; headers?: Record<string, string>; body?: string; cors?: boolean; effect: boolean; delayMs?: number };
   /** expose these response headers @default 'retry-after, idempotent-replayed, location, content-type' */
   expose?: string;
+  /** after the effect, run this, then reset the connection instead of answering (a phone losing its network) */
+  reset?: () => Promise<void>;
 }
 
 interface TestProvider extends Loopback {
@@ -89,6 +91,11 @@ async function startTestProvider(): Promise<TestProvider> {
       }
       const post: Post = { path: url.pathname, ref, key: req.headers['idempotency-key'] as string | undefined, at: Date.now() };
       posts.push(post);
+      if (route.reset !== undefined) {
+        effects.set(ref, (effects.get(ref) ?? 0) + 1);
+        void route.reset().then(() => req.socket.resetAndDestroy());
+        return;
+      }
       const a = route.answer(post, posts.filter((p) => p.path === post.path && p.ref === ref).length);
       const send = (): void => {
         if (a.effect) effects.set(ref, (effects.get(ref) ?? 0) + 1);
@@ -245,6 +252,24 @@ describe.runIf(available)('browser-only failure modes in headless Chromium', { t
     const online = await post(page, c);
     expect(online).toMatchObject({ ok: true, status: 201, record: { state: 'succeeded' } });
     expect([posts(c.ref).length, effects(c.ref)]).toEqual([1, 1]);
+    await ctx.close();
+  });
+
+  it('offline while the POST is out (the provider acted, then the connection dropped as the browser went offline): ambiguous, the reason says offline rather than CORS; back online the lookup settles it with nothing resent', async () => {
+    const ctx = await browser.newContext();
+    provider.routes.set('/offline-mid', { answer: () => ({ status: 201, effect: true }), reset: () => ctx.setOffline(true) });
+    const page = await openPage(ctx);
+    const c = call('/offline-mid', { maxAttempts: 3, lookupUrl: `${provider.url}/lookup` });
+    const got = await post(page, c);
+    const sent = posts(c.ref).length;
+    console.info(`[web] offline mid-request: ${got.error?.code} ${got.error?.message}; reasons ${JSON.stringify(got.record?.attempts)}; posts=${sent} effects=${effects(c.ref)}`);
+    expect(got).toMatchObject({ ok: false, error: { code: 'AMBIGUOUS_OUTCOME' }, record: { state: 'ambiguous' } });
+    expect(got.record?.attempts).toEqual([{ class: 'ambiguous', reason: expect.stringMatching(/^unknown error: TypeError: Failed to fetch \(the browser was offline when it failed: it may have been sent\)$/) }]);
+    await ctx.setOffline(false);
+    const again = await post(page, c);
+    expect(again).toMatchObject({ ok: true, status: 200, record: { state: 'succeeded' } });
+    expect(again.events).not.toContain('attempt_started');
+    expect(posts(c.ref).length).toBe(sent);
     await ctx.close();
   });
 
