@@ -26,12 +26,17 @@ const refusal = (error: unknown): error is Error => error instanceof TypeError |
 /**
  * A store over HTTP (a Redis or database REST API, a Durable Object) rejects with its fetch's
  * TypeError when the connection fails, after the write may have applied: a store failure, not a
- * refused argument. Node's and Bun's "fetch failed" (the socket error its `cause`), Chromium's and
- * Deno's "Failed to fetch", Firefox's "NetworkError when attempting to fetch resource.", Safari's
- * "Load failed"; and any TypeError carrying another library's error as its cause.
+ * refused argument. Node's and Bun's "fetch failed" (the socket error its `cause`), Chromium's
+ * "Failed to fetch", Deno's "error sending request for url (…)" / "error sending request from … for …"
+ * (no cause), Firefox's "NetworkError when attempting to fetch resource.", Safari's "Load failed",
+ * React Native's (whatwg-fetch) "Network request failed"; and any TypeError carrying another
+ * library's error as its cause.
  */
 function fetchFailed(error: Error): boolean {
-  return /^(?:fetch failed|Failed to fetch|NetworkError when attempting to fetch resource|Load failed)/.test(error.message) || (error.cause instanceof Error && !isOnceError(error.cause));
+  return (
+    /^(?:fetch failed|Failed to fetch|error sending request (?:for|from) |NetworkError when attempting to fetch resource|Load failed|Network request failed)/.test(error.message) ||
+    (error.cause instanceof Error && !isOnceError(error.cause))
+  );
 }
 
 export function withStoreErrors(store: OnceStore): OnceStore {

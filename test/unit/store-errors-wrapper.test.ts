@@ -13,7 +13,13 @@ const call = (client: ReturnType<typeof createClient>, ref: string): Promise<unk
   );
 
 it('a store over HTTP whose fetch fails after the write applied (a TypeError): the call gets its 201, as with a StoreError', async () => {
-  const failures = [() => new TypeError('fetch failed', { cause: Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }) }), () => new TypeError('Failed to fetch')];
+  const failures = [
+    () => new TypeError('fetch failed', { cause: Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }) }),
+    () => new TypeError('Failed to fetch'),
+    // Deno's fetch (no cause), and React Native's (whatwg-fetch): a store over HTTP there (a Redis REST API from Deno Deploy, say)
+    () => new TypeError('error sending request from 10.0.0.2:41498 for https://redis.example.test/pipeline (10.0.0.9:443): client error (SendRequest): connection closed before message completed'),
+    () => new TypeError('Network request failed'),
+  ];
   for (const make of failures) {
     const inner = memoryStore();
     let failed = 0;
