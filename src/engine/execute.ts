@@ -1393,7 +1393,7 @@ function exhausted(rec: OperationRecord, c: Classification, maxAttempts: number,
   const scope = scopeOf(rec);
   // By the record, not the last class: a lookup may have settled an ambiguous attempt as absent.
   if (rec.state === 'ambiguous') {
-    return new AmbiguousOutcomeError(`${maxAttempts} attempts used and the last outcome of ${text(scope)} is ambiguous (${c.reason}); not resent`, { scope, cause });
+    return new AmbiguousOutcomeError(`${maxAttempts} attempts used and the last outcome of ${text(scope)} is ambiguous (${c.reason}); not resent. It may have taken effect: call again with the same ref (it is reconciled first, never resent blind), or check at the provider before sending this intent under a new ref`, { scope, cause });
   }
   return new RetriesExhaustedError(`${maxAttempts} attempts used for ${text(scope)}, last: ${c.reason}; the record stays resumable${unsure(rec)}`, { scope, attempts: maxAttempts, retryAfterMs: c.retryAfterMs, cause: thrown });
 }

@@ -6,7 +6,7 @@
  * ref oncefetch minted, whose registered lookup is there but not asked.
  */
 import { expect, it } from 'vitest';
-import { AmbiguousOutcomeError } from '../../src/index.js';
+import { AmbiguousOutcomeError, createClient, memoryStore } from '../../src/index.js';
 import { lookupByRef, orderInit, eachSqliteClient } from '../helpers/setup.js';
 
 const env = eachSqliteClient((provider) => ({ lookups: { charge: lookupByRef(provider.url), 'create-order': lookupByRef(provider.url) } }));
@@ -53,4 +53,21 @@ it('no lookup at all, the answer dropped after the commit: says it may have take
     expect(message).toMatch(/check at the provider before sending this intent under a new ref/);
   }
   expect(env.provider.effectsFor('N-1')).toBe(1);
+});
+
+// The same words where the attempts ran out on an unknown outcome (a provider that dedupes, no lookup): the
+// error said "the last outcome … is ambiguous (status 500); not resent", nothing of an effect or of the ref.
+it('providerDedupes, no lookup, the attempts used on 500s after the commit: says it may have taken effect, and to call again with the same ref', async () => {
+  const client = createClient({ store: memoryStore(), telemetry: false, providerDedupes: true, retry: { maxAttempts: 2, baseDelayMs: 1, maxDelayMs: 1 } });
+  try {
+    env.provider.fault({ kind: 'error_after_commit', match: { ref: 'D-1' } });
+    env.provider.fault({ kind: 'error_after_commit', match: { ref: 'D-1' } });
+    const message = await ambiguous(client.fetch(`${env.provider.url}/orders`, { ...orderInit('D-1'), once: { action: 'pay', ref: 'D-1' } }));
+    expect(message).toMatch(/2 attempts used/);
+    expect(message).toMatch(/may have taken effect/);
+    expect(message).toMatch(/same ref/);
+    expect(env.provider.effectsFor('D-1')).toBe(1);
+  } finally {
+    await client.close();
+  }
 });
