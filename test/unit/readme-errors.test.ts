@@ -12,8 +12,8 @@ import { StoreError } from '../../src/index.js';
 
 describe('error classes named in the README', () => {
   const readme = readFileSync(fileURLToPath(new URL('../../README.md', import.meta.url)), 'utf8');
-  // other libraries' and the platform's classes the README names (a DOMException's TimeoutError, the SDKs' own, BullMQ's UnrecoverableError, the AI SDK's RetryError and APICallError)
-  const foreign = new Set(['TypeError', 'RangeError', 'TimeoutError', 'APIConnectionTimeoutError', 'StripeConnectionError', 'UnrecoverableError', 'RetryError', 'APICallError']);
+  // other libraries' and the platform's classes the README names (a DOMException's TimeoutError, the SDKs' own, BullMQ's UnrecoverableError, the AI SDK's RetryError and APICallError, Firefox's NetworkError message)
+  const foreign = new Set(['TypeError', 'RangeError', 'TimeoutError', 'APIConnectionTimeoutError', 'StripeConnectionError', 'UnrecoverableError', 'RetryError', 'APICallError', 'NetworkError']);
   const named = [...new Set(readme.match(/\b[A-Z][A-Za-z]*Error\b/g) ?? [])].filter((n) => !foreign.has(n));
 
   it('are exported from the Node and the browser entry, each a OnceError', () => {
