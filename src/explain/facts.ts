@@ -217,8 +217,13 @@ function lateOf(record: OperationRecord): EvidenceRecord | undefined {
   return late !== undefined && !settledAbsentAfter(record, late.generation) ? late : undefined;
 }
 
-/** An attempt that may have reached the provider: unfinished, ambiguous, or "in progress" (a 409 or 422, {@link inProgressAnswer}; record.ts's `deliveryUnresolved`). */
-const risky = (a: AttemptRecord): boolean => a.finishedAt === null || !(a.class === 'not_sent' || (a.class === 'retryable' && !inProgressAnswer(a)));
+/**
+ * An attempt that may have reached the provider: unfinished, ambiguous, or retried though it may take effect
+ * ("in progress", a 409 or 422, {@link inProgressAnswer}; a hinted 5xx other than 503: record.ts's `retriedUnknown`
+ * and `deliveryUnresolved`).
+ */
+const risky = (a: AttemptRecord): boolean =>
+  a.finishedAt === null || !(a.class === 'not_sent' || (a.class === 'retryable' && !inProgressAnswer(a) && !(a.status != null && a.status >= 500 && a.status !== 503)));
 
 /**
  * record.ts's `deliveryUnresolved` on `attempts` (the attempts before the last one, or all of them),

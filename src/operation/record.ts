@@ -576,13 +576,22 @@ export function inProgressAnswer(a: Pick<AttemptRecord, 'class' | 'status'>): bo
 }
 
 /**
+ * Whether attempt `a` was retried on the provider's word though it may take effect: "in progress"
+ * ({@link inProgressAnswer}), or a 5xx other than 503 that a should-retry hint (or a `classify`
+ * override) made retryable: its outcome is unknown (Stripe stores a 500 once the endpoint began).
+ */
+export function retriedUnknown(a: Pick<AttemptRecord, 'class' | 'status'>): boolean {
+  return inProgressAnswer(a) || (a.class === 'retryable' && a.status != null && a.status >= 500 && a.status !== 503);
+}
+
+/**
  * Whether an attempt of `record` may have reached the provider with nothing since proving it did
- * not: an attempt that never finished, ended ambiguous, or got "in progress" ({@link inProgressAnswer}: an
- * earlier request with the key was being processed), not followed by a lookup that found it absent.
+ * not: an attempt that never finished, ended ambiguous, or was retried though it may take effect
+ * ({@link retriedUnknown}: "in progress", a hinted 5xx), not followed by a lookup that found it absent.
  */
 export function deliveryUnresolved(record: Pick<OperationRecord, 'attempts' | 'evidence'>): boolean {
   if (lateDeliveryUnsettled(record)) return true;
-  const risky = record.attempts.findLast((a) => a.finishedAt === null || !(a.class === 'not_sent' || (a.class === 'retryable' && !inProgressAnswer(a))));
+  const risky = record.attempts.findLast((a) => a.finishedAt === null || !(a.class === 'not_sent' || (a.class === 'retryable' && !retriedUnknown(a))));
   return risky !== undefined && !settledAbsentAfter(record, risky.generation);
 }
 
