@@ -1,43 +1,15 @@
-/** withStoreErrors (a26ae79) against the stores and errors it meets: a store over HTTP, a class instance, a synchronous throw, client.store handed to a second client. Effects counted at a scripted fetch. */
+/** withStoreErrors (a26ae79) against the stores and errors it meets (a store over HTTP's fetch failures: store-foreign-errors), a class instance, a synchronous throw, client.store handed to a second client. Effects counted at a scripted fetch. */
 import { expect, it } from 'vitest';
 import { StoreError, createClient, memoryStore } from '../../src/index.js';
 import type { OnceStore, OperationRecord } from '../../src/index.js';
 import { storeOver } from '../helpers/store-over.js';
 import { countingFetch } from '../helpers/setup.js';
 
-const finishes = (next: OperationRecord): boolean => (next.attempts.at(-1)?.finishedAt ?? null) !== null;
 const call = (client: ReturnType<typeof createClient>, ref: string): Promise<unknown> =>
   client.fetch('https://api.example.test/orders', { method: 'POST', body: '{}', once: { action: 'create-order', ref } }).then(
     (r) => r.status,
     (e: unknown) => e,
   );
-
-it('a store over HTTP whose fetch fails after the write applied (a TypeError): the call gets its 201, as with a StoreError', async () => {
-  const failures = [
-    () => new TypeError('fetch failed', { cause: Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }) }),
-    () => new TypeError('Failed to fetch'),
-    // Deno's fetch (no cause), and React Native's (whatwg-fetch): a store over HTTP there (a Redis REST API from Deno Deploy, say)
-    () => new TypeError('error sending request from 10.0.0.2:41498 for https://redis.example.test/pipeline (10.0.0.9:443): client error (SendRequest): connection closed before message completed'),
-    () => new TypeError('Network request failed'),
-  ];
-  for (const make of failures) {
-    const inner = memoryStore();
-    let failed = 0;
-    const store = storeOver(inner, {
-      compareAndSet: async (id, g, next) => {
-        const res = await inner.compareAndSet(id, g, next);
-        if (finishes(next) && failed++ === 0) throw make(); // applied, its reply lost
-        return res;
-      },
-    });
-    const { sends, fetch } = countingFetch(201);
-    const client = createClient({ store, fetch, telemetry: false, retry: { maxAttempts: 1, budget: false } });
-    expect(await call(client, 'A-17'), make().message).toBe(201);
-    expect(sends.n).toBe(1);
-    expect((await inner.list())[0]?.state).toBe('succeeded');
-    await client.close();
-  }
-});
 
 it("a store's own refusal of an argument (a TypeError without a foreign cause) still reaches the caller as it is", async () => {
   const inner = memoryStore();

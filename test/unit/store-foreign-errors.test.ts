@@ -20,8 +20,17 @@ const call = (client: ReturnType<typeof createClient>, ref: string): Promise<unk
     (e: unknown) => e,
   );
 
-it('a plain Error from compareAndSet after the send, the write applied: the call gets its 201, as with a StoreError', async () => {
-  for (const make of [() => new StoreError('redis: Command timed out'), () => new Error('Command timed out')]) {
+it("a plain Error, or a store over HTTP's fetch failure (a TypeError), from compareAndSet after the send, the write applied: the call gets its 201, as with a StoreError", async () => {
+  const failures = [
+    () => new StoreError('redis: Command timed out'),
+    () => new Error('Command timed out'),
+    () => new TypeError('fetch failed', { cause: Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }) }),
+    () => new TypeError('Failed to fetch'),
+    // Deno's fetch (no cause), and React Native's (whatwg-fetch): a store over HTTP there (a Redis REST API from Deno Deploy, say)
+    () => new TypeError('error sending request from 10.0.0.2:41498 for https://redis.example.test/pipeline (10.0.0.9:443): client error (SendRequest): connection closed before message completed'),
+    () => new TypeError('Network request failed'),
+  ];
+  for (const make of failures) {
     const inner = memoryStore();
     let failed = 0;
     const store = storeOver(inner, {
@@ -33,7 +42,7 @@ it('a plain Error from compareAndSet after the send, the write applied: the call
     });
     const { sends, fetch } = countingFetch(201);
     const client = createClient({ store, fetch, telemetry: false, retry: { maxAttempts: 1, budget: false } });
-    expect(await call(client, 'A-17'), make().constructor.name).toBe(201);
+    expect(await call(client, 'A-17'), `${make().constructor.name}: ${make().message}`).toBe(201);
     expect(sends.n).toBe(1);
     expect((await inner.list())[0]?.state).toBe('succeeded');
     expect(client.store).toBe(store); // the store the caller passed
