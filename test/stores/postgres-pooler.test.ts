@@ -135,8 +135,11 @@ describe('postgresStore behind a connection pooler', () => {
     expect(provider.requests.length).toBe(0);
   });
 
-  it("PgBouncer's query_wait_timeout (no server connection free in time): the StoreError says what it means", async () => {
-    const bouncer = await startFakeBouncer(undefined, 'query_wait_timeout');
+  it.each([
+    ["query_wait_timeout (no server connection free in time)", 'query_wait_timeout', /PgBouncer .*query_wait_timeout.*default_pool_size/],
+    ['server_login_retry (its PostgreSQL unreachable)', 'server login has been failing, try again later (server_login_retry)', /PgBouncer cannot log in to PostgreSQL/],
+  ])("PgBouncer's %s: the StoreError says what it means", async (_what, sent, says) => {
+    const bouncer = await startFakeBouncer(undefined, sent);
     cleanups.push(bouncer.close);
     const store = postgresStore({ connectionString: bouncer.url, schema: 'oncefetch_pooler', statementTimeoutMs: 0 });
     cleanups.push(() => store.close());
@@ -144,21 +147,8 @@ describe('postgresStore behind a connection pooler', () => {
       () => undefined,
       (e: unknown) => e as Error,
     );
-    expect(error?.message).toContain('[08P01]: query_wait_timeout');
-    expect(error?.message).toMatch(/PgBouncer .*query_wait_timeout.*default_pool_size/);
-  });
-
-  it("PgBouncer's server_login_retry (its PostgreSQL unreachable): the StoreError says the database behind PgBouncer is down", async () => {
-    const bouncer = await startFakeBouncer(undefined, 'server login has been failing, try again later (server_login_retry)');
-    cleanups.push(bouncer.close);
-    const store = postgresStore({ connectionString: bouncer.url, schema: 'oncefetch_pooler', statementTimeoutMs: 0 });
-    cleanups.push(() => store.close());
-    const error = await store.get('x').then(
-      () => undefined,
-      (e: unknown) => e as Error,
-    );
-    expect(error?.message).toContain('[08P01]: server login has been failing, try again later (server_login_retry)');
-    expect(error?.message).toMatch(/PgBouncer cannot log in to PostgreSQL/);
+    expect(error?.message).toContain(`[08P01]: ${sent}`);
+    expect(error?.message).toMatch(says);
   });
 
   it('statementTimeoutMs: 0 sends no statement_timeout startup parameter', async () => {
