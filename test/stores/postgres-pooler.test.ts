@@ -103,6 +103,16 @@ afterEach(async () => {
   while (cleanups.length > 0) await cleanups.pop()?.();
 });
 
+/** A store on the fake pooler with `statementTimeoutMs: 0`, closed after the test, and the error its first read rejects with. */
+async function readErrorVia(bouncer: { url: string }): Promise<Error | undefined> {
+  const store = postgresStore({ connectionString: bouncer.url, schema: 'oncefetch_pooler', statementTimeoutMs: 0 });
+  cleanups.push(() => store.close());
+  return store.get('x').then(
+    () => undefined,
+    (e: unknown) => e as Error,
+  );
+}
+
 describe('postgresStore behind a connection pooler', () => {
   it("a pooler that refuses the statement_timeout startup parameter: the StoreError says what to change, and nothing reaches the provider", async () => {
     const bouncer = await startFakeBouncer();
@@ -141,12 +151,7 @@ describe('postgresStore behind a connection pooler', () => {
   ])("PgBouncer's %s: the StoreError says what it means", async (_what, sent, says) => {
     const bouncer = await startFakeBouncer(undefined, sent);
     cleanups.push(bouncer.close);
-    const store = postgresStore({ connectionString: bouncer.url, schema: 'oncefetch_pooler', statementTimeoutMs: 0 });
-    cleanups.push(() => store.close());
-    const error = await store.get('x').then(
-      () => undefined,
-      (e: unknown) => e as Error,
-    );
+    const error = await readErrorVia(bouncer);
     expect(error?.message).toContain(`[08P01]: ${sent}`);
     expect(error?.message).toMatch(says);
   });
@@ -154,12 +159,7 @@ describe('postgresStore behind a connection pooler', () => {
   it('statementTimeoutMs: 0 sends no statement_timeout startup parameter', async () => {
     const bouncer = await startFakeBouncer();
     cleanups.push(bouncer.close);
-    const store = postgresStore({ connectionString: bouncer.url, schema: 'oncefetch_pooler', statementTimeoutMs: 0 });
-    cleanups.push(() => store.close());
-    const error = await store.get('x').then(
-      () => undefined,
-      (e: unknown) => e as Error,
-    );
+    const error = await readErrorVia(bouncer);
     expect(error?.message).toContain('fake server: nothing more here');
     expect(error?.message).not.toContain('ignore_startup_parameters');
     expect(bouncer.startups.length).toBeGreaterThan(0);
