@@ -9,24 +9,13 @@
  * request" (`PAYPAL_REQUEST_ID_PREVIOUSLY_USED`) is its key-mismatch answer: a conflict.
  * Counted at the loopback provider.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createClient, memoryStore } from '../../src/index.js';
 import type { OnceClient } from '../../src/index.js';
-import { startProvider } from '../../src/testing/provider.js';
-import type { Provider } from '../../src/testing/provider.js';
-import { orderInit, wait } from '../helpers/setup.js';
+import { eachProvider, orderInit, wait } from '../helpers/setup.js';
 
 const ACTION = 'charge';
-let provider: Provider;
-const clients: OnceClient[] = [];
-
-beforeEach(async () => {
-  provider = await startProvider();
-});
-afterEach(async () => {
-  for (const c of clients.splice(0)) await c.close();
-  await provider.close();
-});
+const env = eachProvider();
 
 const PAYPAL_IN_PROGRESS = JSON.stringify({
   name: 'UNPROCESSABLE_ENTITY',
@@ -49,14 +38,14 @@ const rewrite = (from: number, body: string): typeof globalThis.fetch => async (
 
 function client(fetch: typeof globalThis.fetch): OnceClient {
   const c = createClient({ store: memoryStore(), fetch, settleMs: 20, retry: { baseDelayMs: 100, maxDelayMs: 200, maxAttempts: 10, deadlineMs: 10_000, budget: false } });
-  clients.push(c);
+  env.track(c);
   return c;
 }
 
 const charge = (c: OnceClient, ref: string, key: string, extra: Record<string, unknown> = {}): Promise<number | string> => {
   const init = orderInit(ref, extra);
   return c
-    .fetch(`${provider.url}/orders`, { ...init, headers: { ...(init.headers as Record<string, string>), 'Idempotency-Key': key }, once: { action: ACTION, ref } })
+    .fetch(`${env.provider.url}/orders`, { ...init, headers: { ...(init.headers as Record<string, string>), 'Idempotency-Key': key }, once: { action: ACTION, ref } })
     .then(
       (r) => r.status,
       (e: unknown) => (e as { code?: string }).code ?? String(e),
@@ -69,7 +58,7 @@ describe.each([
 ])('a 422 %s while the first request with the key is being processed', (_, body) => {
   it('is retried with the same key and gets the first request\'s outcome: 201, the record succeeded (not a failed 422); 1 effect', async () => {
     const ref = `IP-${body.length}`;
-    provider.fault({ kind: 'delay_before_commit', delayMs: 400, match: { ref } });
+    env.provider.fault({ kind: 'delay_before_commit', delayMs: 400, match: { ref } });
     // two machines (own stores), one caller-supplied key: the second meets the key in progress
     const first = charge(client(globalThis.fetch), ref, `k-${ref}`);
     await wait(100);
@@ -78,7 +67,7 @@ describe.each([
     const rec = await second.get({ action: ACTION, ref });
     expect({ first: await first, second: got, state: rec?.state }).toEqual({ first: 201, second: 201, state: 'succeeded' });
     expect(rec?.attempts.some((a) => a.status === 422 && a.class === 'retryable')).toBe(true);
-    expect(provider.effectsFor(ref)).toBe(1);
+    expect(env.provider.effectsFor(ref)).toBe(1);
   });
 });
 
@@ -88,6 +77,6 @@ describe('a 422 PayPal PAYPAL_REQUEST_ID_PREVIOUSLY_USED (the key used with anot
     expect(await charge(client(globalThis.fetch), ref, `k-${ref}`)).toBe(201);
     const got = await charge(client(rewrite(422, PAYPAL_REUSED)), ref, `k-${ref}`, { qty: 2 });
     expect(got).toBe('IDEMPOTENCY_CONFLICT');
-    expect(provider.effectsFor(ref)).toBe(1);
+    expect(env.provider.effectsFor(ref)).toBe(1);
   });
 });

@@ -5,24 +5,13 @@
  * and returns the 500 as a final answer, on which a caller would place the order again under a new
  * ref. Counted at the loopback provider.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createClient, memoryStore } from '../../src/index.js';
 import type { OnceClient, OnceClientOptions } from '../../src/index.js';
-import { startProvider } from '../../src/testing/provider.js';
-import type { Provider } from '../../src/testing/provider.js';
-import { lookupByRef, orderInit } from '../helpers/setup.js';
+import { eachProvider, lookupByRef, orderInit } from '../helpers/setup.js';
 
 const ACTION = 'create-order';
-let provider: Provider;
-const clients: OnceClient[] = [];
-
-beforeEach(async () => {
-  provider = await startProvider();
-});
-afterEach(async () => {
-  for (const c of clients.splice(0)) await c.close();
-  await provider.close();
-});
+const env = eachProvider();
 
 /** The provider's answers, with the hint added to every answer of status `status`. */
 const hinted = (header: string, status = 500): typeof globalThis.fetch => async (input, init) => {
@@ -35,28 +24,28 @@ const hinted = (header: string, status = 500): typeof globalThis.fetch => async 
 
 function client(header: string, options: OnceClientOptions = {}): OnceClient {
   const c = createClient({ store: memoryStore(), fetch: hinted(header), settleMs: 20, ...options });
-  clients.push(c);
+  env.track(c);
   return c;
 }
 
-const order = (c: OnceClient, ref: string): Promise<Response> => c.fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref } });
-const posts = (ref: string): number => provider.requests.filter((r) => r.ref === ref).length;
+const order = (c: OnceClient, ref: string): Promise<Response> => c.fetch(`${env.provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref } });
+const posts = (ref: string): number => env.provider.requests.filter((r) => r.ref === ref).length;
 
 describe.each(['stripe-should-retry', 'x-should-retry'])('a 500 with %s: false after the order was committed', (header) => {
   it('with a lookup: the lookup finds the order, the call returns it; 1 effect, 1 POST', async () => {
     const ref = `H-${header}-1`;
-    provider.fault({ kind: 'error_after_commit', status: 500, match: { ref } });
-    const c = client(header, { lookups: { [ACTION]: lookupByRef(provider.url) } });
+    env.provider.fault({ kind: 'error_after_commit', status: 500, match: { ref } });
+    const c = client(header, { lookups: { [ACTION]: lookupByRef(env.provider.url) } });
     const res = await order(c, ref);
     expect(res.status).toBe(200);
-    expect(provider.effectsFor(ref)).toBe(1);
+    expect(env.provider.effectsFor(ref)).toBe(1);
     expect(posts(ref)).toBe(1);
     expect((await c.get({ action: ACTION, ref }))?.state).toBe('succeeded');
   });
 
   it('without a lookup: AmbiguousOutcomeError, the record ambiguous (not failed), nothing resent; 1 effect, 1 POST', async () => {
     const ref = `H-${header}-2`;
-    provider.fault({ kind: 'error_after_commit', status: 500, match: { ref } });
+    env.provider.fault({ kind: 'error_after_commit', status: 500, match: { ref } });
     const c = client(header);
     await expect(order(c, ref)).rejects.toMatchObject({ code: 'AMBIGUOUS_OUTCOME' });
     const rec = await c.get({ action: ACTION, ref });
@@ -64,7 +53,7 @@ describe.each(['stripe-should-retry', 'x-should-retry'])('a 500 with %s: false a
     expect(rec?.attempts.map((a) => [a.status, a.class, a.reason])).toEqual([[500, 'ambiguous', `status 500, ${header}: false`]]);
     // a second call with the same ref sends nothing blind either
     await expect(order(c, ref)).rejects.toMatchObject({ code: 'AMBIGUOUS_OUTCOME' });
-    expect(provider.effectsFor(ref)).toBe(1);
+    expect(env.provider.effectsFor(ref)).toBe(1);
     expect(posts(ref)).toBe(1);
   });
 });
@@ -73,7 +62,7 @@ describe.each(['stripe-should-retry', 'x-should-retry'])('a 409 "in progress" wi
   it('is no final answer: the first request commits later, the call ends with its 201, never the 409 recorded failed; 1 effect', async () => {
     const ref = `H409-${header}`;
     // attempt 1 is held at the provider past its timeout (ambiguous), then commits; the same-key resend meets the key in progress
-    provider.fault({ kind: 'delay_before_commit', delayMs: 400, match: { ref } });
+    env.provider.fault({ kind: 'delay_before_commit', delayMs: 400, match: { ref } });
     const c = createClient({
       store: memoryStore(),
       fetch: hinted(header, 409),
@@ -81,7 +70,7 @@ describe.each(['stripe-should-retry', 'x-should-retry'])('a 409 "in progress" wi
       providerDedupes: true,
       retry: { attemptTimeoutMs: 150, maxAttempts: 10, baseDelayMs: 100, maxDelayMs: 100, deadlineMs: 10_000 },
     });
-    clients.push(c);
+    env.track(c);
     const res = await order(c, ref).then(
       (r) => r.status,
       (e: unknown) => (e as { code?: string }).code,
@@ -89,7 +78,7 @@ describe.each(['stripe-should-retry', 'x-should-retry'])('a 409 "in progress" wi
     const rec = await c.get({ action: ACTION, ref });
     expect(rec?.attempts.some((a) => a.status === 409)).toBe(true);
     expect({ res, state: rec?.state }).toEqual({ res: 201, state: 'succeeded' });
-    expect(provider.effectsFor(ref)).toBe(1);
+    expect(env.provider.effectsFor(ref)).toBe(1);
   });
 });
 
@@ -116,9 +105,9 @@ describe.each([
   ] as const;
 
   function setUp(ref: string, retry: OnceClientOptions['retry'], lookupFails = 0) {
-    provider.fault({ kind: 'error_after_commit', status: 500, match: { ref } });
+    env.provider.fault({ kind: 'error_after_commit', status: 500, match: { ref } });
     const seen = { lookups: 0 };
-    const byRef = lookupByRef(provider.url);
+    const byRef = lookupByRef(env.provider.url);
     const c = createClient({
       store: memoryStore(),
       fetch: with500Headers({ ...hint, 'retry-after': '3600' }),
@@ -126,7 +115,7 @@ describe.each([
       lookups: { [ACTION]: (ctx) => (++seen.lookups <= lookupFails ? Promise.reject(new Error('lookup endpoint down')) : byRef(ctx)) },
       retry: { budget: false, ...retry },
     });
-    clients.push(c);
+    env.track(c);
     return { c, seen };
   }
 
@@ -140,12 +129,12 @@ describe.each([
     const rec = await c.get({ action: ACTION, ref });
     expect({ state: rec?.state, status: rec?.result?.status, source: rec?.result?.source, lease: rec?.lease }).toEqual({ state: 'succeeded', status: 200, source: 'lookup', lease: null });
     expect(rec?.attempts.map((a) => [a.status, a.class])).toEqual([[500, 'ambiguous']]);
-    expect(provider.effectsFor(ref)).toBe(1);
+    expect(env.provider.effectsFor(ref)).toBe(1);
     expect(posts(ref)).toBe(1);
     // the next call with the same ref replays it: no lookup, nothing sent
     expect((await order(c, ref)).status).toBe(200);
     expect(seen.lookups).toBe(1);
-    expect(provider.effectsFor(ref)).toBe(1);
+    expect(env.provider.effectsFor(ref)).toBe(1);
     expect(posts(ref)).toBe(1);
   });
 
@@ -164,7 +153,7 @@ describe.each([
     expect(res.status).toBe(200);
     expect(seen.lookups).toBe(2);
     expect((await c.get({ action: ACTION, ref }))?.state).toBe('succeeded');
-    expect(provider.effectsFor(ref)).toBe(1);
+    expect(env.provider.effectsFor(ref)).toBe(1);
     expect(posts(ref)).toBe(1);
   });
 });

@@ -92,3 +92,20 @@ export function eachSqliteClient(options: (provider: Provider) => OnceClientOpti
   });
   return env;
 }
+
+/**
+ * A loopback provider started before each test and closed after it, with the clients `track`ed
+ * during the test closed first. The field is the current test's provider.
+ */
+export function eachProvider(): { provider: Provider; track: (client: OnceClient) => OnceClient } {
+  const clients: OnceClient[] = [];
+  const env = { track: (client: OnceClient): OnceClient => (clients.push(client), client) } as { provider: Provider; track: (client: OnceClient) => OnceClient };
+  beforeEach(async () => {
+    env.provider = await startProvider();
+  });
+  afterEach(async () => {
+    for (const c of clients.splice(0)) await c.close();
+    await env.provider.close();
+  });
+  return env;
+}
