@@ -5,10 +5,17 @@
  * it try the write of an answer in hand again, read a write back, or say which attempt was sent.
  * The built-in stores reject with one; a custom store may reject with its driver's own error
  * (ioredis: a plain `Error` "Command timed out", after Redis may have applied the command), which
- * would end a call whose order was created with that bare error. Such a rejection becomes a
- * `StoreError` naming the store and the method, the driver's error its `cause`. A refused argument
- * (`TypeError`, `RangeError`) and oncefetch's own errors pass unchanged; a fetch's network failure,
- * also a `TypeError`, does not (see `fetchFailed`).
+ * would end a call whose order was created with that bare error. Any rejection that is not
+ * oncefetch's own becomes a `StoreError` naming the store and the method, the original its `cause`:
+ * a `TypeError` too. Every argument the wrapped store is given is one oncefetch built (a record, an
+ * id from a checked scope, a list query from checked `recover` options, the clock's `now`); a
+ * caller's own arguments are refused before (`client.purge`'s filter, `recover`'s options), and
+ * `client.store` and the CLI use the store unwrapped. So a `TypeError` here is the store's failure,
+ * not the caller's: porsager/postgres rejects with "Cannot read properties of null (reading
+ * 'write')" once its socket is gone, a store over HTTP with its fetch's "fetch failed" (after the
+ * write may have applied), and a built-in store's refusal of a record (`encodeRecord`: "not
+ * written") is oncefetch's bug. Passed on bare after a send, a caller reading it as "my bug, nothing
+ * happened" would send again under a new ref: a second effect.
  *
  * @internal
  * @module
@@ -21,24 +28,6 @@ const wrappers = new WeakMap<OnceStore, OnceStore>();
 
 type Method = Exclude<keyof OnceStore, 'name'>;
 
-const refusal = (error: unknown): error is Error => error instanceof TypeError || error instanceof RangeError;
-
-/**
- * A store over HTTP (a Redis or database REST API, a Durable Object) rejects with its fetch's
- * TypeError when the connection fails, after the write may have applied: a store failure, not a
- * refused argument. Node's and Bun's "fetch failed" (the socket error its `cause`), Chromium's
- * "Failed to fetch", Deno's "error sending request for url (…)" / "error sending request from … for …"
- * (no cause), Firefox's "NetworkError when attempting to fetch resource.", Safari's "Load failed",
- * React Native's (whatwg-fetch) "Network request failed"; and any TypeError carrying another
- * library's error as its cause.
- */
-function fetchFailed(error: Error): boolean {
-  return (
-    /^(?:fetch failed|Failed to fetch|error sending request (?:for|from) |NetworkError when attempting to fetch resource|Load failed|Network request failed)/.test(error.message) ||
-    (error.cause instanceof Error && !isOnceError(error.cause))
-  );
-}
-
 export function withStoreErrors(store: OnceStore): OnceStore {
   let wrapped = wrappers.get(store);
   if (wrapped === undefined) {
@@ -46,7 +35,7 @@ export function withStoreErrors(store: OnceStore): OnceStore {
       <M extends Method>(name: M) =>
       (...args: Parameters<OnceStore[M]>): ReturnType<OnceStore[M]> =>
         new Promise((resolve) => resolve((store[name] as (...a: typeof args) => unknown)(...args))).catch((error: unknown) => {
-          if (isOnceError(error) || (refusal(error) && !fetchFailed(error))) throw error;
+          if (isOnceError(error)) throw error;
           throw new StoreError(`${store.name}: ${name} failed: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
         }) as ReturnType<OnceStore[M]>;
     wrapped = {

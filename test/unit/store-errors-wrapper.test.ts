@@ -11,13 +11,17 @@ const call = (client: ReturnType<typeof createClient>, ref: string): Promise<unk
     (e: unknown) => e,
   );
 
-it("a store's own refusal of an argument (a TypeError without a foreign cause) still reaches the caller as it is", async () => {
+// (it reached the caller as it was before store-bare-typeerror: the record is oncefetch's, so the refusal is the store's failure, not the caller's)
+it("a store's own refusal of an argument (a TypeError without a foreign cause): a StoreError, the refusal its cause; nothing sent", async () => {
   const inner = memoryStore();
   const refusal = new TypeError('claim: record must have an id');
   const store = storeOver(inner, { claim: () => Promise.reject(refusal) });
   const { sends, fetch } = countingFetch(201);
   const client = createClient({ store, fetch, telemetry: false });
-  expect(await call(client, 'R-1')).toBe(refusal);
+  const outcome = await call(client, 'R-1');
+  expect(outcome).toBeInstanceOf(StoreError);
+  expect((outcome as StoreError).message).toContain(`${inner.name}: claim failed: claim: record must have an id`);
+  expect((outcome as StoreError).cause).toBe(refusal);
   expect(sends.n).toBe(0);
   await client.close();
 });
