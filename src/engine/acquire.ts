@@ -276,7 +276,15 @@ async function waitForOwner(engine: Engine, id: string, deadline: CallDeadline, 
   const maxWaitMs = Math.min(budgetMs, deadlineLeftMs);
   // (the client's close, its `waitMs` run out, ends the wait too, with the close's StoreError)
   const wake = engine.orClosed(deadline.signal);
-  const record = await waitWhileOwned(store, id, { now, random, maxWaitMs, signal: wake.signal }).finally(wake.done);
+  let last: OperationRecord | undefined;
+  const record = await waitWhileOwned(store, id, { now, random, maxWaitMs, signal: wake.signal, onRead: (r) => (last = r) })
+    .catch((error: unknown) => {
+      // The deadline's own timer ends the wait's last sleep at the same moment (and usually first): when it is
+      // the deadline that cut a wait on a lease still live at the last read, say so, as when the wait ran out.
+      if (error === undefined || error !== deadline.passed || !isOwned(last, now())) throw error;
+      return last;
+    })
+    .finally(wake.done);
   if (!isOwned(record, now())) return;
   // (what cut the wait short: a call's deadline (counted on the `now` clock, which a step forward moves) or inFlightWaitMs)
   const bound = deadlineLeftMs < budgetMs ? "the call's deadline" : `inFlightWaitMs ${inFlightWaitMs} ms`;

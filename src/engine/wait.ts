@@ -22,13 +22,14 @@ export function isOwned(record: OperationRecord | undefined, now: number): recor
 export async function waitWhileOwned(
   store: OnceStore,
   id: string,
-  opts: { now: () => number; random: () => number; maxWaitMs: number; signal?: AbortSignal | undefined },
+  opts: { now: () => number; random: () => number; maxWaitMs: number; signal?: AbortSignal | undefined; onRead?: (record: OperationRecord | undefined) => void },
 ): Promise<OperationRecord | undefined> {
   const until = opts.now() + opts.maxWaitMs;
   let intervalMs = 25;
   for (;;) {
     const read = store.get(id);
     const record = await (opts.signal === undefined ? read : untilAborted(read, opts.signal));
+    opts.onRead?.(record);
     const now = opts.now();
     if (!isOwned(record, now) || now >= until) return record;
     const untilExpiry = record.lease.expiresAt - now + 1;
