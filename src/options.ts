@@ -174,7 +174,7 @@ const budget: s.Check<unknown> = (v) => {
 const optionsCheck = s.obj(
   {
     store: s.optional(
-      s.custom<OnceStore>((v) => typeof v === 'object' && v !== null && typeof (v as OnceStore).claim === 'function', 'must be a store (see the store contract)'),
+      s.custom<OnceStore>((v) => typeof v === 'object' && v !== null && typeof (v as OnceStore).claim === 'function', 'must be a store object (memoryStore(), sqliteStore({ path }), …), not a path'),
     ),
     tenant: s.optional(s.str(1, /^[^\0]*$/, NO_NUL)),
     fetch: s.optional(fn),

@@ -28,6 +28,8 @@ describe('bad options', () => {
     ['leaseMs: 50', { leaseMs: 50 }, RangeError, /"leaseMs"/],
     ['keyHeader: "bad header"', { keyHeader: 'bad header' }, TypeError, /"keyHeader"/],
     ['store: {}', { store: {} }, TypeError, /"store"/],
+    // a path given as the store: the message names the store to pass (a first-hour trial read "see the store contract")
+    ['store: "./x.db"', { store: './x.db' }, TypeError, /"store" must be a store object \(memoryStore\(\), sqliteStore\(\{ path \}\), …\), not a path/],
     ['fetch: "x"', { fetch: 'x' }, TypeError, /"fetch"/],
     ['onEvent: 1', { onEvent: 1 }, TypeError, /"onEvent"/],
     ['providerDedupes: "yes"', { providerDedupes: 'yes' }, TypeError, /"providerDedupes"/],
