@@ -204,10 +204,22 @@ function decideCode(code: DiagnosisCode, c: Ctx): Decision {
           ? `calls with this scope and payload do not run the effect again: its value (${/\d+/.exec(r.result.body)?.[0] ?? '?'} bytes of JSON) was over maxStoredBodyBytes and was not stored, so they ask their lookup for it, or throw ValueNotStoredError.`
           : `calls with this scope and payload replay the stored result (status ${r.result?.status ?? '?'}) without touching the network.`;
       const shown = `${showCmd(c)}: state succeeded, result from ${r.result?.source ?? '?'}.`;
+      // An earlier attempt whose outcome stayed unknown, cleared for the resend by a lookup's settled
+      // "absent" (not by the provider's dedupe): one effect holds only if the provider did not act on
+      // it later than settleMs after it ended (a first-hour trial: a provider 6 s past a 2 s timeout, 2 orders).
+      const cleared = c.p.providerDedupes ? undefined : r.attempts.find((a) => a !== f.last && (a.class === 'ambiguous' || a.class === null));
       return f.sends < 2
         ? {
             plan: [`Nothing to do: ${replay}`, 'A new intent needs a new ref; this ref with another payload is a conflict.'],
-            verification: [atProvider(c, 'exactly one'), shown],
+            verification: [
+              atProvider(c, 'exactly one'),
+              shown,
+              ...(cleared !== undefined && f.lookups.some((l) => l.outcome === 'absent')
+                ? [
+                    `Attempt ${cleared.number}'s outcome was unknown and a lookup's "absent", trusted settleMs after it ended, cleared it for a resend with the same key, which the provider does not dedupe: had the provider acted on attempt ${cleared.number} later than that, there are two effects. If so, undo one and raise settleMs above the provider's slowest request.`,
+                  ]
+                : []),
+            ],
           }
         : {
             plan: [

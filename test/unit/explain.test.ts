@@ -326,6 +326,23 @@ describe('explain', () => {
     expect(x.diagnosis.evidence.some((e) => e.includes('headers timeout'))).toBe(true);
   });
 
+  // First-hour trial: a provider that committed 6 s after a 2 s timeout, the lookup's settled "absent", a
+  // same-key resend the provider does not dedupe: 2 orders, and explain verified "exactly one effect" alone.
+  it('succeeded after a resend that a settled "absent" cleared: verification names the settleMs assumption, unless the provider dedupes', () => {
+    const r = new Rec()
+      .attempt('ambiguous', null, 'TimeoutError')
+      .on({ type: 'lookup_absent', detail: 'lookup reported no such operation' })
+      .attempt('success', 201, 'status 201', snapshot(201)).rec;
+    const assumption = /Attempt 1's outcome was unknown and a lookup's "absent", trusted settleMs after it ended, cleared it for a resend .* there are two effects\. If so, undo one and raise settleMs/;
+    const x = explain(r, policy({ lookupRegistered: true }));
+    expect(x.diagnosis.code).toBe('succeeded');
+    expect(x.verification[0]).toMatch(/exactly one effect/);
+    expect(x.verification.some((v) => assumption.test(v))).toBe(true);
+    expect(explain(r, policy({ lookupRegistered: true, providerDedupes: true })).verification.some((v) => assumption.test(v))).toBe(false);
+    const unsent = new Rec().attempt('retryable', 503, 'status 503').attempt('success', 201, 'status 201', snapshot(201)).rec;
+    expect(explain(unsent, policy()).verification.some((v) => assumption.test(v))).toBe(false);
+  });
+
   it('lowers confidence for a stale lease even with observations', () => {
     const r = new Rec().attempt('retryable', 503, 'status 503').attempt('retryable', 503, 'status 503').start().rec;
     expect(explain(r, policy({ now: T0 + 1_000 })).confidence).toBe('high');
