@@ -16,7 +16,7 @@ import { onceFetch } from './engine/fetch-operation.js';
 import { wrappedFetch } from './engine/wrap.js';
 import type { RunContext, RunSpec } from './engine/run-operation.js';
 import { onceRun } from './engine/run-operation.js';
-import { applyEvent, isTerminal, recordId } from './operation/record.js';
+import { isTerminal, recordId } from './operation/record.js';
 import type { OperationRecord, Scope } from './operation/record.js';
 import type { OnceClientOptions } from './options.js';
 import { checkKeys, checkObject, checkStrings, resolveOptions } from './options.js';
@@ -463,19 +463,11 @@ function checkWaitMs(method: string, waitMs: unknown): asserts waitMs is number 
 async function cancel(engine: Engine, id: string, waitMs: unknown): Promise<CancelResult> {
   // (as inFlightWaitMs, its default: a negative wait was taken as none)
   checkWaitMs('cancel', waitMs);
-  const { store, now, owner, random } = engine.opts;
+  const { store, now, random } = engine.opts;
   const startedAt = now();
   const settled = (record: OperationRecord): CancelResult => ({ outcome: record.state === 'cancelled' ? 'cancelled' : 'delivered', state: record.state });
-  /** Records the cancel by compare-and-set (ordered against the owner's writes): the record it left, or undefined when gone. */
-  const apply = async (): Promise<OperationRecord | undefined> => {
-    for (let i = 0; ; i++) {
-      const record = await store.get(id);
-      if (record === undefined || isTerminal(record.state)) return record;
-      const next = applyEvent(record, { type: 'cancel' }, now(), owner);
-      if ((await store.compareAndSet(id, record.generation, next)).ok) return next;
-      if (i > 16) throw new StoreError(`${store.name}: record ${id} kept changing while cancelling`);
-    }
-  };
+  /** Records the cancel (a call of this client running it ends its wait before a retry at once): the record it left, or undefined when gone. */
+  const apply = (): Promise<OperationRecord | undefined> => engine.requestCancel(id);
   const first = await apply();
   if (first === undefined) return { outcome: 'not_found', state: undefined };
   if (isTerminal(first.state)) return settled(first);

@@ -179,6 +179,8 @@ interface Running {
   /** the first caller's signal: its abort ends this execution, not the joined calls */
   signal: AbortSignal | undefined;
   promise: Promise<ExecuteResult>;
+  /** the first caller's call (see {@link Engine.requestCancel}) */
+  deadline: CallDeadline;
 }
 
 /** Runs operations for one client. */
@@ -212,6 +214,12 @@ export class Engine {
    * abort, the client's close, a lookup that found the effect, a stop: see `attempts`).
    */
   private readonly funded = new WeakSet<CallDeadline>();
+  /**
+   * By call: aborted when a cancel reaches it other than by its own `once.signal`: `client.cancel()` of
+   * this client (see {@link requestCancel}); taken as its
+   * own `once.signal` is (see `cancelAsked`). Made only when needed: a wait before a retry, or a cancel.
+   */
+  private readonly cuts = new WeakMap<CallDeadline, AbortController>();
   /** by record id: the abandon of a write given up on before the send, pending until it lands (see `bounded`), and until when a call waits for it */
   readonly abandoning = new Map<string, { done: Promise<unknown>; until: number | (() => number) }>();
   /**
@@ -398,7 +406,7 @@ export class Engine {
         ? this.run(spec, deadline)
         : // one inFlightWaitMs for the lock and the lease together, counted from here
           this.underLock(this.exclusive, id, () => this.run(spec, deadline, waitFrom), deadline.signal);
-    const running: Running = { fingerprint: spec.fingerprint, callerKey: spec.callerKey, signal: spec.signal, promise };
+    const running: Running = { fingerprint: spec.fingerprint, callerKey: spec.callerKey, signal: spec.signal, promise, deadline };
     this.inflight.set(id, running);
     try {
       const result = await promise;
@@ -422,6 +430,37 @@ export class Engine {
   private underLock<T>(exclusive: Exclusive, id: string, body: () => Promise<T>, signal: AbortSignal): Promise<T> {
     const wait = this.orClosed(signal);
     return exclusive(`${this.opts.store.name} ${id}`, body, { signal: wait.signal, maxWaitMs: this.opts.inFlightWaitMs }).finally(wait.done);
+  }
+
+  /**
+   * Records a cancel of record `id` by compare-and-set, ordered against its owner's writes
+   * (`client.cancel()`): the record it left, or undefined when there
+   * is none. A call of this client running it takes the cancel as its own `once.signal` (see `cuts`):
+   * its wait before a retry ends at once, and it records the cancel at its next step (even when this
+   * write found no record yet: its claim not landed).
+   */
+  async requestCancel(id: string): Promise<OperationRecord | undefined> {
+    const running = this.inflight.get(id);
+    if (running !== undefined) this.cutOf(running.deadline).abort();
+    const { store, now, owner } = this.opts;
+    for (let i = 0; ; i++) {
+      const record = await store.get(id);
+      if (record === undefined || isTerminal(record.state)) return record;
+      const next = applyEvent(record, { type: 'cancel' }, now(), owner);
+      if ((await store.compareAndSet(id, record.generation, next)).ok) return next;
+      if (i > 16) throw new StoreError(`${store.name}: record ${id} kept changing while cancelling`);
+    }
+  }
+
+  private cutOf(deadline: CallDeadline): AbortController {
+    let cut = this.cuts.get(deadline);
+    if (cut === undefined) this.cuts.set(deadline, (cut = new AbortController()));
+    return cut;
+  }
+
+  /** Whether a cancel reached the call: its own `once.signal`, or another way (see `cuts`). */
+  private cancelAsked(spec: OperationSpec, deadline: CallDeadline): boolean {
+    return spec.cancelSignal?.aborted === true || this.cuts.get(deadline)?.signal.aborted === true;
   }
 
   /** Whether an execution of record `id` runs in this client. */
@@ -713,7 +752,14 @@ export class Engine {
     // not hold the process open after `client.close()`. A cancel (`once.signal`) ends the wait at once:
     // nothing is on the wire, so the next step records it and the call ends `cancelled`, instead of
     // holding its caller for the rest of a `Retry-After` (an MCP host's timeout cancels a tool call so).
-    await this.nap(delayMs, deadline.signal, spec.cancelSignal);
+    // So does a cancel that reached it another way (`client.cancel()` of this client: see `cuts`), or
+    // that the record already holds: the next step sends nothing.
+    const cut = this.cutOf(deadline);
+    const own = spec.cancelSignal;
+    const onCancel = (): void => cut.abort();
+    if (own?.aborted === true || owned.rec.cancelRequestedAt !== null) onCancel();
+    else own?.addEventListener('abort', onCancel, { once: true });
+    await this.nap(delayMs, deadline.signal, cut.signal).finally(() => own?.removeEventListener('abort', onCancel));
     return delayMs;
   }
 
@@ -891,7 +937,7 @@ export class Engine {
         // The claim opened attempt 1 (one durable write before the send, not two); a cancel that came
         // first closes it unsent — nothing left the process — and then cancels as before any send.
         // (a call that holds its success, see `held`, never sends: reconciled below, or settled with it)
-        if (held || spec.cancelSignal?.aborted === true || rec.cancelRequestedAt !== null) {
+        if (held || this.cancelAsked(spec, deadline) || rec.cancelRequestedAt !== null) {
           const opened = rec.attempts.at(-1)?.id ?? '';
           await this.closeUnsent(owned, held ? 'the call holds the success of its earlier attempt' : 'cancelled before it was sent', deadline.signal).catch((error: unknown) => {
             // (the lease lost and the close not written: closed when this call takes the record back, see `run`)
@@ -902,7 +948,7 @@ export class Engine {
         }
         return this.sendOnce(owned, spec, deadline, n);
       }
-      if (spec.cancelSignal?.aborted === true && rec.cancelRequestedAt === null) {
+      if (this.cancelAsked(spec, deadline) && rec.cancelRequestedAt === null) {
         await this.early(owned, deadline.signal, { type: 'cancel' });
         continue;
       }

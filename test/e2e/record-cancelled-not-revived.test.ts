@@ -6,6 +6,10 @@
  * cancellation. Counted at a loopback provider (503 + Retry-After: 1 first, 201 after).
  *
  * A retention shorter than the wait is unusual, but allowed (`retentionMs` is any positive value).
+ *
+ * The cancel comes from another client on the same store (as from another process): the owner learns
+ * of it at its next write, after the wait. A cancel by the owner's own client ends the wait at once
+ * (see cancel-joined-and-local.test.ts): the call ends cancelled before any purge, nothing to write back.
  */
 import { describe, expect, it } from 'vitest';
 import { createClient, memoryStore } from '../../src/index.js';
@@ -30,19 +34,53 @@ describe('write-back after a cancel and a purge', () => {
         res.writeHead(201, { 'content-type': 'application/json' }).end('{"id":"o-1"}');
       });
     });
-    const c = use(createClient({ store: memoryStore(), retentionMs: 100, random: () => 0, retry: { budget: false, maxAttempts: 3, deadlineMs: 10_000 } }));
+    const store = memoryStore();
+    const options = { store, retentionMs: 100, random: () => 0, retry: { budget: false, maxAttempts: 3, deadlineMs: 10_000 } } as const;
+    const c = use(createClient(options));
+    const other = use(createClient(options));
     const scope = { action: 'create-order', ref: 'R3-C1' };
     const call = c.fetch(`${url}/orders`, { ...orderInit('R3-C1'), once: scope }).then(
       (r) => r.status,
       (e: unknown) => (e as Error).name,
     );
     await until(async () => (await c.get(scope))?.attempts.length === 1 && (await c.get(scope))?.state === 'pending');
-    expect((await c.cancel(scope)).outcome).toBe('cancelled');
+    expect((await other.cancel(scope)).outcome).toBe('cancelled');
     await wait(150);
     expect(await c.purge()).toBe(1);
     const outcome = await call;
     await wait(100);
     expect({ effects, requests }).toEqual({ effects: 0, requests: 1 });
     expect(outcome).toBe('StoreError'); // 'vanished while owned', as before the write-back
+  });
+
+  it("cancelled by the owner's own client: its wait ends at once, the call ends cancelled, nothing sent after a purge", async () => {
+    let requests = 0;
+    let effects = 0;
+    const url = await serve((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        requests++;
+        if (requests === 1) {
+          res.writeHead(503, { 'retry-after': '1' }).end();
+          return;
+        }
+        effects++;
+        res.writeHead(201, { 'content-type': 'application/json' }).end('{"id":"o-1"}');
+      });
+    });
+    const c = use(createClient({ store: memoryStore(), retentionMs: 100, random: () => 0, retry: { budget: false, maxAttempts: 3, deadlineMs: 10_000 } }));
+    const scope = { action: 'create-order', ref: 'R3-C2' };
+    const call = c.fetch(`${url}/orders`, { ...orderInit('R3-C2'), once: scope }).then(
+      (r) => r.status,
+      (e: unknown) => (e as Error).name,
+    );
+    await until(async () => (await c.get(scope))?.attempts.length === 1 && (await c.get(scope))?.state === 'pending');
+    expect((await c.cancel(scope)).outcome).toBe('cancelled');
+    await wait(150);
+    await c.purge();
+    const outcome = await call;
+    await wait(1_100); // past the Retry-After: nothing goes out
+    expect({ effects, requests }).toEqual({ effects: 0, requests: 1 });
+    expect(outcome).toBe('OperationCancelledError');
   });
 });
