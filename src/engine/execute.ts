@@ -216,7 +216,7 @@ export class Engine {
   private readonly funded = new WeakSet<CallDeadline>();
   /**
    * By call: aborted when a cancel reaches it other than by its own `once.signal`: `client.cancel()` of
-   * this client (see {@link requestCancel}); taken as its
+   * this client, or the `once.signal` of a call that joined it (see {@link requestCancel}); taken as its
    * own `once.signal` is (see `cancelAsked`). Made only when needed: a wait before a retry, or a cancel.
    */
   private readonly cuts = new WeakMap<CallDeadline, AbortController>();
@@ -383,6 +383,12 @@ export class Engine {
         throw this.conflict(spec.scope, 'a concurrent call has the same scope and a different Idempotency-Key', 'may-take');
       }
       let shared: ExecuteResult;
+      // A joined caller's `once.signal` cancels the operation as `client.cancel()` does (DESIGN §8): the
+      // call it joined sends nothing more, and this one ends as that one does (a delivery that won, say).
+      const cancel = spec.cancelSignal;
+      const onCancel = (): void => void this.requestCancel(id).catch(() => undefined);
+      if (cancel?.aborted === true) onCancel();
+      else cancel?.addEventListener('abort', onCancel, { once: true });
       try {
         // A joined caller waits under its own signal, not the first caller's.
         shared = await (spec.signal === undefined ? joined.promise : untilAborted(joined.promise, spec.signal));
@@ -392,8 +398,10 @@ export class Engine {
           if (this.inflight.get(id) === joined) this.inflight.delete(id);
           continue;
         }
-        // (the call it joined was cancelled: this one did not cancel, it met that cancel)
-        throw isA(error, OperationCancelledError) ? cancelledError(spec.scope, true) : error;
+        // (the call it joined was cancelled: by this one, told as that one is; else this one met that cancel)
+        throw isA(error, OperationCancelledError) ? (cancel?.aborted === true ? new OperationCancelledError(error.message, { scope: spec.scope }) : cancelledError(spec.scope, true)) : error;
+      } finally {
+        cancel?.removeEventListener('abort', onCancel);
       }
       this.stats.replays++;
       this.emit({ type: 'replay', scope: spec.scope, at: this.opts.now(), state: shared.record.state });
@@ -434,7 +442,7 @@ export class Engine {
 
   /**
    * Records a cancel of record `id` by compare-and-set, ordered against its owner's writes
-   * (`client.cancel()`): the record it left, or undefined when there
+   * (`client.cancel()`, and a joined call's `once.signal`): the record it left, or undefined when there
    * is none. A call of this client running it takes the cancel as its own `once.signal` (see `cuts`):
    * its wait before a retry ends at once, and it records the cancel at its next step (even when this
    * write found no record yet: its claim not landed).
@@ -752,8 +760,8 @@ export class Engine {
     // not hold the process open after `client.close()`. A cancel (`once.signal`) ends the wait at once:
     // nothing is on the wire, so the next step records it and the call ends `cancelled`, instead of
     // holding its caller for the rest of a `Retry-After` (an MCP host's timeout cancels a tool call so).
-    // So does a cancel that reached it another way (`client.cancel()` of this client: see `cuts`), or
-    // that the record already holds: the next step sends nothing.
+    // So does a cancel that reached it another way (`client.cancel()` of this client, a joined call's
+    // `once.signal`: see `cuts`), or that the record already holds: the next step sends nothing.
     const cut = this.cutOf(deadline);
     const own = spec.cancelSignal;
     const onCancel = (): void => cut.abort();
