@@ -122,7 +122,10 @@ export interface OnceClient {
   run<T>(spec: RunSpec<T>, effect: (ctx: RunContext) => Promise<T>): Promise<T>;
   /** the stored record of a scope */
   get(scope: ScopeInput): Promise<OperationRecord | undefined>;
-  /** records a cancel and reports whether cancellation or delivery won */
+  /**
+   * records a cancel and reports whether cancellation or delivery won; a call of this client running the
+   * operation ends its wait before a retry at once (as its own `once.signal` would)
+   */
   cancel(scope: ScopeInput, options?: CancelOptions): Promise<CancelResult>;
   /**
    * reconciles the client tenant's (or `options.tenant`'s) `in_flight`/`ambiguous` records whose lease

@@ -45,7 +45,9 @@ export interface OnceOptions {
   /**
    * Aborting it cancels the operation (like `client.cancel`): before any send it ends
    * `cancelled` and the call rejects with `OperationCancelledError`; an attempt already on
-   * the wire is not torn down — if it delivers, the call returns its response.
+   * the wire is not torn down — if it delivers, the call returns its response. A call that
+   * joined a running one of the same client (same scope and payload) cancels that operation
+   * so too, and ends as the call it joined does (its response, if delivery won).
    *
    * @default undefined
    */
