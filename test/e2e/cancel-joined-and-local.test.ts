@@ -15,6 +15,7 @@
 import { describe, expect, it } from 'vitest';
 import { AmbiguousOutcomeError, OperationCancelledError, createClient, memoryStore } from '../../src/index.js';
 import type { OnceClient, OnceClientOptions } from '../../src/index.js';
+import { startProvider } from '../../src/testing/provider.js';
 import type { Provider } from '../../src/testing/provider.js';
 import { keylessProviderEachTest, timed } from '../helpers/keyless-provider.js';
 import { lookupByRef, orderInit, until, wait } from '../helpers/setup.js';
@@ -200,4 +201,26 @@ describe('(C) client.cancel(scope) while the call of this client waits before a 
       expect(provider.effectsFor(ref)).toBe(0);
     });
   }
+});
+
+describe('(C) client.cancel(scope) while the call waits before a same-key resend after an ambiguous attempt (providerDedupes, no lookup)', () => {
+  it('the call ends at once, AmbiguousOutcomeError (never "cancelled"), and resends nothing after the cancel; 1 request, 1 effect', async () => {
+    const keyed = await startProvider();
+    cleanups.push(() => keyed.close());
+    const c = client({ providerDedupes: true, retry: { baseDelayMs: 30_000, maxDelayMs: 30_000, jitter: 'none' } });
+    const ref = 'L-ambiguous';
+    keyed.fault({ kind: 'drop_after_commit' });
+    const call = timed(c.fetch(`${keyed.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref } }), 3_000);
+    await until(() => keyed.requests.length === 1);
+    await wait(100); // the response lost, the wait before the same-key resend begun
+    const result = await c.cancel({ action: ACTION, ref }, { waitMs: 5_000 });
+    const ended = await call;
+    console.log(`client.cancel during the wait before a same-key resend: the call ended ${ended.outcome} ${ended.ms} ms after it started; cancel() ${result.outcome}`);
+    expect(ended.outcome).toBe('AmbiguousOutcomeError');
+    expect(ended.ms).toBeLessThan(1_000);
+    expect(result).toEqual({ outcome: 'undecided', state: 'ambiguous' });
+    await wait(200);
+    expect(keyed.requests.length).toBe(1);
+    expect(keyed.effectsFor(ref)).toBe(1);
+  });
 });
