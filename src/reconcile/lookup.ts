@@ -85,7 +85,8 @@ export async function reconcile(lookup: SnapshotLookup | undefined, ctx: LookupC
 /**
  * When an "absent" answer about `record`'s last attempt can be trusted: `settleMs` after the
  * attempt can no longer have left this process — when it finished, or, for an attempt that never
- * finished (its owner crashed or was taken over), when the lease was last taken over — and after
+ * finished (its owner crashed or was taken over), when the lease was last taken over, or when its
+ * owner stopped and let the lease go with it still open (its end not recorded) — and after
  * the last late response of a superseded owner, whose attempt was on the wire until then. Compare
  * it with the time the lookup was *asked*, not answered: a slow lookup may have asked too early.
  * `readAt`, the time (this process's clock) the record was read, bounds the window's start: a
@@ -96,7 +97,9 @@ export function settledAt(record: Pick<OperationRecord, 'attempts' | 'evidence'>
   if (last === undefined) return 0;
   let from = last.finishedAt ?? last.startedAt;
   for (const e of record.evidence) {
-    const counts = e.kind === 'late_response' || (e.kind === 'takeover' && last.finishedAt === null);
+    // (an attempt left open by its own owner's stop: on the wire until then, its end not recorded)
+    const open = last.finishedAt === null && (e.kind === 'takeover' || (e.kind === 'stop' && e.owner === last.owner));
+    const counts = e.kind === 'late_response' || open;
     if (counts && e.at > from) from = e.at;
   }
   // Stamps come from the clocks of the owners that wrote them: one ahead of ours puts them in our

@@ -1,0 +1,138 @@
+/**
+ * An attempt whose end the store failed to record: the call holds its outcome (here an attempt
+ * timeout: unknown), ends with a StoreError ("attempt 1 was sent and its outcome is unknown … could
+ * not be recorded") and releases its lease with the attempt still open on the record (`stopped`).
+ * The next call takes the record without a takeover (no lease to take over) and reconciles it.
+ *
+ * An "absent" is trusted only `settleMs` after the attempt can no longer take effect: when it
+ * finished, or, for an attempt the record shows open, when the lease was last taken over. The
+ * release is that moment here: the attempt was on the wire until its owner let it go. Before, with
+ * no takeover stamp, the window counted from the attempt's start, `attemptTimeoutMs` too early: the
+ * next call trusted the lagging index's "absent" and resent, 2 orders at a provider that ignores
+ * keys, where the same call with the end recorded made 1 (the control case below).
+ *
+ * The provider (loopback) takes PROCESS_MS to create the order and never answers; its lookup index
+ * lags its writes by LAG_MS (under settleMs). Effects are counted at the provider.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { describe, expect, it } from 'vitest';
+import { StoreError, createClient, memoryStore } from '../../src/index.js';
+import type { LookupFn, OnceClientOptions, OnceStore } from '../../src/index.js';
+import { eachTest } from '../helpers/loopback.js';
+
+const { serve, use } = eachTest();
+
+const SETTLE_MS = 2_500;
+const ATTEMPT_TIMEOUT_MS = 800;
+const PROCESS_MS = 700;
+const LAG_MS = 2_200;
+
+function slowLaggingApi() {
+  const orders: { ref: string; at: number }[] = [];
+  const seen = { posts: 0 };
+  const handler = (req: IncomingMessage, res: ServerResponse): void => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const url = new URL(req.url ?? '/', 'http://x');
+      if (req.method === 'GET') {
+        const ref = url.searchParams.get('ref') ?? '';
+        if (ref === 'warm-up') return void res.writeHead(404).end();
+        const now = Date.now();
+        if (!orders.some((o) => o.ref === ref && o.at + LAG_MS <= now)) return void res.writeHead(404).end();
+        return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ id: `o-${ref}`, ref }));
+      }
+      seen.posts++;
+      const { ref } = JSON.parse(Buffer.concat(chunks).toString()) as { ref: string };
+      const first = !orders.some((o) => o.ref === ref);
+      setTimeout(() => {
+        orders.push({ ref, at: Date.now() });
+        // the first request's answer never comes (the client times out); a resend is answered
+        if (!first) res.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ id: `o-${ref}-2`, ref }));
+      }, PROCESS_MS);
+    });
+  };
+  return { orders, seen, handler, effects: (ref: string) => orders.filter((o) => o.ref === ref).length };
+}
+
+/** `inner`, failing every write that records the end of an open attempt while `failing.on`. */
+function failingEnds(inner: OnceStore) {
+  const failing = { on: false, failed: 0 };
+  const store: OnceStore = {
+    ...inner,
+    name: 'failing-ends',
+    claim: (r) => inner.claim(r),
+    get: (id) => inner.get(id),
+    list: (q) => inner.list(q),
+    purge: (now) => inner.purge(now),
+    close: () => inner.close(),
+    compareAndSet: async (id, expected, next) => {
+      const prev = await inner.get(id);
+      const ends = prev !== undefined && prev.attempts.at(-1)?.finishedAt === null && next.attempts.length === prev.attempts.length && next.attempts.at(-1)?.finishedAt != null;
+      if (failing.on && ends) {
+        failing.failed++;
+        throw new StoreError('failing-ends: disk I/O error (not applied)');
+      }
+      return inner.compareAndSet(id, expected, next);
+    },
+  };
+  return { store, failing };
+}
+
+function lookupAt(base: string): LookupFn {
+  return async ({ scope, signal }) => {
+    const res = await fetch(`${base}/orders?ref=${encodeURIComponent(scope.ref)}`, { signal });
+    return res.status === 404 ? null : res;
+  };
+}
+
+const post = (ref: string): RequestInit => ({ method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ref }) });
+
+describe("an attempt's end the store could not record, then the next call", () => {
+  it.each([
+    ['recorded (control)', false],
+    ['not recorded, the lease released with the attempt open', true],
+  ] as const)('end %s: the lookup is trusted settleMs after the attempt ended, 1 order', async (_, fail) => {
+    const api = slowLaggingApi();
+    const base = await serve(api.handler);
+    await fetch(`${base}/orders?ref=warm-up`);
+    const { store, failing } = failingEnds(memoryStore());
+    const options: OnceClientOptions = {
+      store,
+      settleMs: SETTLE_MS,
+      leaseMs: 10_000,
+      retry: { attemptTimeoutMs: ATTEMPT_TIMEOUT_MS, deadlineMs: 15_000, baseDelayMs: 5, maxDelayMs: 10, budget: false },
+      lookups: { 'create-order': lookupAt(base) },
+    };
+    const ref = fail ? 'UE-unrecorded' : 'UE-recorded';
+    const scope = { action: 'create-order', ref };
+    const first = use(createClient({ ...options, owner: 'first' }));
+    failing.on = fail;
+    const firstCall = first.fetch(`${base}/orders`, { ...post(ref), once: scope }).then(
+      (res) => res.status,
+      (error: unknown) => error,
+    );
+    if (fail) {
+      const ended = await firstCall;
+      expect(ended).toBeInstanceOf(StoreError);
+      expect((ended as Error).message).toMatch(/attempt 1 was sent and its outcome is unknown/);
+      failing.on = false;
+      const left = await first.get(scope);
+      expect(left).toMatchObject({ state: 'in_flight', lease: null });
+      expect(left?.attempts.at(-1)?.finishedAt).toBeNull();
+      expect(failing.failed).toBeGreaterThan(0);
+      // the next call, at once (another process would do the same: the lease is free)
+      const next = createClient({ ...options, owner: 'next' });
+      try {
+        const res = await next.fetch(`${base}/orders`, { ...post(ref), once: scope });
+        expect(res.status).toBe(200);
+      } finally {
+        await next.close();
+      }
+    } else {
+      expect(await firstCall).toBe(200);
+    }
+    expect(api.effects(ref)).toBe(1);
+    expect(api.seen.posts).toBe(1);
+  });
+});
