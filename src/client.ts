@@ -57,8 +57,10 @@ export interface CancelResult {
    * - `undecided`: the cancel is recorded, but an attempt's outcome is still unknown when the
    *   wait ended; the next call or `recover()` settles it (a lookup decides which won). With no
    *   lookup that can answer it stays undecided (`ambiguous`): after a cancel nothing is resent,
-   *   not even with the same key to a provider that dedupes;
-   * - `not_found`: no such operation.
+   *   not even with the same key to a provider that dedupes; `state` is undefined when a call of
+   *   this client was still claiming the operation as the wait ended (the cancel reached it: it sends
+   *   nothing, unless it finds the operation already delivered or on the wire elsewhere);
+   * - `not_found`: no such operation (nor a call of this client claiming it).
    */
   outcome: 'cancelled' | 'delivered' | 'undecided' | 'not_found';
   /** the record's state when the cancel returned */
@@ -471,7 +473,17 @@ async function cancel(engine: Engine, id: string, waitMs: unknown): Promise<Canc
   const settled = (record: OperationRecord): CancelResult => ({ outcome: record.state === 'cancelled' ? 'cancelled' : 'delivered', state: record.state });
   /** Records the cancel (a call of this client running it ends its wait before a retry at once): the record it left, or undefined when gone. */
   const apply = (): Promise<OperationRecord | undefined> => engine.requestCancel(id);
-  const first = await apply();
+  const call = engine.runningCall(id);
+  let first = await apply();
+  if (first === undefined && call !== undefined) {
+    // A call of this client whose claim had not landed: the cancel reached it (see requestCancel) and it
+    // records it at its next step, nothing sent. Waited for (up to waitMs), never told "not_found".
+    const cap = new AbortController();
+    await Promise.race([call.catch(() => undefined), sleep(Math.max(0, waitMs - (now() - startedAt)), cap.signal).catch(() => undefined)]);
+    cap.abort();
+    first = await apply();
+    if (first === undefined && engine.running(id)) return { outcome: 'undecided', state: undefined };
+  }
   if (first === undefined) return { outcome: 'not_found', state: undefined };
   if (isTerminal(first.state)) return settled(first);
   // An attempt may be out: its owner's outcome decides. Nobody working on it (the call stopped

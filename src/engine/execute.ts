@@ -476,6 +476,11 @@ export class Engine {
     return this.inflight.has(id);
   }
 
+  /** The execution of record `id` running in this client, as it settles (see `client.cancel`). */
+  runningCall(id: string): Promise<unknown> | undefined {
+    return this.inflight.get(id)?.promise;
+  }
+
   /** Counts a conflict (`stats().conflicts`) and emits its `conflict` event: every conflict, local or the provider's, once. */
   countConflict(scope: Scope, reason: string): void {
     this.stats.conflicts++;

@@ -1,0 +1,65 @@
+/**
+ * `client.cancel(scope)` while this client's call of that scope is still claiming it (the claim's
+ * write not yet applied): the cancel reaches the call (see `Engine.requestCancel`), which records it at
+ * its next step and ends `cancelled`, nothing sent. Its result must say so, not `not_found` ("no such
+ * operation") while the record ends `cancelled` and the call rejects `OperationCancelledError`.
+ *
+ * Effects are counted at a loopback provider that does not dedupe.
+ */
+import { describe, expect, it } from 'vitest';
+import { createClient, memoryStore } from '../../src/index.js';
+import type { OnceClient, OnceStore } from '../../src/index.js';
+import type { Provider } from '../../src/testing/provider.js';
+import { keylessProviderEachTest, timed } from '../helpers/keyless-provider.js';
+import { orderInit, until, wait } from '../helpers/setup.js';
+
+let provider: Provider;
+const cleanups = keylessProviderEachTest((p) => (provider = p));
+const ACTION = 'create-order';
+
+/** A store whose claims are applied `ms` after they are asked for; `state.claiming` while one waits. */
+function lateClaim(inner: OnceStore, ms: number): { store: OnceStore; state: { claiming: boolean } } {
+  const state = { claiming: false };
+  const store: OnceStore = {
+    name: inner.name,
+    claim: async (record) => {
+      state.claiming = true;
+      await wait(ms);
+      state.claiming = false;
+      return inner.claim(record);
+    },
+    compareAndSet: (id, expected, next) => inner.compareAndSet(id, expected, next),
+    get: (id) => inner.get(id),
+    list: (query) => inner.list(query),
+    purge: (now) => inner.purge(now),
+    close: () => inner.close(),
+  };
+  return { store, state };
+}
+
+describe('client.cancel() before the claim of a call of this client lands', () => {
+  it.each([undefined, 0])('says cancelled (waitMs %s), not not_found: the call ends cancelled before it was sent; 0 requests, 0 effects', async (waitMs) => {
+    const { store, state } = lateClaim(memoryStore(), 200);
+    const c: OnceClient = createClient({ store, telemetry: false, retry: { deadlineMs: 10_000, budget: false } });
+    cleanups.push(() => c.close({ waitMs: 0 }));
+    const ref = `claim-late-${String(waitMs)}`;
+    const call = timed(c.fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref } }), 3_000);
+    await until(() => state.claiming);
+    const result = await c.cancel({ action: ACTION, ref }, waitMs === undefined ? undefined : { waitMs });
+    const ended = await call;
+    const rec = await c.get({ action: ACTION, ref });
+    expect(ended.outcome).toBe('OperationCancelledError');
+    expect(rec?.state).toBe('cancelled');
+    if (waitMs === undefined) expect(result).toEqual({ outcome: 'cancelled', state: 'cancelled' });
+    // (no wait: the cancel reached the call and is recorded; what it says must not be "no such operation")
+    else expect(result.outcome).not.toBe('not_found');
+    expect(provider.requests.length).toBe(0);
+    expect(provider.effectsFor(ref)).toBe(0);
+  });
+
+  it('a cancel with no call running and no record is still not_found', async () => {
+    const c: OnceClient = createClient({ store: memoryStore(), telemetry: false });
+    cleanups.push(() => c.close({ waitMs: 0 }));
+    expect(await c.cancel({ action: ACTION, ref: 'none' })).toEqual({ outcome: 'not_found', state: undefined });
+  });
+});
