@@ -474,10 +474,15 @@ async function cancel(engine: Engine, id: string, waitMs: unknown): Promise<Canc
   /** Records the cancel (a call of this client running it ends its wait before a retry at once): the record it left, or undefined when gone. */
   const apply = (): Promise<OperationRecord | undefined> => engine.requestCancel(id);
   const call = engine.runningCall(id);
-  let first = await apply();
+  // (a write that failed here still reached that call: answered as it ends, below)
+  let first = await apply().catch((error: unknown) => {
+    if (call === undefined) throw error;
+    return undefined;
+  });
   if (first === undefined && call !== undefined) {
-    // A call of this client whose claim had not landed: the cancel reached it (see requestCancel) and it
-    // records it at its next step, nothing sent. Waited for (up to waitMs), never told "not_found".
+    // A call of this client whose claim had not landed (or whose record this write failed to mark): the
+    // cancel reached it (see requestCancel) and it records it at its next step. Waited for (up to waitMs),
+    // never told "not_found".
     const cap = new AbortController();
     await Promise.race([call.catch(() => undefined), sleep(Math.max(0, waitMs - (now() - startedAt)), cap.signal).catch(() => undefined)]);
     cap.abort();

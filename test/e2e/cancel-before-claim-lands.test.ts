@@ -57,6 +57,46 @@ describe('client.cancel() before the claim of a call of this client lands', () =
     expect(provider.effectsFor(ref)).toBe(0);
   });
 
+  it('whose compareAndSet fails once (a store blip) during a Retry-After: 30 of a call of this client: says cancelled, as the call ends (it took the cancel and recorded it itself), not the blip; 1 request, 0 effects', async () => {
+    const inner = memoryStore();
+    const blip = { armed: false, hit: 0 };
+    const store: OnceStore = {
+      name: inner.name,
+      claim: (record) => inner.claim(record),
+      compareAndSet: async (id, expected, next) => {
+        if (blip.armed && next.cancelRequestedAt !== null) {
+          blip.armed = false;
+          blip.hit++;
+          throw new Error('connection reset');
+        }
+        return inner.compareAndSet(id, expected, next);
+      },
+      get: (id) => inner.get(id),
+      list: (query) => inner.list(query),
+      purge: (now) => inner.purge(now),
+      close: () => inner.close(),
+    };
+    const c: OnceClient = createClient({ store, telemetry: false, retry: { deadlineMs: 60_000, budget: false } });
+    cleanups.push(() => c.close({ waitMs: 0 }));
+    const ref = 'cas-blip';
+    provider.fault({ kind: 'status_before_commit', status: 503, retryAfter: '30' });
+    const call = timed(c.fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref } }), 3_000);
+    await until(() => provider.requests.length === 1);
+    await wait(50); // the 503 answered, the wait begun
+    blip.armed = true;
+    const result = await c.cancel({ action: ACTION, ref }).then(
+      (r) => r,
+      (error: unknown) => (error instanceof Error ? `${error.name}: ${error.message}` : String(error)),
+    );
+    const ended = await call;
+    expect(blip.hit).toBe(1);
+    expect(ended.outcome).toBe('OperationCancelledError');
+    expect((await c.get({ action: ACTION, ref }))?.state).toBe('cancelled');
+    expect(result).toEqual({ outcome: 'cancelled', state: 'cancelled' });
+    expect(provider.requests.length).toBe(1);
+    expect(provider.effectsFor(ref)).toBe(0);
+  });
+
   it('a cancel with no call running and no record is still not_found', async () => {
     const c: OnceClient = createClient({ store: memoryStore(), telemetry: false });
     cleanups.push(() => c.close({ waitMs: 0 }));
