@@ -323,6 +323,17 @@ export function responseLookup(lookup: LookupFn, opts: ResolvedOptions): Snapsho
     if (!Number.isInteger(res.status) || res.status < 200 || res.status > 599) {
       throw new TypeError(`lookup resolved to a Response with status ${String(res.status)}: a found effect needs a status from 200 to 599`);
     }
+    // A 4xx or 5xx is the lookup endpoint's own failure (a 500, a 401 of a wrong token, a wrong path's
+    // 404), not the effect: "found" would settle the record on it for good while nothing happened.
+    // Unknown, as a throw; its body given up so its connection is freed.
+    if (res.status >= 400) {
+      try {
+        Promise.resolve(res.body?.cancel()).catch(() => undefined);
+      } catch {
+        // a shape's body whose cancel throws: nothing more to free
+      }
+      throw new Error(`lookup resolved to a ${res.status} Response; return null for absent, a Response only for a found effect (status 200–399), throw for unknown`);
+    }
     // read through its reader: a lookup given up (the deadline, the caller's abort) cancels its source
     const body = await readBody(res, ctx.signal, (read) => {
       const giveUp = (): void => read.cancel(ctx.signal.reason);

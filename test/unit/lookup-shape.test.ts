@@ -55,3 +55,41 @@ describe('a lookup answer read as a Response', () => {
     await client.close();
   });
 });
+
+describe('a lookup answer with a 4xx or 5xx status', () => {
+  it.each([400, 401, 403, 404, 409, 500, 502, 503, 599])('%i is unknown, not found: AmbiguousOutcomeError naming the status, the record ambiguous, its body cancelled', async (status) => {
+    let cancelled = 0;
+    // one chunk queued, the end on the next pull: read to its end, or cancelled before
+    const body = new ReadableStream<Uint8Array>({
+      start: (controller) => controller.enqueue(new TextEncoder().encode('{"error":"lookup endpoint down"}')),
+      pull: (controller) => controller.close(),
+      cancel: () => void cancelled++,
+    });
+    const { client, call, sends } = setup(() => new Response(body, { status }));
+    const error = await call().then(() => undefined, (e: unknown) => e);
+    expect(error).toBeInstanceOf(AmbiguousOutcomeError);
+    expect((error as Error).message).toContain(`lookup failed: lookup resolved to a ${status} Response; return null for absent, a Response only for a found effect (status 200–399), throw for unknown`);
+    expect(cancelled).toBe(1);
+    const record = await client.get(SCOPE);
+    expect(record?.state).toBe('ambiguous');
+    expect(record?.result).toBeNull();
+    expect(sends()).toBe(1);
+    await client.close();
+  });
+
+  it.each([200, 204, 302, 399])('%i is still found', async (status) => {
+    const { client, call, sends } = setup(() => new Response(status === 204 ? null : '{"id":"o-1"}', { status }));
+    expect((await call()).status).toBe(status);
+    expect((await client.get(SCOPE))?.state).toBe('succeeded');
+    expect(sends()).toBe(1);
+    await client.close();
+  });
+
+  it('a shape whose body cancel throws is still unknown, nothing thrown past the call', async () => {
+    const shape = { status: 500, statusText: '', headers: new Headers(), arrayBuffer: bytes, body: { cancel: () => { throw new Error('cancel refused'); } } };
+    const { client, call } = setup(shape);
+    await expect(call()).rejects.toBeInstanceOf(AmbiguousOutcomeError);
+    expect((await client.get(SCOPE))?.state).toBe('ambiguous');
+    await client.close();
+  });
+});
