@@ -31,7 +31,10 @@ export interface LookupContext {
 
 /**
  * Asks the provider whether the operation took effect.
- * - resolves to a `Response` (status 200 to 599): found — it becomes the operation's result;
+ * - resolves to a `Response` with a status from 200 to 399: found — it becomes the operation's result;
+ * - resolves to a `Response` with a 4xx or 5xx status (the lookup endpoint's own 500, a 401 of a wrong
+ *   token, a wrong path's 404): unknown, as a throw (below); its body is cancelled. Map the provider's
+ *   "no such operation" answer to `null` yourself;
  * - resolves to `null`: absent — resent with the same key (but a requested cancel ends `cancelled`,
  *   and a provider's key conflict on a resend then stands, once the "absent" is settled: `failed`,
  *   `IdempotencyConflictError`);
