@@ -321,7 +321,7 @@ export function responseLookup(lookup: LookupFn, opts: ResolvedOptions): Snapsho
     // Only a status a response can be replayed with (not Response.error()'s 0): else the record would
     // settle on a result every later call fails to rebuild.
     if (!Number.isInteger(res.status) || res.status < 200 || res.status > 599) {
-      throw new TypeError(`lookup resolved to a Response with status ${String(res.status)}: a found effect needs a status from 200 to 599`);
+      throw new TypeError(`lookup resolved to a Response with status ${String(res.status)}: a found effect needs a status from 200 to 399`);
     }
     // A 4xx or 5xx is the lookup endpoint's own failure (a 500, a 401 of a wrong token, a wrong path's
     // 404), not the effect: "found" would settle the record on it for good while nothing happened.
