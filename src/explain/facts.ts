@@ -11,6 +11,9 @@ import type { HandoffLookup } from './types.js';
 /** A retryable 409 or 422: "a request with this key is still being processed" (as record.ts's `inProgressAnswer`, not imported so the chunk stays apart). */
 export const inProgressAnswer = (a: Pick<AttemptRecord, 'class' | 'status'>): boolean => a.class === 'retryable' && (a.status === 409 || a.status === 422);
 
+/** How record.ts begins the `takeover` note of an acquisition that took no lease from another owner (its `RESUMED`, not imported so the chunk stays apart). */
+const RESUMED = 'lease resumed by';
+
 /** The analysed record. */
 export interface Facts {
   last: AttemptRecord | undefined;
@@ -300,6 +303,9 @@ export function factsOf(record: OperationRecord, now: number, providerRetentionM
       lookups.push(l);
       if (l.outcome === 'found' || l.outcome === 'absent') observations++;
       timed.push({ gen: e.generation, text: `lookup at ${iso(e.at)}: ${e.detail}` });
+    } else if (e.kind === 'takeover' && e.detail.startsWith(RESUMED)) {
+      // no lease taken from another owner: a resume (a restart under the same owner id), marking where settleMs counts from
+      timed.push({ gen: e.generation, text: `resume at ${iso(e.at)}: ${e.detail}` });
     } else if (e.kind === 'takeover' || e.kind === 'stale_write' || e.kind === 'late_response') {
       // a superseded owner's late outcome with a status is an attempt outcome all the same
       if (e.kind === 'late_response' && e.status !== null) observations++;

@@ -704,6 +704,25 @@ export function lateDeliveryUnsettled(record: Pick<OperationRecord, 'evidence'>)
 }
 
 /**
+ * How a `takeover` note written by an acquisition that took no lease from another owner begins (a
+ * restart under the same owner id, a lease released with the attempt open): the last attempt was
+ * open, nothing bounded its end, and the note marks when it could last have been on the wire
+ * (settledAt counts from it). A new evidence kind would make the record unreadable to earlier
+ * versions (record-shape); `takeover` is one they read, and count from. explain's facts.ts reads
+ * this prefix as a resume, not another owner's takeover.
+ */
+const RESUMED = 'lease resumed by';
+
+/**
+ * Whether the last attempt is open with nothing after it that bounds when it left its process: no
+ * takeover (or resume) note, no stop by its own owner.
+ */
+function openUnbounded(record: Pick<OperationRecord, 'attempts' | 'evidence'>): boolean {
+  const last = record.attempts.at(-1);
+  return last?.finishedAt === null && !record.evidence.some((e) => e.generation > last.generation && (e.kind === 'takeover' || (e.kind === 'stop' && e.owner === last.owner)));
+}
+
+/**
  * Applies one event and returns the next record (the input is not mutated).
  * The result has `generation + 1`: write it with
  * `store.compareAndSet(id, record.generation, next)`.
@@ -734,6 +753,10 @@ export function applyEvent(record: OperationRecord, event: RecordEvent, now: num
       next.lease = { owner: event.owner, expiresAt: event.leaseExpiresAt };
       if (record.lease !== null && record.lease.owner !== event.owner) {
         note('takeover', `lease taken over from ${record.lease.owner} (state was ${record.state})`);
+      } else if (openUnbounded(record)) {
+        // Its sender is gone (restarted under the same owner id) or stopped without a note: it was on the wire at most
+        // until now. The `takeover` kind, which settledAt counts from and every version reads (see RESUMED).
+        note('takeover', `${RESUMED} ${event.owner} with attempt ${record.attempts.length}'s end never recorded (a restarted process under the same owner, or a call that left it open)`);
       }
       break;
     case 'renew':

@@ -55,6 +55,8 @@ export interface CrashWorkerConfig {
     deadlineMs?: number;
   };
   inFlightWaitMs?: number;
+  /** the client's `settleMs` (its default when absent) */
+  settleMs?: number;
   /** after printing `ready`, wait for a line on stdin before the first call (a start barrier) */
   waitForGo?: boolean;
 }

@@ -187,6 +187,7 @@ async function main(): Promise<void> {
     owner,
     leaseMs: config.leaseMs,
     inFlightWaitMs: config.inFlightWaitMs ?? 20_000,
+    ...(config.settleMs === undefined ? {} : { settleMs: config.settleMs }),
     sensitiveHeaders: config.sensitiveHeaders ?? [],
     retry: { maxAttempts: 6, baseDelayMs: 20, maxDelayMs: 200, deadlineMs: 30_000, budget: false, ...config.retry },
     lookups: {

@@ -1311,3 +1311,22 @@ describe('an ambiguous attempt that got a status: an answer came', () => {
     expect(explain(found, policy({ lookupRegistered: true })).diagnosis.summary).toBe('A lookup found the effect (status 200) after attempt 1 ended without an answer.');
   });
 });
+
+describe('a resume under the same owner id (a restarted process) of an open attempt', () => {
+  it('reads as a resume in the evidence, not as another owner taking over; diagnosis and confidence as for any open attempt it left', () => {
+    const open = new Rec().start();
+    const resumed = new Rec().start().on({ type: 'acquire', owner: A, leaseExpiresAt: T0 + LEASE_MS }, A);
+    const x = explain(resumed.rec, policy({ lookupRegistered: true }));
+    expect(resumed.rec.evidence.map((e) => e.kind)).toEqual(['takeover']);
+    expect(x.diagnosis.evidence).toContainEqual(expect.stringMatching(/^resume at .*: lease resumed by owner-a with attempt 1's end never recorded/));
+    expect(x.diagnosis.evidence.filter((l) => /takeover|taken over/.test(l))).toEqual([]);
+    // as a restart that took the record and did nothing yet: ambiguous, reconcile first
+    const asAmbiguous = explain(open.on({ type: 'acquire', owner: B, leaseExpiresAt: T0 + LEASE_MS }, B).rec, policy({ lookupRegistered: true }));
+    expect({ code: x.diagnosis.code, confidence: x.confidence, escalate: x.escalate }).toEqual({
+      code: asAmbiguous.diagnosis.code,
+      confidence: asAmbiguous.confidence,
+      escalate: asAmbiguous.escalate,
+    });
+    expect(factsOf(resumed.rec, T0 + 1_000, DAY).concurrency).toEqual([]);
+  });
+});

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { isOnceError } from '../../src/errors.js';
 import { IllegalTransitionError, applyEvent, newRecord, parseRecord } from '../../src/operation/record.js';
 import type { OperationRecord, OperationState, RecordEvent } from '../../src/operation/record.js';
+import { settledAt } from '../../src/reconcile/lookup.js';
 
 const T0 = 1_700_000_000_000;
 const snapshot = { kind: 'response' as const, source: 'attempt' as const, status: 201, statusText: 'Created', headers: [], body: '', bodyTruncated: false };
@@ -129,6 +130,33 @@ describe('state machine', () => {
     const rec = drive([started, { type: 'acquire', owner: 'o2', leaseExpiresAt: T0 + 5000 }]);
     expect(rec.lease).toEqual({ owner: 'o2', expiresAt: T0 + 5000 });
     expect(rec.evidence.map((e) => e.kind)).toEqual(['takeover']);
+  });
+
+  it("a resume under the same owner (or with no lease) of an open attempt stamps it once, as a takeover: settledAt counts from there", () => {
+    const open = drive([started]);
+    const resume = { type: 'acquire', owner: 'o1', leaseExpiresAt: T0 + 5000 } as const;
+    // (a restarted process under the same owner id: its lease read as its own)
+    const resumed = applyEvent(open, resume, T0 + 100, 'o1');
+    expect(resumed.state).toBe('ambiguous');
+    expect(resumed.evidence).toEqual([
+      expect.objectContaining({ kind: 'takeover', at: T0 + 100, owner: 'o1', detail: expect.stringMatching(/^lease resumed by o1 with attempt 1's end never recorded/) }),
+    ]);
+    expect(settledAt(resumed, 500)).toBe(T0 + 600);
+    // once: a later acquisition (the next call, recover()) does not move the window again, or an "absent" asked right after it never settles
+    const released = applyEvent(resumed, { type: 'release' }, T0 + 200, 'o1');
+    const again = applyEvent(released, { type: 'acquire', owner: 'o1#recover', leaseExpiresAt: T0 + 5000 }, T0 + 300, 'o1#recover');
+    expect(again.evidence.map((e) => e.kind)).toEqual(['takeover']);
+    expect(settledAt(again, 500)).toBe(T0 + 600);
+    // with no lease (released with the attempt open, no stop note), by another owner as well
+    const bare = applyEvent(applyEvent(open, { type: 'release' }, T0 + 50, 'o1'), { type: 'acquire', owner: 'o2', leaseExpiresAt: T0 + 5000 }, T0 + 100, 'o2');
+    expect(bare.evidence.map((e) => [e.kind, e.detail.slice(0, 19)])).toEqual([['takeover', 'lease resumed by o2']]);
+    // nothing to stamp: the attempt's end recorded, or its owner's stop bounds it (8e75406), or none started
+    expect(applyEvent(drive([started, finished('ambiguous')]), resume, T0 + 100, 'o1').evidence).toEqual([]);
+    const stopped = drive([started, { type: 'stopped', code: 'STORE_ERROR', message: 'm' }]);
+    expect(applyEvent(stopped, resume, T0 + 100, 'o1').evidence.map((e) => e.kind)).toEqual(['stop']);
+    expect(applyEvent(fresh(), resume, T0 + 100, 'o1').evidence).toEqual([]);
+    // another owner's takeover of a live lease: its own note, as before
+    expect(applyEvent(open, { type: 'acquire', owner: 'o2', leaseExpiresAt: T0 + 5000 }, T0 + 100, 'o2').evidence.map((e) => e.detail)).toEqual(['lease taken over from o1 (state was in_flight)']);
   });
 
   it('a reopened record keeps its lease, result and attempts; the late response is evidence', () => {
