@@ -99,11 +99,14 @@ export function settledAt(record: Pick<OperationRecord, 'attempts' | 'evidence'>
   const last = record.attempts.at(-1);
   if (last === undefined) return 0;
   let from = last.finishedAt ?? last.startedAt;
+  // (an attempt left open by its own owner's stop: on the wire until then, its end not recorded. Only the
+  // first bound: a later stop of that owner is a later call, which sent nothing, and would push the window
+  // forward at each call that stops before it ends)
+  let bounded = false;
   for (const e of record.evidence) {
-    // (an attempt left open by its own owner's stop: on the wire until then, its end not recorded)
-    const open = last.finishedAt === null && (e.kind === 'takeover' || (e.kind === 'stop' && e.owner === last.owner));
-    const counts = e.kind === 'late_response' || open;
-    if (counts && e.at > from) from = e.at;
+    const open: boolean = last.finishedAt === null && e.generation > last.generation && (e.kind === 'takeover' || (!bounded && e.kind === 'stop' && e.owner === last.owner));
+    bounded ||= open;
+    if ((e.kind === 'late_response' || open) && e.at > from) from = e.at;
   }
   // Stamps come from the clocks of the owners that wrote them: one ahead of ours puts them in our
   // future, yet all of them happened before the record was read.

@@ -136,3 +136,60 @@ describe("an attempt's end the store could not record, then the next call", () =
     expect(api.seen.posts).toBe(1);
   });
 });
+
+describe("an attempt's end not recorded, then the same client calls again and again with a deadline under settleMs", () => {
+  it('the window counts from the first stop only: a later call settles the "absent" and resends, 1 order', async () => {
+    // a provider that accepts the first POST and never acts on it nor answers (the request is lost in it), answers a resend
+    const orders: string[] = [];
+    let posts = 0;
+    const base = await serve((req: IncomingMessage, res: ServerResponse) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (chunk: Buffer) => chunks.push(chunk));
+      req.on('end', () => {
+        const url = new URL(req.url ?? '/', 'http://x');
+        if (req.method === 'GET') {
+          const ref = url.searchParams.get('ref') ?? '';
+          return void (orders.includes(ref) ? res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ref })) : res.writeHead(404).end());
+        }
+        posts++;
+        if (posts === 1) return; // never answered, never created
+        const { ref } = JSON.parse(Buffer.concat(chunks).toString()) as { ref: string };
+        orders.push(ref);
+        res.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ ref }));
+      });
+    });
+    await fetch(`${base}/orders?ref=warm-up`);
+    const { store, failing } = failingEnds(memoryStore());
+    const client = use(
+      createClient({
+        store,
+        owner: 'w',
+        settleMs: 2_000,
+        leaseMs: 10_000,
+        retry: { attemptTimeoutMs: 300, deadlineMs: 1_000, baseDelayMs: 5, maxDelayMs: 10, budget: false },
+        lookups: { 'create-order': lookupAt(base) },
+      }),
+    );
+    const ref = 'UE-again';
+    const scope = { action: 'create-order', ref };
+    failing.on = true;
+    const first = await client.fetch(`${base}/orders`, { ...post(ref), once: scope }).catch((error: unknown) => error);
+    expect(first).toBeInstanceOf(StoreError);
+    failing.on = false;
+    // a job queue retrying every 300 ms: each call before the window ends stops at once (its wait is past its
+    // deadline); once the window from the first stop is within a call's deadline, that call waits it out and resends
+    let status: number | undefined;
+    let failed = 0;
+    for (let i = 0; i < 16 && status === undefined; i++) {
+      await new Promise((r) => setTimeout(r, 300));
+      status = await client.fetch(`${base}/orders`, { ...post(ref), once: scope }).then(
+        (res) => res.status,
+        () => void failed++,
+      );
+    }
+    expect(status).toBe(201);
+    expect(failed).toBeLessThan(8);
+    expect(orders.filter((o) => o === ref)).toHaveLength(1);
+    expect(posts).toBe(2);
+  }, 30_000);
+});

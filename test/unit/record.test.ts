@@ -159,6 +159,25 @@ describe('state machine', () => {
     expect(applyEvent(open, { type: 'acquire', owner: 'o2', leaseExpiresAt: T0 + 5000 }, T0 + 100, 'o2').evidence.map((e) => e.detail)).toEqual(['lease taken over from o1 (state was in_flight)']);
   });
 
+  it("only the first bound of an open attempt's end moves settledAt: a later call of its owner that stops does not push the window again", () => {
+    // o1's call sent attempt 1, the store failed the write of its end, the call stopped (8e75406): bounded at T0 + 100
+    const open = drive([started]);
+    const stop = { type: 'stopped', code: 'STORE_ERROR', message: 'the end could not be recorded' } as const;
+    let rec = applyEvent(open, stop, T0 + 100, 'o1');
+    expect(settledAt(rec, 500)).toBe(T0 + 600);
+    // the same client (owner o1) calls again every 300 ms with a deadline shorter than the window: each takes the
+    // free lease, hears an unsettled "absent" and stops; none of them sent anything
+    for (let i = 1; i <= 5; i++) {
+      rec = applyEvent(rec, { type: 'acquire', owner: 'o1', leaseExpiresAt: T0 + 100_000 }, T0 + 100 + 300 * i, 'o1');
+      rec = applyEvent(rec, { type: 'stopped', code: 'AMBIGUOUS_OUTCOME', message: 'absent, not settled' }, T0 + 110 + 300 * i, 'o1');
+    }
+    expect(settledAt(rec, 500)).toBe(T0 + 600);
+    // the same after a resume note (108b44c): the restarted process's own stops do not move it past the resume
+    const resumed = applyEvent(open, { type: 'acquire', owner: 'o1', leaseExpiresAt: T0 + 100_000 }, T0 + 100, 'o1');
+    const stoppedLater = applyEvent(resumed, { type: 'stopped', code: 'AMBIGUOUS_OUTCOME', message: 'absent, not settled' }, T0 + 400, 'o1');
+    expect(settledAt(stoppedLater, 500)).toBe(T0 + 600);
+  });
+
   it('a reopened record keeps its lease, result and attempts; the late response is evidence', () => {
     const absent = drive([started, finished('ambiguous'), { type: 'lookup_absent', detail: 'x' }]);
     const reopened = applyEvent(absent, lateDelivery, T0 + 10, 'o-late');
