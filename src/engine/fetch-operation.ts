@@ -327,10 +327,11 @@ export function responseLookup(lookup: LookupFn, opts: ResolvedOptions): Snapsho
     // 404), not the effect: "found" would settle the record on it for good while nothing happened.
     // Unknown, as a throw; its body given up so its connection is freed.
     if (res.status >= 400) {
-      // (another fetch's body without cancel(), node-fetch's Node stream: destroyed, or else read, as it was before)
-      const body = res.body as { cancel?: () => unknown; destroy?: () => unknown } | null | undefined;
+      // (another fetch's body without cancel(), node-fetch's Node stream: read to its end, as it was before, since
+      // destroying node-fetch 2's, piped from the socket's message, leaves that message unread and the socket taken)
+      const body = res.body as { cancel?: () => unknown } | null | undefined;
       try {
-        Promise.resolve(typeof body?.cancel === 'function' ? body.cancel() : typeof body?.destroy === 'function' ? body.destroy() : res.arrayBuffer()).catch(() => undefined);
+        Promise.resolve(typeof body?.cancel === 'function' ? body.cancel() : res.arrayBuffer()).catch(() => undefined);
       } catch {
         // a shape's body whose cancel throws: nothing more to free
       }

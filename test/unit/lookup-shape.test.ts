@@ -100,35 +100,40 @@ describe('a lookup answer with a 4xx or 5xx status', () => {
 describe("a 4xx lookup answer of another fetch whose body is a Node stream (node-fetch's shape)", () => {
   it("its body is freed: the connection goes back to the agent (maxSockets 1: the next request gets it)", async () => {
     const http = await import('node:http');
-    const server = http.createServer((_req, res) => res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"no such route"}'));
+    const server = http.createServer((_req, res) => res.writeHead(404, { 'content-type': 'text/html' }).end('<p>not found</p>'.repeat(16_384)));
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const { port } = server.address() as { port: number };
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     const get = () =>
       new Promise<import('node:http').IncomingMessage>((resolve, reject) => http.get({ host: '127.0.0.1', port, path: '/lookup', agent }, resolve).on('error', reject));
-    // as node-fetch builds it: status, headers, arrayBuffer() reading `body`, `body` the Node stream
-    const nodeFetchLike = async () => {
+    // as node-fetch builds it: status, headers, arrayBuffer() reading `body`, `body` a Node stream: v3 pipes the
+    // message into a PassThrough with stream.pipeline (destroying one destroys the other), v2 with .pipe() (it does not)
+    const { PassThrough, pipeline } = await import('node:stream');
+    const nodeFetchLike = (v: 2 | 3) => async () => {
       const msg = await get();
+      const body = v === 2 ? msg.pipe(new PassThrough()) : pipeline(msg, new PassThrough(), () => undefined);
       const chunks: Buffer[] = [];
       return {
         status: msg.statusCode,
         statusText: msg.statusMessage,
         headers: new Headers(Object.entries(msg.headers).map(([k, v]) => [k, String(v)])),
-        body: msg,
+        body,
         arrayBuffer: async () => {
-          for await (const c of msg) chunks.push(c as Buffer);
+          for await (const c of body) chunks.push(c as Buffer);
           return new Uint8Array(Buffer.concat(chunks)).buffer;
         },
       };
     };
     try {
-      const { client, call, sends } = setup(nodeFetchLike);
-      await expect(call()).rejects.toBeInstanceOf(AmbiguousOutcomeError);
-      // the agent's only socket: free again only once that 404's body was read or destroyed
-      const next = await Promise.race([get().then((m) => (m.resume(), m.statusCode)), new Promise((r) => setTimeout(() => r('no socket after 1 s'), 1_000))]);
-      expect(next).toBe(404);
-      expect(sends()).toBe(1);
-      await client.close();
+      for (const v of [2, 3] as const) {
+        const { client, call, sends } = setup(nodeFetchLike(v));
+        await expect(call()).rejects.toBeInstanceOf(AmbiguousOutcomeError);
+        // the agent's only socket: free again only once that 404's body was read or destroyed
+        const next = await Promise.race([get().then((m) => (m.resume(), m.statusCode)), new Promise((r) => setTimeout(() => r('no socket after 1 s'), 1_000))]);
+        expect([v, next]).toEqual([v, 404]);
+        expect(sends()).toBe(1);
+        await client.close();
+      }
     } finally {
       agent.destroy();
       server.closeAllConnections();
