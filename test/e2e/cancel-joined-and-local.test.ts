@@ -35,6 +35,17 @@ function post(c: OnceClient, ref: string, signal?: AbortSignal): Promise<Respons
   return c.fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref, ...(signal === undefined ? {} : { signal }) } });
 }
 
+type Timed = Awaited<ReturnType<typeof timed>>;
+
+/** A second call of `ref` joins the running `owner`, then aborts its `once.signal` 20 ms in; both outcomes. */
+async function joinThenCancel(c: OnceClient, ref: string, owner: Promise<Timed>, capMs: number): Promise<[Timed, Timed]> {
+  const cancel = new AbortController();
+  const joiner = timed(post(c, ref, cancel.signal), capMs);
+  await wait(20); // joined
+  cancel.abort(new Error('the joiner cancels'));
+  return Promise.all([owner, joiner]);
+}
+
 /** A fetch that holds each request `ms` before it leaves (the attempt is on the wire meanwhile), and tells when one is handed to it. */
 function slowFetch(ms: number): { fetch: typeof globalThis.fetch; handed: { n: number } } {
   const handed = { n: 0 };
@@ -55,11 +66,7 @@ describe("(B) a joined call's once.signal", () => {
     const ref = 'J-unsent';
     const owner = timed(post(c, ref), 3_000);
     await until(() => plan.pending);
-    const cancel = new AbortController();
-    const joiner = timed(post(c, ref, cancel.signal), 3_000);
-    await wait(20);
-    cancel.abort(new Error('the joiner cancels'));
-    const [o, j] = await Promise.all([owner, joiner]);
+    const [o, j] = await joinThenCancel(c, ref, owner, 3_000);
     expect(o.outcome).toBe('OperationCancelledError');
     expect(j.outcome).toBe('OperationCancelledError');
     expect(String((j.value as Error).message)).toContain('before it was sent');
@@ -75,11 +82,7 @@ describe("(B) a joined call's once.signal", () => {
     const owner = timed(post(c, ref), 3_000);
     await until(() => provider.requests.length === 1);
     await wait(50); // the 503 answered, the wait begun
-    const cancel = new AbortController();
-    const joiner = timed(post(c, ref, cancel.signal), 3_000);
-    await wait(20); // joined
-    cancel.abort(new Error('the joiner cancels'));
-    const [o, j] = await Promise.all([owner, joiner]);
+    const [o, j] = await joinThenCancel(c, ref, owner, 3_000);
     expect(j.outcome).toBe('OperationCancelledError');
     expect(o.outcome).toBe('OperationCancelledError');
     console.log(`joined call cancelled during a Retry-After: 30: joiner ended ${j.ms} ms after it started (cancel ~20 ms in), owner ${o.ms} ms`);
@@ -117,11 +120,7 @@ describe("(B) a joined call's once.signal", () => {
     provider.fault({ kind: 'status_before_commit', status: 503 });
     const owner = timed(post(c, ref), 3_000);
     await until(() => slow.handed.n === 1);
-    const cancel = new AbortController();
-    const joiner = timed(post(c, ref, cancel.signal), 3_000);
-    await wait(20);
-    cancel.abort(new Error('the joiner cancels'));
-    const [o, j] = await Promise.all([owner, joiner]);
+    const [o, j] = await joinThenCancel(c, ref, owner, 3_000);
     expect(o.outcome).toBe('OperationCancelledError');
     expect(j.outcome).toBe('OperationCancelledError');
     expect(String((j.value as Error).message)).toContain('nothing delivered');
@@ -137,11 +136,7 @@ describe("(B) a joined call's once.signal", () => {
     provider.fault({ kind: 'drop_after_commit' });
     const owner = timed(post(c, ref), 5_000);
     await until(() => slow.handed.n === 1);
-    const cancel = new AbortController();
-    const joiner = timed(post(c, ref, cancel.signal), 5_000);
-    await wait(20);
-    cancel.abort(new Error('the joiner cancels'));
-    const [o, j] = await Promise.all([owner, joiner]);
+    const [o, j] = await joinThenCancel(c, ref, owner, 5_000);
     // (the lookup's answer, the order it found: 200)
     expect(o.outcome).toBe('200');
     expect(j.outcome).toBe('200');
@@ -159,11 +154,7 @@ describe("(B) a joined call's once.signal", () => {
     provider.fault({ kind: 'drop_after_commit' });
     const owner = timed(post(c, ref), 5_000);
     await until(() => slow.handed.n === 1);
-    const cancel = new AbortController();
-    const joiner = timed(post(c, ref, cancel.signal), 5_000);
-    await wait(20);
-    cancel.abort(new Error('the joiner cancels'));
-    const [o, j] = await Promise.all([owner, joiner]);
+    const [o, j] = await joinThenCancel(c, ref, owner, 5_000);
     expect(o.outcome).toBe('AmbiguousOutcomeError');
     expect(j.outcome).toBe('AmbiguousOutcomeError');
     expect(j.value).toBeInstanceOf(AmbiguousOutcomeError);
