@@ -13,10 +13,10 @@
  * which leaves the lag that much more room. `client.recover()` asks once and does not wait: an
  * "absent" before the window is `stillAmbiguous`, and the same lookup after it finds the order.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { AmbiguousOutcomeError, createClient, memoryStore } from '../../src/index.js';
 import type { LookupFn, OnceClientOptions } from '../../src/index.js';
+import { created, laggingOrdersApi } from '../helpers/lagging-orders.js';
 import { eachTest } from '../helpers/loopback.js';
 
 const { serve, use } = eachTest();
@@ -28,32 +28,15 @@ const ATTEMPT_TIMEOUT_MS = 300;
 
 /** The orders API: POST /orders (the first one of a ref creates the order and loses the answer by `loss`), GET /orders?ref= (sees orders `lagMs` old). */
 function laggingApi(loss: Loss, lagMs: number) {
-  const orders: { ref: string; at: number }[] = [];
-  const seen = { posts: 0, lookups: 0 };
-  const handler = (req: IncomingMessage, res: ServerResponse): void => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
-      const url = new URL(req.url ?? '/', 'http://x');
-      if (req.method === 'GET') {
-        seen.lookups++;
-        const ref = url.searchParams.get('ref') ?? '';
-        const now = Date.now();
-        const indexed = orders.filter((o) => o.ref === ref && o.at + lagMs <= now);
-        if (indexed.length === 0) return void res.writeHead(404).end();
-        return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ id: `o-${ref}`, ref }));
-      }
-      seen.posts++;
-      const { ref } = JSON.parse(Buffer.concat(chunks).toString()) as { ref: string };
-      const first = !orders.some((o) => o.ref === ref);
-      orders.push({ ref, at: Date.now() });
-      if (!first) return void res.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ id: `o-${ref}-${orders.length}`, ref }));
-      if (loss === '500') return void res.writeHead(500).end('{"error":"internal"}');
-      if (loss === 'drop') return void req.socket.destroy();
+  return laggingOrdersApi({
+    lagMs,
+    answer: (post) => {
+      if (!post.first) return created(post);
+      if (loss === '500') return void post.res.writeHead(500).end('{"error":"internal"}');
+      if (loss === 'drop') return void post.req.socket.destroy();
       // 'timeout': no answer; the client's attempt times out
-    });
-  };
-  return { orders, seen, handler, effects: (ref: string) => orders.filter((o) => o.ref === ref).length };
+    },
+  });
 }
 
 function lookupAt(base: string): LookupFn {

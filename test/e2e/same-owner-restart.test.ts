@@ -16,13 +16,13 @@
  * PROCESS_MS - KILL_AFTER_MS + LAG_MS = 2,400 ms after the kill, under SETTLE_MS (2,500 ms); the
  * restarted process asks before that unless its start takes 2.4 s.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createClient } from '../../src/index.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
 import { CRASH_ACTION } from '../helpers/crash-protocol.js';
 import { killAll, readRecordOnDisk, startWorker, waitUntil, type WorkerRun } from '../helpers/crash-run.js';
+import { laggingOrdersApi } from '../helpers/lagging-orders.js';
 import { eachTest } from '../helpers/loopback.js';
 import { tempDir } from '../helpers/setup.js';
 
@@ -37,31 +37,8 @@ const KILL_AFTER_MS = 2_700;
 /** an order shows in the lookup this long after it was created */
 const LAG_MS = 1_100;
 
-function slowLaggingApi() {
-  const orders: { ref: string; at: number }[] = [];
-  const seen = { posts: 0 };
-  const handler = (req: IncomingMessage, res: ServerResponse): void => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
-      const url = new URL(req.url ?? '/', 'http://x');
-      if (req.method === 'GET') {
-        const ref = url.searchParams.get('ref') ?? '';
-        const now = Date.now();
-        if (!orders.some((o) => o.ref === ref && o.at + LAG_MS <= now)) return void res.writeHead(404).end();
-        return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ id: `o-${ref}`, ref }));
-      }
-      seen.posts++;
-      const { ref } = JSON.parse(Buffer.concat(chunks).toString()) as { ref: string };
-      // every POST creates an order (no dedupe by key), PROCESS_MS later, whether or not its sender is still there
-      setTimeout(() => {
-        orders.push({ ref, at: Date.now() });
-        if (!res.destroyed) res.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ id: `o-${ref}-${orders.length}`, ref }));
-      }, PROCESS_MS);
-    });
-  };
-  return { orders, seen, handler, effects: (ref: string) => orders.filter((o) => o.ref === ref).length };
-}
+/** every POST creates an order (no dedupe by key), PROCESS_MS later, whether or not its sender is still there */
+const slowLaggingApi = () => laggingOrdersApi({ lagMs: LAG_MS, processMs: PROCESS_MS });
 
 let tmp: ReturnType<typeof tempDir>;
 const runs: WorkerRun[] = [];

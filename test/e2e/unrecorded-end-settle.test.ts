@@ -18,6 +18,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { StoreError, createClient, memoryStore } from '../../src/index.js';
 import type { LookupFn, OnceClientOptions, OnceStore } from '../../src/index.js';
+import { laggingOrdersApi } from '../helpers/lagging-orders.js';
 import { eachTest } from '../helpers/loopback.js';
 
 const { serve, use } = eachTest();
@@ -27,33 +28,15 @@ const ATTEMPT_TIMEOUT_MS = 800;
 const PROCESS_MS = 700;
 const LAG_MS = 2_200;
 
-function slowLaggingApi() {
-  const orders: { ref: string; at: number }[] = [];
-  const seen = { posts: 0 };
-  const handler = (req: IncomingMessage, res: ServerResponse): void => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
-      const url = new URL(req.url ?? '/', 'http://x');
-      if (req.method === 'GET') {
-        const ref = url.searchParams.get('ref') ?? '';
-        if (ref === 'warm-up') return void res.writeHead(404).end();
-        const now = Date.now();
-        if (!orders.some((o) => o.ref === ref && o.at + LAG_MS <= now)) return void res.writeHead(404).end();
-        return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ id: `o-${ref}`, ref }));
-      }
-      seen.posts++;
-      const { ref } = JSON.parse(Buffer.concat(chunks).toString()) as { ref: string };
-      const first = !orders.some((o) => o.ref === ref);
-      setTimeout(() => {
-        orders.push({ ref, at: Date.now() });
-        // the first request's answer never comes (the client times out); a resend is answered
-        if (!first) res.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ id: `o-${ref}-2`, ref }));
-      }, PROCESS_MS);
-    });
-  };
-  return { orders, seen, handler, effects: (ref: string) => orders.filter((o) => o.ref === ref).length };
-}
+/** Every POST creates an order PROCESS_MS later (no dedupe by key); the first request's answer never comes (the client times out), a resend is answered. */
+const slowLaggingApi = () =>
+  laggingOrdersApi({
+    lagMs: LAG_MS,
+    processMs: PROCESS_MS,
+    answer: ({ res, ref, first }) => {
+      if (!first) res.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ id: `o-${ref}-2`, ref }));
+    },
+  });
 
 /** `inner`, failing every write that records the end of an open attempt while `failing.on`. */
 function failingEnds(inner: OnceStore) {
