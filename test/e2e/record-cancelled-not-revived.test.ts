@@ -13,74 +13,68 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createClient, memoryStore } from '../../src/index.js';
+import type { OnceClient } from '../../src/index.js';
 import { eachTest } from '../helpers/loopback.js';
 import { orderInit, until, wait } from '../helpers/setup.js';
 
 const { serve, use } = eachTest();
 
+/** A provider whose first answer is a 503 with Retry-After: 1, then 201s; its requests and effects (orders created). */
+async function provider(): Promise<{ url: string; seen: { requests: number; effects: number } }> {
+  const seen = { requests: 0, effects: 0 };
+  const url = await serve((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      seen.requests++;
+      if (seen.requests === 1) {
+        res.writeHead(503, { 'retry-after': '1' }).end();
+        return;
+      }
+      seen.effects++;
+      res.writeHead(201, { 'content-type': 'application/json' }).end('{"id":"o-1"}');
+    });
+  });
+  return { url, seen };
+}
+
+/** The order of `scope.ref` through `c`: its status, or the name of the error it ended with. */
+const placeOrder = (c: OnceClient, url: string, scope: { action: string; ref: string }): Promise<number | string> =>
+  c.fetch(`${url}/orders`, { ...orderInit(scope.ref), once: scope }).then(
+    (r) => r.status,
+    (e: unknown) => (e as Error).name,
+  );
+
 describe('write-back after a cancel and a purge', () => {
   it('the owner does not send after a confirmed cancellation whose record was purged', async () => {
-    let requests = 0;
-    let effects = 0;
-    const url = await serve((req, res) => {
-      req.resume();
-      req.on('end', () => {
-        requests++;
-        if (requests === 1) {
-          res.writeHead(503, { 'retry-after': '1' }).end();
-          return;
-        }
-        effects++;
-        res.writeHead(201, { 'content-type': 'application/json' }).end('{"id":"o-1"}');
-      });
-    });
+    const { url, seen } = await provider();
     const store = memoryStore();
     const options = { store, retentionMs: 100, random: () => 0, retry: { budget: false, maxAttempts: 3, deadlineMs: 10_000 } } as const;
     const c = use(createClient(options));
     const other = use(createClient(options));
     const scope = { action: 'create-order', ref: 'R3-C1' };
-    const call = c.fetch(`${url}/orders`, { ...orderInit('R3-C1'), once: scope }).then(
-      (r) => r.status,
-      (e: unknown) => (e as Error).name,
-    );
+    const call = placeOrder(c, url, scope);
     await until(async () => (await c.get(scope))?.attempts.length === 1 && (await c.get(scope))?.state === 'pending');
     expect((await other.cancel(scope)).outcome).toBe('cancelled');
     await wait(150);
     expect(await c.purge()).toBe(1);
     const outcome = await call;
     await wait(100);
-    expect({ effects, requests }).toEqual({ effects: 0, requests: 1 });
+    expect(seen).toEqual({ effects: 0, requests: 1 });
     expect(outcome).toBe('StoreError'); // 'vanished while owned', as before the write-back
   });
 
   it("cancelled by the owner's own client: its wait ends at once, the call ends cancelled, nothing sent after a purge", async () => {
-    let requests = 0;
-    let effects = 0;
-    const url = await serve((req, res) => {
-      req.resume();
-      req.on('end', () => {
-        requests++;
-        if (requests === 1) {
-          res.writeHead(503, { 'retry-after': '1' }).end();
-          return;
-        }
-        effects++;
-        res.writeHead(201, { 'content-type': 'application/json' }).end('{"id":"o-1"}');
-      });
-    });
+    const { url, seen } = await provider();
     const c = use(createClient({ store: memoryStore(), retentionMs: 100, random: () => 0, retry: { budget: false, maxAttempts: 3, deadlineMs: 10_000 } }));
     const scope = { action: 'create-order', ref: 'R3-C2' };
-    const call = c.fetch(`${url}/orders`, { ...orderInit('R3-C2'), once: scope }).then(
-      (r) => r.status,
-      (e: unknown) => (e as Error).name,
-    );
+    const call = placeOrder(c, url, scope);
     await until(async () => (await c.get(scope))?.attempts.length === 1 && (await c.get(scope))?.state === 'pending');
     expect((await c.cancel(scope)).outcome).toBe('cancelled');
     await wait(150);
     await c.purge();
     const outcome = await call;
     await wait(1_100); // past the Retry-After: nothing goes out
-    expect({ effects, requests }).toEqual({ effects: 0, requests: 1 });
+    expect(seen).toEqual({ effects: 0, requests: 1 });
     expect(outcome).toBe('OperationCancelledError');
   });
 });
