@@ -714,12 +714,17 @@ export function lateDeliveryUnsettled(record: Pick<OperationRecord, 'evidence'>)
 const RESUMED = 'lease resumed by';
 
 /**
- * Whether the last attempt is open with nothing after it that bounds when it left its process: no
- * takeover (or resume) note, no stop by its own owner.
+ * Whether evidence `e` bounds when attempt `last`, left open, could last have been on the wire: a
+ * takeover (or resume) note after it, or a stop by its own owner (`settledAt` counts the settle window
+ * from it; an acquire with no such bound writes the resume note).
  */
+export const boundsOpen = (e: EvidenceRecord, last: AttemptRecord): boolean =>
+  e.generation > last.generation && (e.kind === 'takeover' || (e.kind === 'stop' && e.owner === last.owner));
+
+/** Whether the last attempt is open with nothing after it that bounds when it left its process (see `boundsOpen`). */
 function openUnbounded(record: Pick<OperationRecord, 'attempts' | 'evidence'>): boolean {
   const last = record.attempts.at(-1);
-  return last?.finishedAt === null && !record.evidence.some((e) => e.generation > last.generation && (e.kind === 'takeover' || (e.kind === 'stop' && e.owner === last.owner)));
+  return last?.finishedAt === null && !record.evidence.some((e) => boundsOpen(e, last));
 }
 
 /**

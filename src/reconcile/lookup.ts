@@ -5,6 +5,7 @@
  * @module
  */
 import { untilAborted } from '../backoff/sleep.js';
+import { boundsOpen } from '../operation/record.js';
 import type { OperationRecord, ResultSnapshot, Scope } from '../operation/record.js';
 
 /**
@@ -104,7 +105,7 @@ export function settledAt(record: Pick<OperationRecord, 'attempts' | 'evidence'>
   // forward at each call that stops before it ends)
   let bounded = false;
   for (const e of record.evidence) {
-    const open: boolean = last.finishedAt === null && e.generation > last.generation && (e.kind === 'takeover' || (!bounded && e.kind === 'stop' && e.owner === last.owner));
+    const open: boolean = last.finishedAt === null && boundsOpen(e, last) && (e.kind === 'takeover' || !bounded);
     bounded ||= open;
     if ((e.kind === 'late_response' || open) && e.at > from) from = e.at;
   }
