@@ -224,7 +224,19 @@ function mayHaveActed(r: OperationRecord): boolean {
 }
 
 /** A late response nobody takes: its body is cancelled, so its connection goes back to the pool. */
-const cancelBody = (res: Response): void => void res.body?.cancel().catch(() => undefined);
+/**
+ * Frees `res`'s body unread: cancelled; another fetch's body without `cancel()` (node-fetch's Node
+ * stream, piped from the socket's message: destroying it would leave the message unread and the
+ * socket taken) is read to its end. A cancel that throws frees nothing more.
+ */
+const cancelBody = (res: Response): void => {
+  const body = res.body as { cancel?: () => unknown } | null | undefined;
+  try {
+    Promise.resolve(typeof body?.cancel === 'function' ? body.cancel() : res.arrayBuffer()).catch(() => undefined);
+  } catch {
+    // a shape's body whose cancel throws
+  }
+};
 
 /**
  * Calls that joined one execution share its error; a body reads once. So each caller gets its own
@@ -327,14 +339,7 @@ export function responseLookup(lookup: LookupFn, opts: ResolvedOptions): Snapsho
     // 404), not the effect: "found" would settle the record on it for good while nothing happened.
     // Unknown, as a throw; its body given up so its connection is freed.
     if (res.status >= 400) {
-      // (another fetch's body without cancel(), node-fetch's Node stream: read to its end, as it was before, since
-      // destroying node-fetch 2's, piped from the socket's message, leaves that message unread and the socket taken)
-      const body = res.body as { cancel?: () => unknown } | null | undefined;
-      try {
-        Promise.resolve(typeof body?.cancel === 'function' ? body.cancel() : res.arrayBuffer()).catch(() => undefined);
-      } catch {
-        // a shape's body whose cancel throws: nothing more to free
-      }
+      cancelBody(res);
       throw new Error(`lookup resolved to a ${res.status} Response; return null for absent, a Response only for a found effect (status 200–399), throw for unknown`);
     }
     // read through its reader: a lookup given up (the deadline, the caller's abort) cancels its source
