@@ -5,9 +5,11 @@
  * it try the write of an answer in hand again, read a write back, or say which attempt was sent.
  * The built-in stores reject with one; a custom store may reject with its driver's own error
  * (ioredis: a plain `Error` "Command timed out", after Redis may have applied the command), which
- * would end a call whose order was created with that bare error. Any rejection that is not
- * oncefetch's own becomes a `StoreError` naming the store and the method, the original its `cause`:
- * a `TypeError` too. Every argument the wrapped store is given is one oncefetch built (a record, an
+ * would end a call whose order was created with that bare error. Any rejection that is not an
+ * error of this copy of oncefetch becomes a `StoreError` naming the store and the method, the
+ * original its `cause`: a `TypeError` too, and another copy's `StoreError` (a store package with its
+ * own `oncefetch` dependency), which the engine, telling a store failure by this copy's class, would
+ * otherwise pass on bare after the send, as "nothing was sent". Every argument the wrapped store is given is one oncefetch built (a record, an
  * id from a checked scope, a list query from checked `recover` options, the clock's `now`); a
  * caller's own arguments are refused before (`client.purge`'s filter, `recover`'s options), and
  * `client.store` and the CLI use the store unwrapped. So a `TypeError` here is the store's failure,
@@ -20,7 +22,7 @@
  * @internal
  * @module
  */
-import { StoreError, isOnceError } from '../errors.js';
+import { OnceError, StoreError, isOnceError } from '../errors.js';
 import type { OnceStore } from './contract.js';
 
 /** One wrapper per store, so clients sharing a store share it (and count its users together). */
@@ -35,8 +37,11 @@ export function withStoreErrors(store: OnceStore): OnceStore {
       <M extends Method>(name: M) =>
       (...args: Parameters<OnceStore[M]>): ReturnType<OnceStore[M]> =>
         new Promise((resolve) => resolve((store[name] as (...a: typeof args) => unknown)(...args))).catch((error: unknown) => {
-          if (isOnceError(error)) throw error;
-          throw new StoreError(`${store.name}: ${name} failed: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+          if (error instanceof OnceError) throw error;
+          // (another copy's StoreError too: branded as oncefetch's, but not this copy's class, by which
+          // the engine tells a store failure; the count of records its failed purge removed is kept)
+          const purged = isOnceError(error) ? (error as StoreError).purged : undefined;
+          throw new StoreError(`${store.name}: ${name} failed: ${error instanceof Error ? error.message : String(error)}`, { cause: error, purged });
         }) as ReturnType<OnceStore[M]>;
     wrapped = {
       name: store.name,
