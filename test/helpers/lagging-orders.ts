@@ -6,6 +6,7 @@
  * all); by default a 201, unless its connection is gone. Effects are the orders, counted here.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { ordersServer } from './orders-server.js';
 
 export interface PostAnswer {
   req: IncomingMessage;
@@ -21,31 +22,18 @@ export const created = ({ res, ref, count }: PostAnswer): void => {
 
 export function laggingOrdersApi(opts: { lagMs: number; processMs?: number; answer?: (post: PostAnswer) => void }) {
   const { lagMs, processMs = 0, answer = created } = opts;
-  const orders: { ref: string; at: number }[] = [];
-  const seen = { posts: 0, lookups: 0 };
-  const handler = (req: IncomingMessage, res: ServerResponse): void => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
-      const url = new URL(req.url ?? '/', 'http://x');
-      if (req.method === 'GET') {
-        seen.lookups++;
-        const ref = url.searchParams.get('ref') ?? '';
-        const now = Date.now();
-        if (!orders.some((o) => o.ref === ref && o.at + lagMs <= now)) return void res.writeHead(404).end();
-        return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ id: `o-${ref}`, ref }));
-      }
-      seen.posts++;
-      const { ref } = JSON.parse(Buffer.concat(chunks).toString()) as { ref: string };
-      const first = !orders.some((o) => o.ref === ref);
-      const commit = (): void => {
-        orders.push({ ref, at: Date.now() });
-        answer({ req, res, ref, first, count: orders.length });
-      };
+  const api = ordersServer({
+    onGet: ({ res, ref }) => {
+      if (!api.has(ref, lagMs)) return void res.writeHead(404).end();
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ id: `o-${ref}`, ref }));
+    },
+    onPost: ({ req, res, ref }) => {
+      const first = !api.has(ref);
+      const commit = (): void => answer({ req, res, ref, first, count: api.create(ref) });
       // (at once when there is no processing time: the answer goes out in the same turn as before)
       if (processMs === 0) commit();
       else setTimeout(commit, processMs);
-    });
-  };
-  return { orders, seen, handler, effects: (ref: string) => orders.filter((o) => o.ref === ref).length };
+    },
+  });
+  return { seen: api.seen, handler: api.handler, effects: api.effects };
 }
