@@ -8,11 +8,11 @@
  * `Retry-After`, a dropped connection whose backoff passes the deadline), which a lookup failing
  * leaves an AmbiguousOutcomeError. Effects are counted at the provider (a loopback server); lookups at its GET.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { AmbiguousOutcomeError, createClient, DeadlineExceededError, memoryStore, RetriesExhaustedError } from '../../src/index.js';
 import type { LookupFn, OnceClientOptions } from '../../src/index.js';
 import { eachTest } from '../helpers/loopback.js';
+import { ordersServer } from '../helpers/orders-server.js';
 
 const { serve, use } = eachTest();
 
@@ -25,40 +25,31 @@ type Answer = 'create-and-drop' | 'drop' | 'create-500-retry-after' | '500-retry
  * GET /orders?ref= (the lookup) answers 500 for its first `lookupFails` calls, then 200 or 404.
  */
 function ordersApi(posts: Answer[], lookupFails = 0) {
-  const created: string[] = [];
-  const seen = { posts: 0, lookups: 0 };
-  const handler = (req: IncomingMessage, res: ServerResponse): void => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
-      const url = new URL(req.url ?? '/', 'http://x');
-      if (req.method === 'GET') {
-        seen.lookups++;
-        if (seen.lookups <= lookupFails) return void res.writeHead(500).end();
-        const ref = url.searchParams.get('ref') ?? '';
-        if (!created.includes(ref)) return void res.writeHead(404).end();
-        return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ id: 'o-1', ref }));
-      }
-      seen.posts++;
-      const { ref } = JSON.parse(Buffer.concat(chunks).toString()) as { ref: string };
+  const api = ordersServer({
+    onGet: ({ res, ref }) => {
+      if (api.seen.lookups <= lookupFails) return void res.writeHead(500).end();
+      if (!api.has(ref)) return void res.writeHead(404).end();
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ id: 'o-1', ref }));
+    },
+    onPost: ({ req, res, ref }) => {
       const answer = posts.shift();
       if (answer === 'create-and-drop') {
-        created.push(ref);
+        api.create(ref);
         return void req.socket.destroy();
       }
       if (answer === 'drop') return void req.socket.destroy();
       if (answer === 'create-500-retry-after') {
-        created.push(ref);
+        api.create(ref);
         return void res.writeHead(500, { 'retry-after': '3600' }).end('{"error":"internal"}');
       }
       if (answer === '500-retry-after') return void res.writeHead(500, { 'retry-after': '3600' }).end('{"error":"internal"}');
       if (answer === '503') return void res.writeHead(503).end();
       if (answer === '503-retry-after') return void res.writeHead(503, { 'retry-after': '10' }).end();
-      created.push(ref);
+      api.create(ref);
       res.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ id: 'o-1', ref }));
-    });
-  };
-  return { handler, created, seen };
+    },
+  });
+  return { handler: api.handler, created: api.created, seen: api.seen };
 }
 
 function lookupAt(origin: string): LookupFn {
