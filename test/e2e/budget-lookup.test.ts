@@ -15,6 +15,7 @@ import { AmbiguousOutcomeError, createClient, DeadlineExceededError, memoryStore
 import type { LookupFn } from '../../src/index.js';
 import { sqliteStore } from '../../src/stores/sqlite.js';
 import { eachTest } from '../helpers/loopback.js';
+import { ordersServer } from '../helpers/orders-server.js';
 
 const { serve, use } = eachTest();
 
@@ -24,23 +25,20 @@ const { serve, use } = eachTest();
  */
 function smsApi(commit: boolean, sent: string[], together = 1): (req: IncomingMessage, res: ServerResponse) => void {
   const held: ServerResponse[] = [];
-  return (req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
-      const url = new URL(req.url ?? '/', 'http://x');
-      if (req.method === 'GET') {
-        const ref = url.searchParams.get('ref') ?? '';
-        if (!sent.includes(ref)) return void res.writeHead(404).end();
-        return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ sid: 'SM1', ref }));
-      }
-      const { ref } = JSON.parse(Buffer.concat(chunks).toString()) as { ref: string };
-      if (commit) sent.push(ref);
+  const api = ordersServer({
+    created: sent,
+    onGet: ({ res, ref }) => {
+      if (!api.has(ref)) return void res.writeHead(404).end();
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ sid: 'SM1', ref }));
+    },
+    onPost: ({ res, ref }) => {
+      if (commit) api.create(ref);
       held.push(res);
       if (held.length < together) return;
       for (const r of held.splice(0)) r.writeHead(500).end('{"error":"internal"}');
-    });
-  };
+    },
+  });
+  return api.handler;
 }
 
 function lookupAt(origin: string): LookupFn {

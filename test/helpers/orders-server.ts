@@ -1,7 +1,7 @@
 /**
  * The shell of a loopback orders API, whose answers each test scripts for itself: it reads a
- * request's body to its end, then hands a GET (the lookup, GET /orders?ref=) to `onGet` and any
- * other request (a POST of a JSON body with a `ref`) to `onPost`, in that same turn, counting both
+ * request's body to its end, then hands a GET (the lookup: GET /orders?ref=, any path) to `onGet` and
+ * any other request (a POST of a JSON body with a `ref`) to `onPost`, in that same turn, counting both
  * in `seen`. The orders are what the test says it created (`create(ref)`): `created` holds their
  * refs in turn (a test's own array when given), `effects(ref)` counts a ref's, `has(ref, olderThanMs)`
  * finds one (at least `olderThanMs` old). Serve `handler` with eachTest().serve (loopback.ts), which
