@@ -14,12 +14,12 @@
  * The provider (loopback) takes PROCESS_MS to create the order and never answers; its lookup index
  * lags its writes by LAG_MS (under settleMs). Effects are counted at the provider.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { StoreError, createClient, memoryStore } from '../../src/index.js';
 import type { LookupFn, OnceClientOptions, OnceStore } from '../../src/index.js';
 import { laggingOrdersApi } from '../helpers/lagging-orders.js';
 import { eachTest } from '../helpers/loopback.js';
+import { ordersServer } from '../helpers/orders-server.js';
 
 const { serve, use } = eachTest();
 
@@ -124,23 +124,16 @@ describe("an attempt's end not recorded, then the same client calls again and ag
   it('the window counts from the first stop only: a later call settles the "absent" and resends, 1 order', async () => {
     // a provider that accepts the first POST and never acts on it nor answers (the request is lost in it), answers a resend
     const orders: string[] = [];
-    let posts = 0;
-    const base = await serve((req: IncomingMessage, res: ServerResponse) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (chunk: Buffer) => chunks.push(chunk));
-      req.on('end', () => {
-        const url = new URL(req.url ?? '/', 'http://x');
-        if (req.method === 'GET') {
-          const ref = url.searchParams.get('ref') ?? '';
-          return void (orders.includes(ref) ? res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ref })) : res.writeHead(404).end());
-        }
-        posts++;
-        if (posts === 1) return; // never answered, never created
-        const { ref } = JSON.parse(Buffer.concat(chunks).toString()) as { ref: string };
-        orders.push(ref);
+    const api = ordersServer({
+      created: orders,
+      onGet: ({ res, ref }) => void (api.has(ref) ? res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ref })) : res.writeHead(404).end()),
+      onPost: ({ res, ref }) => {
+        if (api.seen.posts === 1) return; // never answered, never created
+        api.create(ref);
         res.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ ref }));
-      });
+      },
     });
+    const base = await serve(api.handler);
     await fetch(`${base}/orders?ref=warm-up`);
     const { store, failing } = failingEnds(memoryStore());
     const client = use(
@@ -173,6 +166,6 @@ describe("an attempt's end not recorded, then the same client calls again and ag
     expect(status).toBe(201);
     expect(failed).toBeLessThan(8);
     expect(orders.filter((o) => o === ref)).toHaveLength(1);
-    expect(posts).toBe(2);
+    expect(api.seen.posts).toBe(2);
   }, 30_000);
 });
