@@ -42,18 +42,20 @@ export type ScopeInput = { action: string; ref: string; tenant?: string };
 
 /**
  * Result of {@link OnceClient.cancel}. Only `cancelled` means nothing will
- * happen at the provider; act on `delivered` as on a success.
+ * happen at the provider; `delivered` means the operation ended before the cancel could stop it:
+ * `state` `succeeded` is a success, `failed` a terminal answer (a 400, say) that the provider refused.
  *
  * @example
  * ```ts
- * const { outcome } = await client.cancel({ action: 'refund', ref: ticket.id })
- * if (outcome === 'delivered') notify('the refund had already gone through')
+ * const { outcome, state } = await client.cancel({ action: 'refund', ref: ticket.id })
+ * if (outcome === 'delivered' && state === 'succeeded') notify('the refund had already gone through')
  * ```
  */
 export interface CancelResult {
   /**
    * - `cancelled`: nothing was delivered and nothing will be sent;
-   * - `delivered`: delivery won (or the operation had already ended): its result is kept;
+   * - `delivered`: delivery won (or the operation had already ended): its result is kept; `state`
+   *   says how it ended (`succeeded`, or `failed` on a terminal answer such as a 400);
    * - `undecided`: the cancel is recorded, but an attempt's outcome is still unknown when the
    *   wait ended; the next call or `recover()` settles it (a lookup decides which won). With no
    *   lookup that can answer it stays undecided (`ambiguous`): after a cancel nothing is resent,
