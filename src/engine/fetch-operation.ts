@@ -333,14 +333,16 @@ export function responseLookup(lookup: LookupFn, opts: ResolvedOptions): Snapsho
     // Only a status a response can be replayed with (not Response.error()'s 0): else the record would
     // settle on a result every later call fails to rebuild.
     if (!Number.isInteger(res.status) || res.status < 200 || res.status > 599) {
-      throw new TypeError(`lookup resolved to a Response with status ${String(res.status)}: a found effect needs a status from 200 to 399`);
+      throw new TypeError(`lookup resolved to a Response with status ${String(res.status)}: a found effect needs a status from 200 to 299`);
     }
     // A 4xx or 5xx is the lookup endpoint's own failure (a 500, a 401 of a wrong token, a wrong path's
-    // 404), not the effect: "found" would settle the record on it for good while nothing happened.
-    // Unknown, as a throw; its body given up so its connection is freed.
-    if (res.status >= 400) {
+    // 404), a 3xx a redirect it did not follow (`redirect: 'manual'`: a 302 to a login page), not the
+    // effect: "found" would settle the record on it for good while nothing happened (measured: a 302,
+    // `succeeded` with 0 orders). Unknown, as a throw; its body given up so its connection is freed.
+    if (!isSuccessStatus(res.status)) {
       cancelBody(res);
-      throw new Error(`lookup resolved to a ${res.status} Response; return null for absent, a Response only for a found effect (status 200–399), throw for unknown`);
+      const why = res.status < 400 ? ': a redirect the lookup did not follow (follow redirects and return the resource, or null for absent)' : '';
+      throw new Error(`lookup resolved to a ${res.status} Response${why}; return null for absent, a Response only for a found effect (status 200–299), throw for unknown`);
     }
     // read through its reader: a lookup given up (the deadline, the caller's abort) cancels its source
     const body = await readBody(res, ctx.signal, (read) => {

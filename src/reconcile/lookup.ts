@@ -32,10 +32,12 @@ export interface LookupContext {
 
 /**
  * Asks the provider whether the operation took effect.
- * - resolves to a `Response` with a status from 200 to 399: found — it becomes the operation's result;
- * - resolves to a `Response` with a 4xx or 5xx status (the lookup endpoint's own 500, a 401 of a wrong
- *   token, a wrong path's 404): unknown, as a throw (below); its body is cancelled. Map the provider's
- *   "no such operation" answer to `null` yourself;
+ * - resolves to a `Response` with a 2xx status (200 to 299; a 204: exists, no body): found — it becomes
+ *   the operation's result;
+ * - resolves to a `Response` with a 3xx, 4xx or 5xx status (a redirect the lookup did not follow, as
+ *   `redirect: 'manual'` hands back a 302 to a login page; the lookup endpoint's own 500, a 401 of a
+ *   wrong token, a wrong path's 404): unknown, as a throw (below); its body is cancelled. Map the
+ *   provider's "no such operation" answer to `null` yourself;
  * - resolves to `null`: absent — resent with the same key (but a requested cancel ends `cancelled`,
  *   and a provider's key conflict on a resend then stands, once the "absent" is settled: `failed`,
  *   `IdempotencyConflictError`);

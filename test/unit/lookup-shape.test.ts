@@ -38,8 +38,8 @@ describe('a lookup answer read as a Response', () => {
     const { client, call, sends } = setup(answer);
     const error = await call().then(() => undefined, (e: unknown) => e);
     expect(error).toBeInstanceOf(AmbiguousOutcomeError);
-    // (found needs 200–399 since a 4xx/5xx answer counts as the lookup failing)
-    expect((error as Error).message).toMatch(/a found effect needs a status from 200 to 399/);
+    // (found needs a 2xx since a 3xx, 4xx or 5xx answer counts as the lookup failing; was 200 to 399)
+    expect((error as Error).message).toMatch(/a found effect needs a status from 200 to 299/);
     expect((await client.get(SCOPE))?.state).toBe('ambiguous');
     await expect(call()).rejects.toBeInstanceOf(AmbiguousOutcomeError);
     expect(sends()).toBe(1);
@@ -71,7 +71,8 @@ describe('a lookup answer with a 4xx or 5xx status', () => {
     const { client, call, sends } = setup(() => new Response(body, { status }));
     const error = await call().then(() => undefined, (e: unknown) => e);
     expect(error).toBeInstanceOf(AmbiguousOutcomeError);
-    expect((error as Error).message).toContain(`lookup failed: lookup resolved to a ${status} Response; return null for absent, a Response only for a found effect (status 200–399), throw for unknown`);
+    // (was 'status 200–399': a 3xx is no longer found, deliberately)
+    expect((error as Error).message).toContain(`lookup failed: lookup resolved to a ${status} Response; return null for absent, a Response only for a found effect (status 200–299), throw for unknown`);
     expect(cancelled).toBe(1);
     const record = await client.get(SCOPE);
     expect(record?.state).toBe('ambiguous');
@@ -80,10 +81,41 @@ describe('a lookup answer with a 4xx or 5xx status', () => {
     await client.close();
   });
 
-  it.each([200, 204, 302, 399])('%i is still found', async (status) => {
+  // (was [200, 204, 302, 399]: a 3xx was found, and settled the record succeeded on a redirect to a login page)
+  it.each([200, 204, 299])('%i is still found', async (status) => {
     const { client, call, sends } = setup(() => new Response(status === 204 ? null : '{"id":"o-1"}', { status }));
     expect((await call()).status).toBe(status);
     expect((await client.get(SCOPE))?.state).toBe('succeeded');
+    expect(sends()).toBe(1);
+    await client.close();
+  });
+
+  it.each([300, 301, 302, 303, 307, 308, 399])("%i (a redirect the lookup did not follow, redirect: 'manual') is unknown, not found: the message says why, the record ambiguous, its body cancelled", async (status) => {
+    let cancelled = 0;
+    const body = new ReadableStream<Uint8Array>({
+      start: (controller) => controller.enqueue(new TextEncoder().encode('<a href="/login">Found</a>')),
+      pull: (controller) => controller.close(),
+      cancel: () => void cancelled++,
+    });
+    const { client, call, sends } = setup(() => new Response(body, { status, headers: { location: '/login' } }));
+    const error = await call().then(() => undefined, (e: unknown) => e);
+    expect(error).toBeInstanceOf(AmbiguousOutcomeError);
+    expect((error as Error).message).toContain(`lookup failed: lookup resolved to a ${status} Response: a redirect the lookup did not follow`);
+    expect((error as Error).message).toContain('a Response only for a found effect (status 200–299)');
+    expect(cancelled).toBe(1);
+    const record = await client.get(SCOPE);
+    expect(record?.state).toBe('ambiguous');
+    expect(record?.result).toBeNull();
+    expect(sends()).toBe(1);
+    await expect(call()).rejects.toBeInstanceOf(AmbiguousOutcomeError);
+    expect(sends()).toBe(1);
+    await client.close();
+  });
+
+  it('304 (no body) is unknown, not found', async () => {
+    const { client, call, sends } = setup(() => new Response(null, { status: 304 }));
+    await expect(call()).rejects.toThrow(/lookup resolved to a 304 Response/);
+    expect((await client.get(SCOPE))?.state).toBe('ambiguous');
     expect(sends()).toBe(1);
     await client.close();
   });
