@@ -291,9 +291,10 @@ export function createClientWith(options: OnceClientOptions, platform: PlatformD
 
 /**
  * `client.close()`: no new work once it is called (`admit` rejects it), then a wait for the work
- * already started (the client's calls in progress, then the engine's background writes in
- * `abandoning`), bounded by `waitMs`; then the engine's `closed` signal, the never_sent of the
- * attempts it stopped before their send (at most LET_GO_WAIT_MS), and the store's close.
+ * already started (the client's calls in progress, the cancel writes of joined calls in `cancelling`,
+ * then the engine's background writes in `abandoning`), bounded by `waitMs`; then the engine's
+ * `closed` signal, the never_sent of the attempts it stopped before their send (at most
+ * LET_GO_WAIT_MS), and the store's close.
  */
 /**
  * A signal for each of `n` waits, each aborted with `signal` through one listener on it (a Node
@@ -324,8 +325,10 @@ function shutdownOf(engine: Engine): { admit: <T>(method: string, start: () => P
   const drained = async (): Promise<void> => {
     for (;;) {
       stop.signal.throwIfAborted();
-      if (work.size > 0) {
-        await untilAborted(Promise.allSettled(work), stop.signal);
+      // (then the cancel writes of joined calls' once.signal, which may outlive both calls: see `cancelling`)
+      const busy = work.size > 0 ? work : engine.cancelling;
+      if (busy.size > 0) {
+        await untilAborted(Promise.allSettled(busy), stop.signal);
         continue;
       }
       // The writes the calls left going in the background: what a call learned after its send, until

@@ -220,6 +220,13 @@ export class Engine {
    * own `once.signal` is (see `cancelAsked`). Made only when needed: a wait before a retry, or a cancel.
    */
   private readonly cuts = new WeakMap<CallDeadline, AbortController>();
+  /**
+   * The cancel writes a joined call's `once.signal` started (see `requestCancel`): the only record of
+   * that cancel when the call it joined takes no step after it (its last attempt refused), they may
+   * outlive both calls; `client.close()` waits for them before the store goes (else it closed under one:
+   * the cancel unrecorded, and the next call sent the order)
+   */
+  readonly cancelling = new Set<Promise<unknown>>();
   /** by record id: the abandon of a write given up on before the send, pending until it lands (see `bounded`), and until when a call waits for it */
   readonly abandoning = new Map<string, { done: Promise<unknown>; until: number | (() => number) }>();
   /**
@@ -386,7 +393,12 @@ export class Engine {
       // A joined caller's `once.signal` cancels the operation as `client.cancel()` does (DESIGN §8): the
       // call it joined sends nothing more, and this one ends as that one does (a delivery that won, say).
       const cancel = spec.cancelSignal;
-      const onCancel = (): void => void this.requestCancel(id).catch(() => undefined);
+      // (its write goes on after both calls end: `client.close()` waits for it, see `cancelling`)
+      const onCancel = (): void => {
+        const write = this.requestCancel(id).catch(() => undefined);
+        this.cancelling.add(write);
+        void write.then(() => this.cancelling.delete(write));
+      };
       if (cancel?.aborted === true) onCancel();
       else cancel?.addEventListener('abort', onCancel, { once: true });
       try {
