@@ -9,7 +9,7 @@
 import type { AttemptRecord, OperationRecord } from '../operation/record.js';
 import type { ResolvedOptions } from '../options.js';
 import type { Facts } from './facts.js';
-import { factsOf, inProgressAnswer, iso, listOf } from './facts.js';
+import { factsOf, inProgressAnswer, iso, listOf, unprovenFound } from './facts.js';
 import { decide, redactKey, redirected, refMinted } from './plan.js';
 import type { Confidence, Diagnosis, DiagnosisCode, ExplainPolicy, Explanation, Handoff } from './types.js';
 
@@ -101,7 +101,7 @@ function summaryOf(code: DiagnosisCode, r: OperationRecord, f: Facts): string {
       const dup = f.sends < 2 ? '' : `: possible duplicate with attempt${beside.length > 1 ? 's' : ''} ${listOf(beside)}, unless the provider deduped them by key`;
       const success = r.attempts.findLast((a) => a.class === 'success');
       return r.result?.source === 'lookup'
-        ? `A lookup found the effect (status ${r.result.status})${late === '' ? ` after attempt ${n} ${answerOf(last) ?? 'ended without an answer'}` : `; ${late}`}${dup}.`
+        ? `${unprovenFound(r) === undefined ? 'A lookup found the effect' : "A lookup's redirect, not followed, was taken for the effect"} (status ${r.result.status})${late === '' ? ` after attempt ${n} ${answerOf(last) ?? 'ended without an answer'}` : `; ${late}`}${dup}.`
         : success === undefined && f.lateSuccess
           ? // (the success of the superseded owner's own attempt, recorded by that owner once it took the record back)
             `${late[0]?.toUpperCase() ?? ''}${late.slice(1)}, and that owner recorded it when it took the record back${dup}; later calls replay it.`

@@ -193,7 +193,21 @@ function contradictionsOf(record: OperationRecord, lookups: HandoffLookup[], pro
     if (!sentBetween) found.push(`lookups disagree with nothing sent in between: ${a.outcome} at ${iso(a.at)}, ${b.outcome} at ${iso(b.at)}`);
   }
   if (record.state === 'succeeded' && record.result === null) found.push('the record is succeeded but holds no result');
+  const st = unprovenFound(record);
+  if (st !== undefined) {
+    found.push(`a lookup's ${st} answer settled the record succeeded, but a ${st} is not a found effect (a redirect the lookup did not follow, read as found before a lookup needed a 2xx): the effect may not exist`);
+  }
   return found;
+}
+
+/**
+ * The status of a lookup's answer that settled the record though it is no 2xx: a 3xx, read as found
+ * while 200–399 counted as found (a lookup with `redirect: 'manual'` handed a 302 to a login page
+ * over; measured: succeeded with 0 orders at the provider). No proof of the effect. Else undefined.
+ */
+export function unprovenFound(record: OperationRecord): number | undefined {
+  const st = record.result?.source === 'lookup' ? record.result.status : 200;
+  return st < 200 || st > 299 ? st : undefined;
 }
 
 /** A superseded owner's late outcome that says its attempt was sent (every one but a late `not_sent`). */

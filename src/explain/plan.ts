@@ -9,7 +9,7 @@
  */
 import type { OperationRecord } from '../operation/record.js';
 import type { Facts } from './facts.js';
-import { iso, listOf } from './facts.js';
+import { iso, listOf, unprovenFound } from './facts.js';
 import type { DiagnosisCode, ExplainPolicy } from './types.js';
 
 /** What to do about one diagnosis. */
@@ -208,6 +208,17 @@ function decideCode(code: DiagnosisCode, c: Ctx): Decision {
       // "absent" (not by the provider's dedupe): one effect holds only if the provider did not act on
       // it later than settleMs after it ended (a first-hour trial: a provider 6 s past a 2 s timeout, 2 orders).
       const cleared = c.p.providerDedupes ? undefined : r.attempts.find((a) => a !== f.last && (a.class === 'ambiguous' || a.class === null));
+      // settled by a lookup's 3xx (see `unprovenFound`): the replayed answer proves nothing
+      const unproven = unprovenFound(r);
+      if (unproven !== undefined) {
+        return {
+          plan: [
+            `Check at the provider whether an effect exists for ${effectFor(c)}: the stored ${unproven} proves nothing, and ${replay}`,
+            `If none exists, send the intent under a new ref (this one only replays the ${unproven}); if one exists, nothing to do.`,
+          ],
+          verification: [atProvider(c, '0 or 1'), shown],
+        };
+      }
       return f.sends < 2
         ? {
             plan: [`Nothing to do: ${replay}`, 'A new intent needs a new ref; this ref with another payload is a conflict.'],

@@ -38,3 +38,38 @@ describe('explain on a POST answered with a redirect (redirect: manual)', () => 
     expect(x.verification[0]).toMatch(/^At the provider: no effect/);
   });
 });
+
+// A record a lookup's 3xx settled `succeeded` while 200–399 counted as found (a lookup with redirect:
+// 'manual' handed a 302 to a login page over; measured: succeeded with 0 orders at the provider). Such
+// records stay in stores written before a 3xx became "the lookup failed": explain said "A lookup found
+// the effect (status 302)", "Nothing to do", confidence medium, effects 1.
+function foundByLookup(status: number): OperationRecord {
+  const r = startedRecord('A-17', '123e4567-e89b-12d3-a456-426614174abc', T0);
+  const lost = applyEvent(r, { type: 'attempt_finished', class: 'ambiguous', status: null, reason: 'socket reset after send', result: null }, T0 + 20, 'a');
+  const result = { source: 'lookup', kind: 'response', status, statusText: '', headers: [['location', '/login']], body: '', bodyTruncated: false };
+  return applyEvent(lost, { type: 'lookup_found', result: result as never, detail: `lookup found it (status ${status})` }, T0 + 40, 'a');
+}
+
+describe("explain on a record a lookup's 3xx settled succeeded (stored before a 3xx stopped counting as found)", () => {
+  it.each([301, 302, 303, 307, 308])('%i: not "nothing to do": escalated, low confidence, effects unknown, check at the provider', (status) => {
+    const r = foundByLookup(status);
+    expect(r.state).toBe('succeeded');
+    const x = explain(r, explainPolicy(T0 + 1_000));
+    expect(x.escalate).toBe(true);
+    expect(x.confidence).toBe('low');
+    expect(x.handoff.effects).toBe('unknown');
+    expect(x.escalation).toContain(`a lookup's ${status} answer settled the record succeeded`);
+    expect(x.diagnosis.evidence.join('\n')).toContain('not a found effect');
+    expect(x.diagnosis.summary).toBe(`A lookup's redirect, not followed, was taken for the effect (status ${status}) after attempt 1 ended without an answer.`);
+    expect(x.plan.join('\n')).not.toMatch(/Nothing to do:/);
+    expect(x.plan[0]).toMatch(new RegExp(`^Check at the provider whether an effect exists for ref 'A-17' \\(key …4abc\\): the stored ${status} proves nothing`));
+    expect(x.verification[0]).toBe("At the provider: 0 or 1 effect for ref 'A-17' (key …4abc).");
+  });
+
+  it('a 2xx lookup answer (204 too) is still found: nothing to do, one effect', () => {
+    for (const status of [200, 204]) {
+      const x = explain(foundByLookup(status), explainPolicy(T0 + 1_000));
+      expect([x.escalate, x.handoff.effects]).toEqual([false, 1]);
+    }
+  });
+});
