@@ -146,9 +146,9 @@ function summaryOf(code: DiagnosisCode, r: OperationRecord, f: Facts): string {
           ? `Owner ${f.late.owner} got ${f.late.status ?? 'a success'} late, after a takeover: the request took effect; no lookup has found it yet.`
           : `Owner ${f.late.owner} ended ambiguous late, after a takeover: it may have reached the provider.`;
       }
-      return r.state === 'in_flight'
+      return r.state === 'in_flight' && f.bound?.kind !== 'stop'
         ? `The owner ${r.lease?.owner ?? '?'} stopped renewing its lease while attempt ${n} was on the wire (crash?): it may have reached the provider.`
-        : `Attempt ${n} never recorded an outcome: its owner ${last?.owner ?? '?'} stopped and the lease was taken over; it may have reached the provider.`;
+        : `Attempt ${n} never recorded an outcome: its owner ${last?.owner ?? '?'} ${unrecordedOf(r, f)}; it may have reached the provider.`;
     case 'unknown':
       // (a late success proves the effect: that contradiction first, not a conflict's "may have")
       if (f.resendConflict && r.state === 'failed' && !f.lateSuccess) {
@@ -162,6 +162,22 @@ function summaryOf(code: DiagnosisCode, r: OperationRecord, f: Facts): string {
       }
       return `No rule fits this ${r.state} record${f.lateSuccess ? ', and a superseded owner got a success late' : ''}; a person must look at it.`;
   }
+}
+
+/**
+ * How the record got past its last attempt, whose end was never recorded (`Facts.bound`): another owner took the
+ * lease over, the same owner id resumed it (a restart), or its owner stopped without recording the end (a store
+ * write failed) and released the lease, a later call taking the record up with nothing to take over.
+ */
+function unrecordedOf(r: OperationRecord, f: Facts): string {
+  const b = f.bound;
+  const later = r.state === 'in_flight' ? '' : ', and a later call continued';
+  if (b?.kind === 'stop') return `stopped without recording its end (${b.detail.split(':')[0] ?? ''}) and released the lease${later}`;
+  if (b === undefined) return `stopped${later}`;
+  if (!f.resumed) return `stopped and the lease was taken over by ${b.owner}`;
+  return b.owner === f.last?.owner
+    ? 'stopped with it on the wire and resumed the record under the same owner id (a restart), with no takeover'
+    : `released the lease without recording its end, and a later call (${b.owner}) resumed the record with no takeover`;
 }
 
 /** What a key conflict that answered a same-key resend says (`Facts.resendConflict`). */

@@ -114,6 +114,13 @@ export interface Facts {
   reachedEarlier: AttemptRecord | undefined;
   /** some attempt got 409 "in progress" */
   inProgress409: AttemptRecord | undefined;
+  /**
+   * the last attempt left open (`finishedAt: null`): the first note after it that bounds its end (record.ts's
+   * `boundsOpen`): another owner's takeover, a resume (`resumed`), or a stop by its own owner
+   */
+  bound: EvidenceRecord | undefined;
+  /** `bound` is a resume note (record.ts's RESUMED): no lease was taken from another owner */
+  resumed: boolean;
   /** takeovers and superseded writes: more than one owner acted */
   concurrency: string[];
   /** the provider marked the stored result as a replay of an earlier request with this key */
@@ -370,6 +377,8 @@ export function factsOf(record: OperationRecord, now: number, providerRetentionM
   const duplicate = deduped ? undefined : sent.findLast((a) => a !== lateAttempt);
   const sends = deduped ? 1 : landed.size;
   const last = record.attempts[record.attempts.length - 1];
+  const bound =
+    last?.finishedAt === null ? record.evidence.find((e) => e.generation > last.generation && (e.kind === 'takeover' || (e.kind === 'stop' && e.owner === last.owner))) : undefined;
   const answered = answeredLate(record.attempts);
   const earlier = record.attempts.slice(0, -1).filter((a) => !answered.includes(a));
   const unresolved = unresolvedOf(record, earlier, late);
@@ -419,6 +428,8 @@ export function factsOf(record: OperationRecord, now: number, providerRetentionM
     unsettledEarlier: resendRefused ? unsettledEarlier : undefined,
     reachedEarlier,
     inProgress409,
+    bound,
+    resumed: bound?.kind === 'takeover' && bound.detail.startsWith(RESUMED),
     concurrency,
     providerReplayed,
     effects: effectsOf(record, lookups, contradictions, late, sends),

@@ -337,7 +337,7 @@ function decideCode(code: DiagnosisCode, c: Ctx): Decision {
     case 'stale_lease': {
       const lead =
         r.state === 'in_flight'
-          ? [`Take it over: the lease of ${r.lease?.owner ?? 'its owner'} expired${r.lease === null ? '' : ` at ${iso(r.lease.expiresAt)}`}; client.recover() (or a call with the same ref) becomes the new owner and the record turns ambiguous.`]
+          ? [`Take it over: ${r.lease === null ? `${f.last?.owner ?? 'its owner'} released its lease` : `the lease of ${r.lease.owner} expired at ${iso(r.lease.expiresAt)}`}; client.recover() (or a call with the same ref) becomes the new owner and the record turns ambiguous.`]
           : [];
       return unsettled(c, lead);
     }
