@@ -5,7 +5,7 @@
  * @module
  */
 import { redactKey } from '../explain/plan.js';
-import { isTerminal } from '../operation/record.js';
+import { RESUMED, isTerminal } from '../operation/record.js';
 import type { OperationRecord, ResultSnapshot } from '../operation/record.js';
 import { unstoredBytes } from '../operation/snapshot.js';
 import { EXIT, UsageError, parseFlags } from './args.js';
@@ -16,7 +16,8 @@ import { RECORD_FLAGS, RECORD_FLAGS_HELP, withRecord } from './resolve.js';
 export const SHOW_HELP = `Usage: oncefetch show <ref> [--action NAME] [--tenant NAME] [--store PATH|URL] [--json] [--reveal-key]
 
 Prints one operation record: state, key, fingerprint, lease, every attempt with
-its class and status, the evidence (lookups, takeovers, stops), and the stored result.
+its class and status, the evidence (lookups, takeovers, resumes, stops), and the stored result.
+A resume (a restart under the same owner id) is stored as kind takeover; --json keeps it so.
 
 ${RECORD_FLAGS_HELP}
   --reveal-key       print the whole idempotency key (default: its last 4 characters; a key under 12 characters, its length only)
@@ -86,7 +87,8 @@ export function formatRecord(r: OperationRecord, now: number): string {
       ? '  (none)\n'
       : table(
           [{ header: 'at' }, { header: 'kind' }, { header: 'gen', align: 'right' }, { header: 'detail' }],
-          r.evidence.map((e) => [time(e.at), e.kind, String(e.generation), e.detail]),
+          // a resume (no lease taken from another owner) is stored as kind `takeover`, for earlier versions to read
+          r.evidence.map((e) => [time(e.at), e.kind === 'takeover' && e.detail.startsWith(RESUMED) ? 'resume' : e.kind, String(e.generation), e.detail]),
         );
   const body = bodyPreview(r);
   return [head, `attempts\n${attempts}`, `evidence\n${evidence}`, body === undefined ? '' : section('result body', [body])].join('\n');

@@ -709,9 +709,9 @@ export function lateDeliveryUnsettled(record: Pick<OperationRecord, 'evidence'>)
  * open, nothing bounded its end, and the note marks when it could last have been on the wire
  * (settledAt counts from it). A new evidence kind would make the record unreadable to earlier
  * versions (record-shape); `takeover` is one they read, and count from. explain's facts.ts reads
- * this prefix as a resume, not another owner's takeover.
+ * this prefix as a resume, not another owner's takeover; `oncefetch show` prints its kind as `resume`.
  */
-const RESUMED = 'lease resumed by';
+export const RESUMED = 'lease resumed by';
 
 /**
  * Whether evidence `e` bounds when attempt `last`, left open, could last have been on the wire: a

@@ -586,3 +586,49 @@ describe('oncefetch and an unreadable row', () => {
     });
   });
 });
+
+// An attempt whose end was never recorded, then the record taken up again: by another owner (a
+// takeover), or by a process restarted under the same owner id, whose acquire writes a `takeover`-kind
+// note "lease resumed by …" (the kind earlier versions read; 108b44c). Built with the state machine.
+describe('oncefetch show / explain of an attempt whose end was never recorded', () => {
+  const tmp = tempDir();
+  const db = join(tmp.dir, 'records.db');
+
+  beforeAll(async () => {
+    const t0 = Date.now() - 60_000;
+    let t = t0;
+    const open = (ref: string): OperationRecord => {
+      const fresh = newRecord({ scope: { tenant: 'default', action: 'create-order', ref }, key: `123e4567-e89b-12d3-a456-42661417${ref}`, keySource: 'minted', fingerprint: 'f'.repeat(64), request: { method: 'POST', url: 'https://api.example.test/orders' }, owner: 'w1', now: t0, leaseMs: 1_000, retentionMs: 86_400_000 });
+      return applyEvent(fresh, { type: 'attempt_started', attemptId: 'att-1' }, (t += 100), 'w1');
+    };
+    /** `owner` takes the record, no lookup answers, it stops */
+    const takenBy = (r: OperationRecord, owner: string): OperationRecord =>
+      [
+        { type: 'acquire', owner, leaseExpiresAt: t0 + 30_000 },
+        { type: 'lookup_unknown', detail: 'no lookup registered' },
+        { type: 'stopped', code: 'AMBIGUOUS_OUTCOME', message: 'attempt 1 may have taken effect' },
+      ].reduce((rec, e) => applyEvent(rec, e as Parameters<typeof applyEvent>[1], (t += 100), owner), r);
+    const store = sqliteStore({ path: db });
+    try {
+      await store.claim(takenBy(open('R-01'), 'w1'));
+      await store.claim(takenBy(open('T-01'), 'w2'));
+    } finally {
+      await store.close();
+    }
+  });
+
+  afterAll(() => tmp.cleanup());
+
+  describe.concurrent('read-only', { timeout: 60_000 }, () => {
+    it('show prints a same-owner resume as kind resume, a takeover as takeover; --json keeps the stored kind', async () => {
+      const resumed = await cli(['show', 'R-01', '--store', db]);
+      expect(resumed.code, resumed.stderr).toBe(0);
+      expect(resumed.stdout).toMatch(/^\S+\s+resume\s+\d+\s+lease resumed by w1 with attempt 1's end never recorded/m);
+      expect(resumed.stdout).not.toMatch(/\stakeover\s/);
+      const taken = await cli(['show', 'T-01', '--store', db]);
+      expect(taken.stdout).toMatch(/^\S+\s+takeover\s+\d+\s+lease taken over from w1/m);
+      const json = JSON.parse((await cli(['show', 'R-01', '--store', db, '--json'])).stdout) as { evidence: { kind: string; detail: string }[] };
+      expect(json.evidence[0]).toMatchObject({ kind: 'takeover', detail: expect.stringMatching(/^lease resumed by w1/) });
+    });
+  });
+});
