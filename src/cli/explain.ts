@@ -22,7 +22,9 @@ canonical payload, state and attempts, retry and retention policy, effects) and
 confidence. It escalates where evidence is missing, contradictory or stale.
 
 The command cannot see your application's client options: describe them with
-the flags below (defaults are createClient's).
+the flags below (defaults are createClient's). The output's "assumed" line
+(--json: "assumed") says which value of each it used, and whether it came
+from a flag or the default.
 
 ${RECORD_FLAGS_HELP}
   --lookup                   your client registers a lookup for this action
@@ -31,8 +33,29 @@ ${RECORD_FLAGS_HELP}
   --max-attempts N           retry.maxAttempts (default 5)
 `;
 
-/** The human form of an explanation. */
-export function formatExplanation(x: Explanation): string {
+/** A client option the command's conclusions rest on: the value it used, from its flag or createClient's default. */
+export interface Assumed {
+  value: boolean | number;
+  from: 'flag' | 'default';
+}
+
+/** The options explain's diagnosis and plan depend on, by name (`retry.maxAttempts` only enters the policy summary), with their flags. */
+const ASSUMED_FLAGS = { lookup: 'lookup', providerDedupes: 'provider-dedupes', providerRetentionMs: 'provider-retention-ms', 'retry.maxAttempts': 'max-attempts' } as const;
+
+type AssumedSettings = Record<keyof typeof ASSUMED_FLAGS, Assumed>;
+
+/** The `assumed` line: each setting the output rests on, its value and where it came from. */
+function assumedLine(a: AssumedSettings): string {
+  const items = Object.entries(ASSUMED_FLAGS).map(([name, flag]) => {
+    const { value, from } = a[name as keyof AssumedSettings];
+    const shown = name === 'lookup' ? (value === true ? 'registered' : 'none') : String(value);
+    return `${name}: ${shown} (${from === 'default' ? 'default, ' : ''}--${flag})`;
+  });
+  return `${items.join('; ')}. The CLI cannot see your client's options: pass the flags where yours differ; other retry and retention values are createClient's defaults.`;
+}
+
+/** The human form of an explanation; `assumed`, the settings it rests on (the CLI's flags or defaults). */
+export function formatExplanation(x: Explanation, assumed?: AssumedSettings): string {
   const h = x.handoff;
   const head = [
     `operation     ${x.scope.tenant} / ${x.scope.action} / ${x.scope.ref}`,
@@ -40,6 +63,7 @@ export function formatExplanation(x: Explanation): string {
     `diagnosis     ${x.diagnosis.code}: ${x.diagnosis.summary}`,
     `confidence    ${x.confidence} (${x.observations} independent observation${x.observations === 1 ? '' : 's'})`,
     x.escalate ? `ESCALATE      ${x.escalation ?? ''}` : 'escalate      no',
+    ...(assumed === undefined ? [] : [`assumed       ${assumedLine(assumed)}`]),
   ].join('\n');
   const attempts = h.attempts.map(
     (a) =>
@@ -98,7 +122,14 @@ export async function explainCommand(args: string[], io: CliIo): Promise<number>
     const opts = resolveOptions(client, { store: () => store, fetch: () => globalThis.fetch });
     const policy = { ...explainPolicy(opts, record.action, Date.now()), lookupRegistered: values.lookup };
     const x = explain(record, policy);
-    io.out(values.json ? json(x) : formatExplanation(x));
+    const from = (given: unknown): Assumed['from'] => (given === undefined || given === false ? 'default' : 'flag');
+    const assumed: AssumedSettings = {
+      lookup: { value: values.lookup, from: from(values.lookup) },
+      providerDedupes: { value: opts.providerDedupes, from: from(values['provider-dedupes']) },
+      providerRetentionMs: { value: opts.providerRetentionMs, from: from(values['provider-retention-ms']) },
+      'retry.maxAttempts': { value: opts.retry.maxAttempts, from: from(values['max-attempts']) },
+    };
+    io.out(values.json ? json({ ...x, assumed }) : formatExplanation(x, assumed));
     return EXIT.ok;
   });
 }

@@ -630,5 +630,25 @@ describe('oncefetch show / explain of an attempt whose end was never recorded', 
       const json = JSON.parse((await cli(['show', 'R-01', '--store', db, '--json'])).stdout) as { evidence: { kind: string; detail: string }[] };
       expect(json.evidence[0]).toMatchObject({ kind: 'takeover', detail: expect.stringMatching(/^lease resumed by w1/) });
     });
+
+    // The CLI cannot see the app's client options: its diagnosis and plan ("the provider does not dedupe by key",
+    // "no lookup is registered", "the key is stale") rest on its flags or createClient's defaults, and say which.
+    it('explain says which settings it assumed, from its flags or the defaults (text and --json)', async () => {
+      const plain = await cli(['explain', 'R-01', '--store', db]);
+      expect(plain.code, plain.stderr).toBe(0);
+      expect(plain.stdout).toMatch(
+        /^assumed {7}lookup: none \(default, --lookup\); providerDedupes: false \(default, --provider-dedupes\); providerRetentionMs: 86400000 \(default, --provider-retention-ms\); retry\.maxAttempts: 5 \(default, --max-attempts\)\. /m,
+      );
+      expect(plain.stdout).toMatch(/^assumed .*The CLI cannot see your client's options: pass the flags where yours differ; other retry and retention values are createClient's defaults\.$/m);
+      const flagged = await cli(['explain', 'R-01', '--store', db, '--lookup', '--provider-dedupes', '--provider-retention-ms', '3600000', '--max-attempts', '2']);
+      expect(flagged.stdout).toMatch(/^assumed {7}lookup: registered \(--lookup\); providerDedupes: true \(--provider-dedupes\); providerRetentionMs: 3600000 \(--provider-retention-ms\); retry\.maxAttempts: 2 \(--max-attempts\)\. /m);
+      const json = JSON.parse((await cli(['explain', 'R-01', '--store', db, '--json', '--provider-dedupes'])).stdout) as { assumed: unknown };
+      expect(json.assumed).toEqual({
+        lookup: { value: false, from: 'default' },
+        providerDedupes: { value: true, from: 'flag' },
+        providerRetentionMs: { value: 86_400_000, from: 'default' },
+        'retry.maxAttempts': { value: 5, from: 'default' },
+      });
+    });
   });
 });
