@@ -9,6 +9,8 @@
  *   with no settled "absent" after it), and `Facts.deliveryUnresolved` is it on all of them;
  * - `Facts.late` is set exactly when `lateDeliveryUnsettled` holds, and `Facts.lateSuccess` is `lateSuccess`;
  * - `Facts.terminal` is `isTerminal`;
+ * - `Facts.bound` is the first note `boundsOpen` finds after an open last attempt, and `Facts.resumed`
+ *   says it is a resume (record.ts's RESUMED), not a takeover from another owner;
  * - a lookup that facts.ts reads as `absent` is exactly one that record.ts counts as a settled
  *   "absent" (the one that clears a possibly delivered attempt);
  * - and, on those records, what explain says after a superseded owner's late success: never 0
@@ -34,7 +36,7 @@ import { describe, expect, it } from 'vitest';
 import { explain } from '../../src/explain/explain.js';
 import { factsOf } from '../../src/explain/facts.js';
 import type { ExplainPolicy } from '../../src/explain/types.js';
-import { IllegalTransitionError, answerUnsettled, applyEvent, conflictUnsettled, deliveryUnresolved, isTerminal, lateDeliveryUnsettled, lateSuccess, newRecord, reachedBefore, resendNeedsDedupe } from '../../src/operation/record.js';
+import { IllegalTransitionError, answerUnsettled, applyEvent, boundsOpen, conflictUnsettled, deliveryUnresolved, isTerminal, lateDeliveryUnsettled, lateSuccess, newRecord, reachedBefore, resendNeedsDedupe } from '../../src/operation/record.js';
 import type { AttemptRecord, EvidenceRecord, OperationRecord, RecordEvent, ResultSnapshot } from '../../src/operation/record.js';
 import { explainPolicy } from '../helpers/explain-policy.js';
 
@@ -248,6 +250,9 @@ describe('facts.ts agrees with record.ts on records reached through applyEvent',
       notSentButAnswered: 0,
       reconcileFirst: 0,
       sendsFrom: 0,
+      boundResume: 0,
+      boundStop: 0,
+      boundTakeover: 0,
     };
     fc.assert(
       fc.property(stepsArb, (steps) => {
@@ -258,6 +263,12 @@ describe('facts.ts agrees with record.ts on records reached through applyEvent',
           expect(f.deliveryUnresolved, `deliveryUnresolved of ${JSON.stringify({ attempts: rec.attempts, evidence: rec.evidence })}`).toBe(deliveryUnresolved(rec));
           expect(f.needsDedupe, `needsDedupe of ${JSON.stringify({ attempts: rec.attempts, evidence: rec.evidence })}`).toBe(resendNeedsDedupe(rec));
           expect(f.terminal, rec.state).toBe(isTerminal(rec.state));
+          // what bounds an open last attempt's end (record.ts's boundsOpen), and whether it is a resume (no lease taken from another owner)
+          const open = rec.attempts.at(-1);
+          const bound = open?.finishedAt === null ? rec.evidence.find((e) => boundsOpen(e, open)) : undefined;
+          expect(f.bound, `bound of ${JSON.stringify({ attempts: rec.attempts, evidence: rec.evidence })}`).toBe(bound);
+          expect(f.resumed, `resumed of ${JSON.stringify(bound)}`).toBe(bound?.kind === 'takeover' && !bound.detail.startsWith('lease taken over from'));
+          if (bound !== undefined) seen[f.resumed ? 'boundResume' : bound.kind === 'stop' ? 'boundStop' : 'boundTakeover']++;
           // a key conflict on a resend: explain reads it as the engine leaves it (ambiguous, conflictUnsettled),
           // never on a record the state machine ended failed (a conflict after no send, or once a settled "absent" came)
           const conflictOf = `resendConflict of ${JSON.stringify({ state: rec.state, attempts: rec.attempts, evidence: rec.evidence })}`;
