@@ -645,7 +645,7 @@ export class Engine {
       // An abort rejects with signal.reason as given; our deliberate errors (OnceError) stand. A write
       // given up on is abandoned once it lands (see `bounded`): its chain would hold this one.
       if (signal.aborted && (error === signal.reason || !isOnceError(error))) {
-        const reason = unsureDeadline(this.cutLeaves.get(deadline) ?? owned.rec, deadline) ?? signal.reason;
+        const reason = deadlineEnd(this.cutLeaves.get(deadline) ?? owned.rec, deadline) ?? signal.reason;
         if (!this.abandoning.has(owned.rec.id)) await this.within(owned, deadline, this.abandon(owned, reason), false);
         throw reason;
       }
@@ -1480,14 +1480,18 @@ const CUT_SHORT: unique symbol = Symbol('cut short');
 const UNSURE = '; an earlier attempt may have taken effect: call again with the same ref, never a new one';
 
 /**
- * The deadline's own error (not the caller's abort), "the record stays resumable", when `rec` (as the
- * call leaves it) is pending with an attempt that may have taken effect: it says so, as a resumable
- * stop does (`unsure`), its cause the deadline's error. Else undefined: the reason stands.
+ * The deadline's own error (not the caller's abort), "the record stays resumable", by `rec` as the call
+ * leaves it (the abandon's stop leaves its state as it is). Ambiguous (the deadline passed while an
+ * attempt was on the wire, or after one whose outcome is unknown): an `AmbiguousOutcomeError`, its cause
+ * the deadline's error, as every stop that leaves the record ambiguous says (`unlessAmbiguous`). Pending
+ * with an attempt that may have taken effect: it says so, as a resumable stop does (`unsure`). Else
+ * undefined: the reason stands.
  */
-function unsureDeadline(rec: OperationRecord, deadline: CallDeadline): DeadlineExceededError | undefined {
+function deadlineEnd(rec: OperationRecord, deadline: CallDeadline): Error | undefined {
   const passed = deadline.passed;
-  if (passed === undefined || deadline.signal.reason !== passed || unsure(rec) === '') return undefined;
-  return new DeadlineExceededError(`${passed.message}${UNSURE}`, { scope: scopeOf(rec), cause: passed });
+  if (passed === undefined || deadline.signal.reason !== passed) return undefined;
+  if (rec.state === 'ambiguous') return unlessAmbiguous(rec, passed);
+  return unsure(rec) === '' ? undefined : new DeadlineExceededError(`${passed.message}${UNSURE}`, { scope: scopeOf(rec), cause: passed });
 }
 
 /**
@@ -1497,7 +1501,7 @@ function unsureDeadline(rec: OperationRecord, deadline: CallDeadline): DeadlineE
 function unlessAmbiguous(rec: OperationRecord, error: Error & { code: string }): Error & { code: string } {
   if (rec.state !== 'ambiguous') return error;
   // (the reason's own "the record stays resumable" is not so: the record is ambiguous; the cause keeps it whole)
-  return new AmbiguousOutcomeError(`${error.message.replace(/; the record stays resumable$/, '')}; the last outcome is ambiguous (it may have taken effect): not resent, the next call or recover() reconciles it`, {
+  return new AmbiguousOutcomeError(`${error.message.replace(/; the record stays resumable$/, '')}; the last outcome is ambiguous (it may have taken effect): not resent. Call again with the same ref (never a new one), which reconciles it first, or let recover() reconcile it`, {
     scope: scopeOf(rec),
     cause: error,
   });

@@ -169,15 +169,16 @@ describe('an outcome that settles nothing, whose write never answers: the typed 
 
 describe('the deadline ends the attempt itself: recording that takes at most LET_GO_WAIT_MS (1 s) more', () => {
   for (const hang of ['attempt_finished:ambiguous', 'stop']) {
-    it(`the provider answers after the deadline (the order made); the ${hang === 'stop' ? 'stop' : "attempt's outcome"} is never recorded: DeadlineExceededError 1 s after the deadline; never resent`, async () => {
+    it(`the provider answers after the deadline (the order made); the ${hang === 'stop' ? 'stop' : "attempt's outcome"} is never recorded: AmbiguousOutcomeError (cause the DeadlineExceededError) 1 s after the deadline; never resent`, async () => {
       const inner = memoryStore();
       const { store, plan } = scripted(inner);
       plan.steps[hang] = ['hang'];
       const ref = `DS-cut-${hang === 'stop' ? 'stop' : 'outcome'}`;
       provider.fault({ kind: 'delay_after_commit', delayMs: 1_500, match: { ref } });
       const first = await timed(order(clientOn(store, plan), ref));
-      // as when the write lands at once: the deadline's error (the record ambiguous)
-      expect(first.outcome).toBe('DeadlineExceededError');
+      // as when the write lands at once: the record ambiguous, so AmbiguousOutcomeError, its cause the deadline's error
+      expect(first.outcome).toBe('AmbiguousOutcomeError');
+      expect((first.value as AmbiguousOutcomeError).cause).toBeInstanceOf(DeadlineExceededError);
       expect(first.ms).toBeGreaterThanOrEqual(DEADLINE_MS + 1_000 - 5);
       expect(first.ms).toBeLessThan(DEADLINE_MS + 1_000 + SLACK_MS);
       expect(plan.held).toEqual([hang]);

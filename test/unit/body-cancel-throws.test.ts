@@ -85,12 +85,13 @@ describe("a body reader whose cancel misbehaves, when the read is given up", () 
       await within(c.close(), 1_000);
     });
 
-    it(`a lookup's (cancel ${how}), at the call's deadline: the call ends with the deadline's error, nothing uncaught, the read stops`, async () => {
+    it(`a lookup's (cancel ${how}), at the call's deadline: the call ends ambiguous (the deadline's error its cause), nothing uncaught, the read stops`, async () => {
       const { res, seen } = answer(200, cancel);
       const c = client((async () => new Response('{"error":"oops"}', { status: 500 })) as typeof globalThis.fetch, { retry: { deadlineMs: 200 } });
       const lookup: LookupFn = async () => res;
       const error = await within(c.fetch(URL_ORDERS, { ...post, once: { ...SCOPE, lookup } }).catch((e: unknown) => e), 1_000);
-      expect(error).toBeInstanceOf(DeadlineExceededError);
+      expect(error).toBeInstanceOf(AmbiguousOutcomeError);
+      expect((error as Error).cause).toBeInstanceOf(DeadlineExceededError);
       await tick(30);
       expect(seen.cancels).toBe(1);
       const reads = seen.reads;

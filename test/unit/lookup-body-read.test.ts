@@ -32,17 +32,18 @@ function setup(options: OnceClientOptions = {}) {
 }
 
 describe("a lookup's body still being read when the lookup is given up", () => {
-  it("at the call's deadline: its source is cancelled with the deadline's error, the call ends with it, the record stays ambiguous", async () => {
+  it("at the call's deadline: its source is cancelled with the deadline's error, the call ends ambiguous with it as cause, the record stays ambiguous", async () => {
     const { body, seen } = trickle();
     const { c, sends } = setup({ retry: { deadlineMs: 200 } });
     const lookup: LookupFn = async () => new Response(body, { status: 200, headers: { 'content-type': 'application/json' } });
     const started = Date.now();
     const error = await c.fetch(URL_ORDERS, { ...post, once: { ...SCOPE, lookup } }).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(DeadlineExceededError);
+    expect(error).toBeInstanceOf(AmbiguousOutcomeError);
+    expect((error as Error).cause).toBeInstanceOf(DeadlineExceededError);
     expect(Date.now() - started).toBeLessThan(2_000);
     await until(() => seen.cancelled);
     expect(seen.cancelled).toBe(true);
-    expect(seen.reason).toBe(error);
+    expect(seen.reason).toBe((error as Error).cause);
     await tick(30);
     expect(seen.pullsAfterCancel).toBe(0);
     expect(sends()).toBe(1);
@@ -110,7 +111,8 @@ describe("a lookup's body still being read when the lookup is given up", () => {
       // the signal not passed on: nothing but oncefetch's read can end this body
       const lookup: LookupFn = async () => globalThis.fetch(`${url}?ref=${SCOPE.ref}`);
       const error = await c.fetch(URL_ORDERS, { ...post, once: { ...SCOPE, lookup } }).catch((e: unknown) => e);
-      expect(error).toBeInstanceOf(DeadlineExceededError);
+      expect(error).toBeInstanceOf(AmbiguousOutcomeError);
+      expect((error as Error).cause).toBeInstanceOf(DeadlineExceededError);
       await until(() => closed > 0);
       expect({ open, closed }).toEqual({ open: 1, closed: 1 });
       await c.close();
