@@ -171,11 +171,21 @@ const budget: s.Check<unknown> = (v) => {
   return r instanceof s.Issue && r.kind === 'type' ? new s.Issue('must be false or { ratio?, reserve?, maxTokens? } of numbers') : r;
 };
 
+/** The methods of the store contract ({@link OnceStore}), all required. */
+const STORE_METHODS = ['claim', 'get', 'compareAndSet', 'list', 'purge', 'close'] as const;
+/**
+ * A store object with every method of the contract. One missing was accepted, and failed later, far
+ * from its cause (`client.close()`: StoreError "close failed: store[name] is not a function").
+ */
+const store: s.Check<OnceStore> = (v) => {
+  const missing = STORE_METHODS.filter((m) => typeof (v as Partial<OnceStore> | null)?.[m] !== 'function');
+  if (typeof v !== 'object' || missing.length === STORE_METHODS.length) return new s.Issue('must be a store object (memoryStore(), sqliteStore({ path }), …), not a path');
+  return missing.length === 0 ? (v as OnceStore) : new s.Issue(`is missing ${missing.join('(), ')}() (see the store contract, OnceStore)`);
+};
+
 const optionsCheck = s.obj(
   {
-    store: s.optional(
-      s.custom<OnceStore>((v) => typeof v === 'object' && v !== null && typeof (v as OnceStore).claim === 'function', 'must be a store object (memoryStore(), sqliteStore({ path }), …), not a path'),
-    ),
+    store: s.optional(store),
     tenant: s.optional(s.str(1, /^[^\0]*$/, NO_NUL)),
     fetch: s.optional(fn),
     keyHeader: s.optional(s.str(0, /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'must be an HTTP header name')),
