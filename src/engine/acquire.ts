@@ -86,7 +86,7 @@ export async function acquire(engine: Engine, spec: OperationSpec, deadline: Cal
     }
     engine.handedOff(deadline);
     if (record.fingerprint !== spec.fingerprint) {
-      throw engine.conflict(spec.scope, 'the same scope was used before with a different payload', earlierEffect(record, now()));
+      throw engine.conflict(spec.scope, `the same scope was used before with ${differentPart(record.request, spec.request)}`, earlierEffect(record, now()));
     }
     if (spec.callerKey !== undefined && record.key !== spec.callerKey) {
       throw engine.conflict(spec.scope, 'the same scope was used before with a different Idempotency-Key', earlierEffect(record, now()));
@@ -306,3 +306,22 @@ function earlierEffect(record: OperationRecord, now: number): 'took' | 'may-have
   if (record.state === 'ambiguous' || record.state === 'in_flight' || deliveryUnresolved(record)) return 'may-have';
   return record.lease !== null && record.lease.expiresAt > now ? 'may-take' : undefined;
 }
+
+/**
+ * What differs between two requests of one scope whose fingerprints differ (method, normalised URL,
+ * body), as far as the record tells: it keeps the method and the URL's origin and path, a query string
+ * only as `?…`, the body only in the fingerprint (no schema change for this). "a different method",
+ * "a different URL" (origin or path), both; else the body, or "the body or query string" when either
+ * URL has one. "a different payload" for `client.run()` (no request).
+ */
+export function differentPart(earlier: RequestLine | null, now: RequestLine | null): string {
+  const path = (r: RequestLine): string => r.url.replace(/\?…$/, '');
+  const part =
+    earlier === null || now === null
+      ? 'payload'
+      : [earlier.method.toUpperCase() !== now.method.toUpperCase() && 'method', path(earlier) !== path(now) && 'URL'].filter(Boolean).join(' and ') ||
+        ((earlier.url + now.url).includes('?') ? 'body or query string' : 'body');
+  return `a different ${part}`;
+}
+
+type RequestLine = { method: string; url: string };

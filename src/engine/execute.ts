@@ -31,7 +31,7 @@ import { reconcile, settledAt } from '../reconcile/lookup.js';
 import type { ReconcileOutcome, SnapshotLookup } from '../reconcile/lookup.js';
 import { CallDeadline } from './deadline.js';
 import { LeaseLostError, OwnedRecord } from './owned.js';
-import { LET_GO_WAIT_MS, acquire, awaitAbandon, bounded, trackAbandon, untilOf } from './acquire.js';
+import { LET_GO_WAIT_MS, acquire, awaitAbandon, bounded, differentPart, trackAbandon, untilOf } from './acquire.js';
 import type { Acquired } from './acquire.js';
 import type { Telemetry } from '../telemetry.js';
 
@@ -175,6 +175,8 @@ type StepResult = { record: OperationRecord; live: unknown };
 /** One execution in this process, which concurrent calls of the same scope join. */
 interface Running {
   fingerprint: string;
+  /** its method and stored URL, to name what a conflicting call changed (see `differentPart`) */
+  request: OperationSpec['request'];
   callerKey: string | undefined;
   /** the first caller's signal: its abort ends this execution, not the joined calls */
   signal: AbortSignal | undefined;
@@ -385,7 +387,7 @@ export class Engine {
     const id = recordId(spec.scope);
     const waitFrom = this.opts.now();
     for (let joined = this.inflight.get(id); joined !== undefined; joined = this.inflight.get(id)) {
-      if (joined.fingerprint !== spec.fingerprint) throw this.conflict(spec.scope, 'a concurrent call has the same scope and a different payload', 'may-take');
+      if (joined.fingerprint !== spec.fingerprint) throw this.conflict(spec.scope, `a concurrent call has the same scope and ${differentPart(joined.request, spec.request)}`, 'may-take');
       if (spec.callerKey !== undefined && spec.callerKey !== joined.callerKey) {
         throw this.conflict(spec.scope, 'a concurrent call has the same scope and a different Idempotency-Key', 'may-take');
       }
@@ -426,7 +428,7 @@ export class Engine {
         ? this.run(spec, deadline)
         : // one inFlightWaitMs for the lock and the lease together, counted from here
           this.underLock(this.exclusive, id, () => this.run(spec, deadline, waitFrom), deadline.signal);
-    const running: Running = { fingerprint: spec.fingerprint, callerKey: spec.callerKey, signal: spec.signal, promise, deadline };
+    const running: Running = { fingerprint: spec.fingerprint, request: spec.request, callerKey: spec.callerKey, signal: spec.signal, promise, deadline };
     this.inflight.set(id, running);
     try {
       const result = await promise;
