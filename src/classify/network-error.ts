@@ -8,6 +8,7 @@
  * @module
  */
 
+import { isOnceError } from '../errors.js';
 import type { AttemptPhase, Classification } from './classify.js';
 
 /** How far down `cause` (and `AggregateError.errors`) the walk goes. */
@@ -80,6 +81,8 @@ interface ErrorFacts {
   name: string | undefined;
   message: string | undefined;
   syscall: string | undefined;
+  /** a OnceError, of any copy of oncefetch */
+  once: boolean;
 }
 
 function stringProp(node: object, key: string): string | undefined {
@@ -103,6 +106,7 @@ function collectChain(error: unknown): ErrorFacts[] {
         name: stringProp(node, 'name'),
         message: stringProp(node, 'message'),
         syscall: stringProp(node, 'syscall'),
+        once: isOnceError(node),
       });
       const { cause, errors } = node as { cause?: unknown; errors?: unknown };
       next.push(cause);
@@ -165,7 +169,10 @@ function describe(chain: readonly ErrorFacts[]): string {
  * - `reading_body`: always `ambiguous` (the status line arrived; the body is truncated).
  * - `awaiting_response`: walks the `cause` chain (depth {@link MAX_CAUSE_DEPTH}, including
  *   `AggregateError.errors` from Happy Eyeballs). An ambiguous signal anywhere wins; else a
- *   code from {@link NOT_SENT_CODES} gives `not_sent`; else `ambiguous`.
+ *   code from {@link NOT_SENT_CODES} gives `not_sent`; else `ambiguous`. A chain holding a
+ *   OnceError (of any copy of oncefetch: a `fetch` that is another oncefetch client's) is never
+ *   `not_sent`: it ends a whole operation, whose requests may have left before the connect error
+ *   in its chain (its lookup's, its store's, its last attempt's).
  *
  * Never throws: an error whose properties cannot be read is `ambiguous`.
  *
@@ -195,6 +202,8 @@ export function classifyTransportError(error: unknown, phase: AttemptPhase): Cla
     const signal = isAmbiguousSignal(node);
     if (signal !== undefined) return { class: 'ambiguous', reason: signal };
   }
+  const once = chain.find((node) => node.once);
+  if (once !== undefined) return { class: 'ambiguous', reason: `oncefetch error ${once.code ?? ''}` };
   for (const node of chain) {
     const signal = isNotSentSignal(node);
     if (signal !== undefined) return { class: 'not_sent', reason: signal };
