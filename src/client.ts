@@ -216,21 +216,23 @@ function checkCrypto(where = 'createClient'): void {
 }
 
 /**
- * How many open clients use each store. Clients may share one (a client per tenant or per endpoint):
- * one client's `close()` must not close it under the others' calls (a call on the wire would get a
- * `StoreError` for the provider's 2xx, its record left `in_flight`), so the last one closes it.
+ * How many open clients use each store (the store as given). Clients may share one (a client per tenant
+ * or per endpoint): one client's `close()` must not close it under the others' calls (a call on the wire
+ * would get a `StoreError` for the provider's 2xx, its record left `in_flight`), so the last one closes
+ * it. Counted for every copy of oncefetch in the realm together (an app handing its store to an SDK built
+ * on its own copy): one map, found by a registered symbol.
  */
-const storeUsers = new WeakMap<OnceStore, number>();
+const storeUsers: WeakMap<OnceStore, number> = ((globalThis as { [k: symbol]: WeakMap<OnceStore, number> | undefined })[Symbol.for('oncefetch.storeUsers')] ??= new WeakMap());
 
-/** This client no longer uses `store`: closes it when no other open client does. */
-async function releaseStore(store: OnceStore): Promise<void> {
+/** This client no longer uses `store` (as given; `wrapped` is this copy's wrapper of it): closes it when no other open client does. */
+async function releaseStore(store: OnceStore, wrapped: OnceStore): Promise<void> {
   const users = (storeUsers.get(store) ?? 1) - 1;
   if (users > 0) {
     storeUsers.set(store, users);
     return;
   }
   storeUsers.delete(store);
-  await store.close();
+  await wrapped.close();
 }
 
 /** @internal Builds a client on the given platform defaults; `where` (createClient, wrapFetch) names the caller in option errors. */
@@ -240,7 +242,7 @@ export function createClientWith(options: OnceClientOptions, platform: PlatformD
   // the engine and the client's own calls see every store failure as a StoreError (see store-errors.ts)
   const opts = { ...resolved, store: withStoreErrors(resolved.store) };
   const engine = new Engine(opts, platform.exclusive, opts.telemetry ? platform.telemetry?.() : undefined);
-  storeUsers.set(opts.store, (storeUsers.get(opts.store) ?? 0) + 1);
+  storeUsers.set(resolved.store, (storeUsers.get(resolved.store) ?? 0) + 1);
   /**
    * A TypeError naming `client.<method>` for a scope that is not one. Other keys are let through: a
    * run spec, a record, an error's `scope` or a recovery report's entry each names its scope.
@@ -251,7 +253,7 @@ export function createClientWith(options: OnceClientOptions, platform: PlatformD
     checkStrings(`client.${method}`, 'scope', scope);
     return scope;
   };
-  const shutdown = shutdownOf(engine);
+  const shutdown = shutdownOf(engine, resolved.store);
   const { admit } = shutdown;
   const client: OnceClient = {
     store: resolved.store,
@@ -308,7 +310,7 @@ function fanOut(signal: AbortSignal, n: number): { signals: AbortSignal[]; off: 
   return { signals: each.map((c) => c.signal), off: () => signal.removeEventListener('abort', abort) };
 }
 
-function shutdownOf(engine: Engine): { admit: <T>(method: string, start: () => Promise<T>) => Promise<T>; close: (options: CloseOptions | undefined) => Promise<void> } {
+function shutdownOf(engine: Engine, store: OnceStore): { admit: <T>(method: string, start: () => Promise<T>) => Promise<T>; close: (options: CloseOptions | undefined) => Promise<void> } {
   /** the client's calls in progress */
   const work = new Set<Promise<unknown>>();
   /** aborted when a close()'s `waitMs` runs out */
@@ -396,7 +398,7 @@ function shutdownOf(engine: Engine): { admit: <T>(method: string, start: () => P
     for (const clear of timers) clear();
     engine.close(stop.signal.aborted ? (stop.signal.reason as StoreError) : undefined);
     await undone();
-    await releaseStore(engine.opts.store);
+    await releaseStore(store, engine.opts.store);
   };
 
   return {
@@ -425,7 +427,7 @@ function shutdownOf(engine: Engine): { admit: <T>(method: string, start: () => P
       if (waitMs !== undefined) {
         // (each close()'s bound counts from that call; the first to run out stops the wait)
         // (a store other open clients share stays open for them, see `releaseStore`: not said closed)
-        const shared = (storeUsers.get(engine.opts.store) ?? 1) > 1;
+        const shared = (storeUsers.get(store) ?? 1) > 1;
         const reason = new StoreError(`client.close({ waitMs: ${waitMs} }) stopped this work when its wait ran out${shared ? '' : ', and closed the store'}`);
         if (waitMs === 0) stop.abort(reason);
         else if (!waited) timers.push(longTimeout(() => stop.abort(reason), waitMs));
