@@ -97,6 +97,28 @@ describe('client.cancel() before the claim of a call of this client lands', () =
     expect(provider.effectsFor(ref)).toBe(0);
   });
 
+  it('waits up to waitMs in all, the slow reads that found no record counted in it: a store read taking 1.5 s, waitMs 1.5 s, returns after about two reads (not two reads and waitMs more); the call ends cancelled, 0 requests', async () => {
+    const inner = memoryStore();
+    const { store: late, state } = lateClaim(inner, 5_000);
+    const store: OnceStore = { ...late, get: async (id) => (state.claiming ? (await wait(1_500), inner.get(id)) : inner.get(id)) };
+    const c: OnceClient = createClient({ store, telemetry: false, retry: { deadlineMs: 20_000, budget: false } });
+    cleanups.push(() => c.close({ waitMs: 0 }));
+    const ref = 'claim-slow-read';
+    const call = timed(c.fetch(`${provider.url}/orders`, { ...orderInit(ref), once: { action: ACTION, ref } }), 10_000);
+    await until(() => state.claiming);
+    const started = performance.now();
+    const result = await c.cancel({ action: ACTION, ref }, { waitMs: 1_500 });
+    const cancelMs = performance.now() - started;
+    console.log(`cancel with waitMs 1500 over 1500 ms reads returned ${result.outcome} after ${Math.round(cancelMs)} ms`);
+    expect(result).toEqual({ outcome: 'undecided', state: undefined });
+    expect(cancelMs).toBeGreaterThanOrEqual(2_900);
+    expect(cancelMs).toBeLessThan(3_900);
+    const ended = await call;
+    expect(ended.outcome).toBe('OperationCancelledError');
+    expect(provider.requests.length).toBe(0);
+    expect(provider.effectsFor(ref)).toBe(0);
+  }, 15_000);
+
   it('a cancel with no call running and no record is still not_found', async () => {
     const c: OnceClient = createClient({ store: memoryStore(), telemetry: false });
     cleanups.push(() => c.close({ waitMs: 0 }));
