@@ -178,6 +178,21 @@ describe('state machine', () => {
     expect(settledAt(stoppedLater, 500)).toBe(T0 + 600);
   });
 
+  it('an attempt whose end was recorded: settledAt counts from that end; a later stop or takeover by a call that sent nothing does not move it, a late response does', () => {
+    // attempt 1 started at T0 + 1 and ended ambiguous (a timeout) at T0 + 2, its end recorded
+    const ended = drive([started, finished('ambiguous')]);
+    expect(settledAt(ended, 500)).toBe(T0 + 502);
+    // its owner's call stops later; or another owner (recover()) takes the expired lease over later still: neither sent anything
+    const stopped = applyEvent(ended, { type: 'stopped', code: 'AMBIGUOUS_OUTCOME', message: 'absent, not settled' }, T0 + 3_000, 'o1');
+    expect(stopped.evidence.map((e) => e.kind)).toEqual(['stop']);
+    expect(settledAt(stopped, 500)).toBe(T0 + 502);
+    const taken = applyEvent(ended, { type: 'acquire', owner: 'o2', leaseExpiresAt: T0 + 100_000 }, T0 + 5_000, 'o2');
+    expect(taken.evidence.map((e) => e.kind)).toEqual(['takeover']);
+    expect(settledAt(taken, 500)).toBe(T0 + 502);
+    // (a superseded owner's late response was on the wire until it was written: it does)
+    expect(settledAt(applyEvent(taken, lateDelivery, T0 + 6_000, 'o-late'), 500)).toBe(T0 + 6_500);
+  });
+
   it('a reopened record keeps its lease, result and attempts; the late response is evidence', () => {
     const absent = drive([started, finished('ambiguous'), { type: 'lookup_absent', detail: 'x' }]);
     const reopened = applyEvent(absent, lateDelivery, T0 + 10, 'o-late');
