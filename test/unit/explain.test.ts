@@ -343,6 +343,38 @@ describe('explain', () => {
     expect(explain(unsent, policy()).verification.some((v) => assumption.test(v))).toBe(false);
   });
 
+  it('the settleMs assumption: named for an attempt left open (its process gone) that a settled "absent" cleared; not where no "absent" cleared a resend, nor for the attempt that got the answer', () => {
+    const assumption = /outcome was unknown and a lookup's "absent", trusted settleMs after it ended, cleared it for a resend/;
+    const named = (r: OperationRecord, p = policy({ lookupRegistered: true })): string[] => explain(r, p).verification.filter((v) => assumption.test(v));
+    // attempt 1 left open (its process crashed), taken over, a settled "absent", attempt 2 resent with the same key: succeeded
+    const resumed = new Rec()
+      .start()
+      .on({ type: 'acquire', owner: B, leaseExpiresAt: T0 + LEASE_MS * 3 }, B)
+      .on({ type: 'lookup_absent', detail: 'lookup reported no such operation' }, B)
+      .start(B)
+      .on({ type: 'attempt_finished', class: 'success', status: 201, reason: 'status 201', result: snapshot(201) }, B).rec;
+    expect(resumed.attempts.map((a) => a.class)).toEqual([null, 'success']);
+    expect(named(resumed)).toEqual([expect.stringMatching(/^Attempt 1's outcome was unknown/)]);
+    // resent because the provider dedupes (the writer's policy), explained by a client that does not say so (the CLI's
+    // defaults): no lookup's "absent" cleared anything, and none is claimed
+    const deduped = new Rec()
+      .attempt('ambiguous', 500, 'status 500')
+      .on({ type: 'resend_after_ambiguous', detail: 'the provider dedupes' })
+      .attempt('success', 201, 'status 201', snapshot(201)).rec;
+    expect(deduped.state).toBe('succeeded');
+    expect(named(deduped)).toEqual([]);
+    // the attempt that got the answer (a lookup found it) is not one a resend was cleared after: attempt 1 a 503, a
+    // superseded owner's late response reopened the record, a settled "absent", attempt 2 unknown (a 500), found
+    const found = new Rec()
+      .attempt('retryable', 503, 'status 503')
+      .on({ type: 'evidence', kind: 'late_response', detail: 'late ambiguous outcome (status 500)', status: 500, reopen: true }, B)
+      .on({ type: 'lookup_absent', detail: 'lookup reported no such operation' })
+      .attempt('ambiguous', 500, 'status 500')
+      .on({ type: 'lookup_found', result: snapshot(200, 'lookup'), detail: 'lookup found it (status 200)' }).rec;
+    expect({ state: found.state, attempts: found.attempts.map((a) => a.class) }).toEqual({ state: 'succeeded', attempts: ['retryable', 'ambiguous'] });
+    expect(named(found)).toEqual([]);
+  });
+
   it('lowers confidence for a stale lease even with observations', () => {
     const r = new Rec().attempt('retryable', 503, 'status 503').attempt('retryable', 503, 'status 503').start().rec;
     expect(explain(r, policy({ now: T0 + 1_000 })).confidence).toBe('high');
