@@ -132,6 +132,30 @@ describe('a lookup answer with a 4xx or 5xx status', () => {
   });
 });
 
+describe('a 4xx or 5xx lookup answer whose body cannot be freed (its cancel, or its read, rejects)', () => {
+  // a polyfill's body whose cancel() returns a rejected promise; a shape with no cancel() whose arrayBuffer() rejects
+  // (its socket gone): the rejection is the freeing's, nobody awaits it. Left unhandled it ends a Node process.
+  it.each([
+    ['cancel() rejects', { cancel: () => Promise.reject(new Error('cancel refused')) }, bytes],
+    ['no cancel(), arrayBuffer() rejects', {}, () => Promise.reject(new Error('socket hang up'))],
+  ])('%s: still unknown, and no unhandled rejection', async (_name, body, arrayBuffer) => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const { client, call, sends } = setup({ status: 503, statusText: '', headers: new Headers(), arrayBuffer, body });
+      await expect(call()).rejects.toBeInstanceOf(AmbiguousOutcomeError);
+      expect((await client.get(SCOPE))?.state).toBe('ambiguous');
+      expect(sends()).toBe(1);
+      await client.close();
+      await new Promise((r) => setTimeout(r, 20));
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
+});
+
 describe("a 4xx lookup answer of another fetch whose body is a Node stream (node-fetch's shape)", () => {
   it("its body is freed: the connection goes back to the agent (maxSockets 1: the next request gets it)", async () => {
     const http = await import('node:http');
