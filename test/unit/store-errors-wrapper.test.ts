@@ -94,3 +94,34 @@ it('client.store passed to a second client shares the count: the last close clos
   expect(closes).toBe(1);
   // a third client after both closed: the store is closed, a new client on it closes it again on its close
 });
+
+// A driver's RangeError ("Invalid time value", a buffer offset out of range) after the send is the store's
+// failure as a TypeError is: passed on bare, a caller reading it as "my bug, nothing happened" sends again.
+it("a store whose write of the 201 rejects with a bare RangeError: a StoreError saying the request was sent, the RangeError its cause; 1 send", async () => {
+  const inner = memoryStore();
+  const refusal = new RangeError('Invalid time value');
+  const store = storeOver(inner, {
+    compareAndSet: (id, g, next) => ((next.attempts.at(-1)?.finishedAt ?? null) !== null ? Promise.reject(refusal) : inner.compareAndSet(id, g, next)),
+  });
+  const { sends, fetch } = countingFetch(201);
+  const client = createClient({ store, fetch, telemetry: false, retry: { maxAttempts: 1, budget: false } });
+  const outcome = await call(client, 'RG-1');
+  expect(outcome).toBeInstanceOf(StoreError);
+  expect((outcome as StoreError).message).toMatch(/was sent/);
+  expect((outcome as StoreError).cause).toBe(refusal);
+  expect(sends.n).toBe(1);
+  await client.close();
+});
+
+// oncefetch's own errors pass the wrapper unchanged: a store's StoreError keeps its fields (client.purge's
+// `purged`, documented: how many it had removed before it failed) and its message.
+it("client.purge() over a store whose purge fails part-way: the store's StoreError itself, its purged count kept", async () => {
+  const inner = memoryStore();
+  const partWay = new StoreError('purge failed on its second page (purge had removed 1000 expired records before this)', { purged: 1_000 });
+  const store = storeOver(inner, { purge: () => Promise.reject(partWay) });
+  const client = createClient({ store, fetch: countingFetch(201).fetch, telemetry: false });
+  const error = await client.purge().then(() => undefined, (e: unknown) => e);
+  expect(error).toBe(partWay);
+  expect((error as StoreError).purged).toBe(1_000);
+  await client.close();
+});
