@@ -395,11 +395,14 @@ export class Engine {
       // A joined caller's `once.signal` cancels the operation as `client.cancel()` does (DESIGN §8): the
       // call it joined sends nothing more, and this one ends as that one does (a delivery that won, say).
       const cancel = spec.cancelSignal;
-      // (its write goes on after both calls end: `client.close()` waits for it, see `cancelling`)
+      // (its write goes on after both calls end: `client.close()` waits for it, see `cancelling`, at most
+      // retry.deadlineMs from the cancel, as a call: a store that stops answering must not hold it for ever)
       const onCancel = (): void => {
-        const write = this.requestCancel(id).catch(() => undefined);
+        const cap = new AbortController();
+        const write: Promise<unknown> = Promise.race([this.requestCancel(id), sleep(this.opts.retry.deadlineMs, cap.signal)])
+          .catch(() => undefined)
+          .finally(() => (cap.abort(), this.cancelling.delete(write)));
         this.cancelling.add(write);
-        void write.then(() => this.cancelling.delete(write));
       };
       if (cancel?.aborted === true) onCancel();
       else cancel?.addEventListener('abort', onCancel, { once: true });
