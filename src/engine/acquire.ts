@@ -310,9 +310,10 @@ function earlierEffect(record: OperationRecord, now: number): 'took' | 'may-have
 /**
  * What differs between two requests of one scope whose fingerprints differ (method, normalised URL,
  * body), as far as the record tells: it keeps the method and the URL's origin and path, a query string
- * only as `?…`, the body only in the fingerprint (no schema change for this). "a different method",
- * "a different URL" (origin or path), both; else the body, or "the body or query string" when either
- * URL has one. "a different payload" for `client.run()` (no request).
+ * only as `?…`, the body and its Content-Type (the media type counts for bytes) only in the fingerprint
+ * (no schema change for this). "a different method", "a different URL" (origin or path), both; else
+ * "the body or Content-Type", or "the body, Content-Type or query string" when either URL has one.
+ * "a different payload" for `client.run()` (no request).
  */
 export function differentPart(earlier: RequestLine | null, now: RequestLine | null): string {
   const path = (r: RequestLine): string => r.url.replace(/\?…$/, '');
@@ -320,7 +321,7 @@ export function differentPart(earlier: RequestLine | null, now: RequestLine | nu
     earlier === null || now === null
       ? 'payload'
       : [earlier.method.toUpperCase() !== now.method.toUpperCase() && 'method', path(earlier) !== path(now) && 'URL'].filter(Boolean).join(' and ') ||
-        ((earlier.url + now.url).includes('?') ? 'body or query string' : 'body');
+        `body${(earlier.url + now.url).includes('?') ? ', Content-Type or query string' : ' or Content-Type'}`;
   return `a different ${part}`;
 }
 

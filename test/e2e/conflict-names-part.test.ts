@@ -4,7 +4,7 @@
  * caller that changed only the URL (an order id in the path, a v1 → v2 move) or the method (PUT for
  * POST) looked for a body difference that was not there. The fingerprint covers method, URL and body;
  * the record keeps the method and the URL's origin and path (not the query string nor the body): the
- * message names the part that differs as far as the record can tell, and "the body or the query string"
+ * message names the part that differs as far as the record can tell, and "the body, Content-Type or query string"
  * where it cannot tell which.
  *
  * Counted at a loopback provider: each refusal sends nothing (the request count does not move).
@@ -35,8 +35,12 @@ describe('reusing a ref with another request: the conflict names what differs, n
     ['a different URL path', '/orders/v2', {}, /^the same scope was used before with a different URL \(operation default\/create-order\/[^)]+\); nothing was sent\./],
     ['a different method', '/orders', { method: 'PUT' }, /^the same scope was used before with a different method \(operation /],
     ['a different method and URL', '/orders/v2', { method: 'PUT' }, /^the same scope was used before with a different method and URL \(operation /],
-    ['a different body', '/orders', { body: JSON.stringify({ ref: 'x', sku: 'B-2', qty: 3 }) }, /^the same scope was used before with a different body \(operation /],
-    ['a different query string', '/orders?coupon=1', {}, /^the same scope was used before with a different body or query string \(operation /],
+    ['a different body', '/orders', { body: JSON.stringify({ ref: 'x', sku: 'B-2', qty: 3 }) }, /^the same scope was used before with a different body or Content-Type \(operation /],
+    ['a different query string', '/orders?coupon=1', {}, /^the same scope was used before with a different body, Content-Type or query string \(operation /],
+    // the same body bytes under another Content-Type (a retry path that dropped the header: fetch sends a
+    // string body as text/plain): the fingerprint counts the media type, the record does not keep it
+    ['the same body, another Content-Type', '/orders', { headers: { 'content-type': 'text/plain' } }, /^the same scope was used before with a different body or Content-Type \(operation /],
+    ['the same body, no Content-Type header', '/orders', { headers: {} }, /^the same scope was used before with a different body or Content-Type \(operation /],
   ])('%s', async (label, path, init, message) => {
     const ref = `CN-${label.replaceAll(' ', '-')}`;
     expect((await call(ref)).status).toBe(201);

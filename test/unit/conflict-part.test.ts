@@ -16,9 +16,9 @@ it.each<[string, ReturnType<typeof r> | null, ReturnType<typeof r> | null, strin
   ['path', r('POST', A), r('POST', `${A}/2`), 'a different URL'],
   ['origin', r('POST', A), r('POST', 'https://eu.example.com/orders'), 'a different URL'],
   ['method and URL', r('POST', A), r('PUT', `${A}/2`), 'a different method and URL'],
-  ['same method and URL, no query: the body', r('POST', A), r('POST', A), 'a different body'],
-  ['a query on one side', r('POST', A), r('POST', `${A}?…`), 'a different body or query string'],
-  ['a query on both sides', r('POST', `${A}?…`), r('POST', `${A}?…`), 'a different body or query string'],
+  ['same method and URL, no query: the body', r('POST', A), r('POST', A), 'a different body or Content-Type'],
+  ['a query on one side', r('POST', A), r('POST', `${A}?…`), 'a different body, Content-Type or query string'],
+  ['a query on both sides', r('POST', `${A}?…`), r('POST', `${A}?…`), 'a different body, Content-Type or query string'],
   ['path differs, queries too: the URL', r('POST', `${A}?…`), r('POST', `${A}/2`), 'a different URL'],
 ])('%s', (_label, earlier, now, part) => {
   expect(differentPart(earlier, now)).toBe(part);
