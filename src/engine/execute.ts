@@ -6,7 +6,7 @@
  * @module
  */
 import { backoffDelay } from '../backoff/backoff.js';
-import { sleep, untilAborted } from '../backoff/sleep.js';
+import { MAX_TIMER_MS, sleep, untilAborted } from '../backoff/sleep.js';
 import type { Classification } from '../classify/classify.js';
 import { classifyError } from '../classify/classify.js';
 import {
@@ -396,12 +396,15 @@ export class Engine {
       // call it joined sends nothing more, and this one ends as that one does (a delivery that won, say).
       const cancel = spec.cancelSignal;
       // (its write goes on after both calls end: `client.close()` waits for it, see `cancelling`, at most
-      // retry.deadlineMs from the cancel, as a call: a store that stops answering must not hold it for ever)
+      // retry.deadlineMs from the cancel, as a call: a store that stops answering must not hold it for ever;
+      // that timer unref'd on Node: it bounds the wait, it must not keep the process alive after the close)
       const onCancel = (): void => {
-        const cap = new AbortController();
-        const write: Promise<unknown> = Promise.race([this.requestCancel(id), sleep(this.opts.retry.deadlineMs, cap.signal)])
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const cap = new Promise((resolve) => (timer = setTimeout(resolve, Math.min(this.opts.retry.deadlineMs, MAX_TIMER_MS))));
+        (timer as { unref?: () => void } | undefined)?.unref?.();
+        const write: Promise<unknown> = Promise.race([this.requestCancel(id), cap])
           .catch(() => undefined)
-          .finally(() => (cap.abort(), this.cancelling.delete(write)));
+          .finally(() => (clearTimeout(timer), this.cancelling.delete(write)));
         this.cancelling.add(write);
       };
       if (cancel?.aborted === true) onCancel();

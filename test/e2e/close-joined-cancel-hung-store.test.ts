@@ -6,9 +6,13 @@
  * by its deadline, an outcome's write cut off by its lease's end, an undo at most 1 s), as the README
  * says ("Without `waitMs` the wait lasts as long as that work (each call ends by its own deadline)");
  * a cancel write whose read never settles held `close()` for ever (before b0239b4 it returned at once).
- * Now close() waits for such a write at most `retry.deadlineMs` from the cancel, as a call would.
+ * Now close() waits for such a write at most `retry.deadlineMs` from the cancel, as a call would, and
+ * that bound's timer keeps no process alive (a first version of the bound held the process's exit
+ * until `retry.deadlineMs` after the close: 119.8 s with the default 120 s; now unref'd on Node).
  * Effects are counted at a loopback provider that does not dedupe.
  */
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { RetriesExhaustedError, createClient, memoryStore } from '../../src/index.js';
 import type { OnceClient, OnceStore } from '../../src/index.js';
@@ -88,4 +92,30 @@ describe("client.close() without waitMs after a joined call's once.signal cancel
     expect(provider.requests.length).toBe(1);
     expect(provider.effectsFor(ref)).toBe(0);
   });
+});
+
+describe('the bound on that wait keeps no process alive', () => {
+  it('a process whose close({ waitMs: 300 }) left such a write hung exits at once, not at retry.deadlineMs (60 s); 1 request, 0 effects', async () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('../helpers/joined-cancel-exit.ts', import.meta.url))], {
+      cwd: fileURLToPath(new URL('../../', import.meta.url)),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    const printed = new Promise<number>((done) => child.stdout.on('data', () => stdout.includes('\n') && done(performance.now())));
+    const kill = setTimeout(() => child.kill('SIGKILL'), 20_000);
+    const exited = new Promise<number>((done) => child.once('exit', () => done(performance.now())));
+    const [printedAt, exitedAt] = await Promise.all([printed, exited]);
+    clearTimeout(kill);
+    const result = JSON.parse(stdout.trim()) as { outcomes: string[]; closeMs: number; requests: number; effects: number };
+    const exitMs = Math.round(exitedAt - printedAt);
+    console.log(`child: ${stdout.trim()}; exited ${exitMs} ms after its last line${stderr === '' ? '' : `; stderr ${stderr}`}`);
+    expect(result.outcomes).toEqual([RetriesExhaustedError.name, RetriesExhaustedError.name]);
+    expect(result.closeMs).toBeLessThan(2_000);
+    expect(exitMs).toBeLessThan(5_000);
+    expect(result.requests).toBe(1);
+    expect(result.effects).toBe(0);
+  }, 30_000);
 });
