@@ -333,7 +333,9 @@ export function responseLookup(lookup: LookupFn, opts: ResolvedOptions): Snapsho
     // Only a status a response can be replayed with (not Response.error()'s 0): else the record would
     // settle on a result every later call fails to rebuild.
     if (!Number.isInteger(res.status) || res.status < 200 || res.status > 599) {
-      throw new TypeError(`lookup resolved to a Response with status ${String(res.status)}: a found effect needs a status from 200 to 299`);
+      // (a browser's `redirect: 'manual'` hands back an opaque redirect, status 0: say so, as for a 3xx below)
+      const why = like?.type === 'opaqueredirect' ? ' (an opaque redirect: a redirect the lookup did not follow)' : '';
+      throw new TypeError(`lookup resolved to a Response with status ${String(res.status)}${why}: a found effect needs a status from 200 to 299`);
     }
     // A 4xx or 5xx is the lookup endpoint's own failure (a 500, a 401 of a wrong token, a wrong path's
     // 404), a 3xx a redirect it did not follow (`redirect: 'manual'`: a 302 to a login page), not the

@@ -46,6 +46,16 @@ describe('a lookup answer read as a Response', () => {
     await client.close();
   });
 
+  it("a browser's opaque redirect (redirect: 'manual': type opaqueredirect, status 0) is unknown, and the message says it is a redirect the lookup did not follow", async () => {
+    const { client, call, sends } = setup({ type: 'opaqueredirect', status: 0, statusText: '', headers: new Headers(), body: null, arrayBuffer: bytes });
+    const error = await call().then(() => undefined, (e: unknown) => e);
+    expect(error).toBeInstanceOf(AmbiguousOutcomeError);
+    expect((error as Error).message).toMatch(/lookup resolved to a Response with status 0 \(an opaque redirect: a redirect the lookup did not follow\)/);
+    expect((await client.get(SCOPE))?.state).toBe('ambiguous');
+    expect(sends()).toBe(1);
+    await client.close();
+  });
+
   it('a shape without statusText is found, with statusText ""', async () => {
     const { client, call, sends } = setup({ status: 200, headers: new Headers({ 'content-type': 'application/json' }), arrayBuffer: bytes });
     const res = await call();
