@@ -343,7 +343,7 @@ export function responseLookup(lookup: LookupFn, opts: ResolvedOptions): Snapsho
     // `succeeded` with 0 orders). Unknown, as a throw; its body given up so its connection is freed.
     if (!isSuccessStatus(res.status)) {
       cancelBody(res);
-      const why = res.status < 400 && res.status !== 304 ? ': a redirect the lookup did not follow (follow redirects and return the resource, or null for absent)' : '';
+      const why = res.status < 400 && res.status !== 304 ? ": a redirect the lookup did not follow (return the order's resource itself, checked to be the order and not a login page, or null for absent)" : '';
       throw new Error(`lookup resolved to a ${res.status} Response${why}; return null for absent, a Response only for a found effect (status 200–299), throw for unknown`);
     }
     // read through its reader: a lookup given up (the deadline, the caller's abort) cancels its source
