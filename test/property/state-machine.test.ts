@@ -143,8 +143,9 @@ function checkApply(base: OperationRecord, event: RecordEvent, now: number, owne
       // DESIGN §2: only an ambiguous record is settled by a lookup or a same-key resend …
       (SETTLING.has(event.type) && base.state !== 'ambiguous') ||
       (event.type === 'lookup_unknown' && base.state !== 'ambiguous') ||
-      // … a record a key conflict on a resend left ambiguous is never resent (reconciled, or a person) …
-      (event.type === 'resend_after_ambiguous' && base.state === 'ambiguous' && last?.class === 'conflict') ||
+      // … a record a final answer to a resend left ambiguous (a key conflict, or a terminal answer after
+      // an attempt that may have taken effect) is never resent (reconciled, or a person) …
+      (event.type === 'resend_after_ambiguous' && base.state === 'ambiguous' && (last?.class === 'conflict' || last?.class === 'terminal')) ||
       // … and a terminal record takes nothing but evidence (and a lease release).
       (TERMINAL.has(base.state) && event.type !== 'evidence' && event.type !== 'release');
     expect(because, `refused ${from} -> ${to} on ${type} without a reason`).toBe(true);
@@ -309,6 +310,17 @@ describe('state machine: raw owners with stale copies, any interleaving of reads
         { op: 'write', owner: 'A', event: { type: 'attempt_finished', class: 'conflict', status: null, reason: 'conflict', result: null } },
         { op: 'write', owner: 'A', event: { type: 'resend_after_ambiguous', detail: 'dedupes' } },
         { op: 'write', owner: 'A', event: { type: 'lookup_absent', detail: 'absent' } },
+      ]],
+      // CI (seed 1043787112, SQLite): a terminal answer that leaves the record ambiguous (a superseded
+      // owner's late success before it, 815f0c4's `unsettledBefore`) refuses a same-key resend, as a
+      // key conflict on a resend does: a refusal with a reason the oracle did not know.
+      [[
+        { op: 'claim', owner: 'A' },
+        { op: 'write', owner: 'A', event: { type: 'attempt_started', attemptId: '00000000-0000-1000-8000-000000000000' } },
+        { op: 'claim', owner: 'C' },
+        { op: 'write', owner: 'C', event: { type: 'evidence', kind: 'late_response', detail: 'late success outcome (status 201) from a superseded owner', status: 201, reopen: true } },
+        { op: 'write', owner: 'C', event: { type: 'attempt_finished', class: 'terminal', status: null, reason: 'terminal', result: null } },
+        { op: 'write', owner: 'C', event: { type: 'resend_after_ambiguous', detail: 'dedupes' } },
       ]],
     ];
     const endings = new Map<OperationState | undefined, number>();
