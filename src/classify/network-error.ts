@@ -90,16 +90,20 @@ function stringProp(node: object, key: string): string | undefined {
   return typeof value === 'string' ? value : undefined;
 }
 
-/** Breadth-first walk of `cause` and `AggregateError.errors`, cycle-safe and bounded. */
-function collectChain(error: unknown): ErrorFacts[] {
+/**
+ * Breadth-first walk of `cause` and `AggregateError.errors`, cycle-safe and bounded. `cut`: the
+ * bounds left an error unread, so what was read proves nothing absent (no `not_sent` from it).
+ */
+function collectChain(error: unknown): { facts: ErrorFacts[]; cut: boolean } {
   const seen = new Set<object>();
   const facts: ErrorFacts[] = [];
+  const unread = (node: unknown): node is object => typeof node === 'object' && node !== null && !seen.has(node);
   let level: unknown[] = [error];
   for (let depth = 0; depth < MAX_CAUSE_DEPTH && level.length > 0; depth++) {
     const next: unknown[] = [];
     for (const node of level) {
-      if (typeof node !== 'object' || node === null || seen.has(node)) continue;
-      if (facts.length >= MAX_NODES) return facts;
+      if (!unread(node)) continue;
+      if (facts.length >= MAX_NODES) return { facts, cut: true };
       seen.add(node);
       facts.push({
         code: stringProp(node, 'code'),
@@ -114,7 +118,7 @@ function collectChain(error: unknown): ErrorFacts[] {
     }
     level = next;
   }
-  return facts;
+  return { facts, cut: level.some(unread) };
 }
 
 function isAmbiguousSignal(node: ErrorFacts): string | undefined {
@@ -168,8 +172,9 @@ function describe(chain: readonly ErrorFacts[]): string {
  * - `before_dispatch`: always `not_sent` (the engine had not handed the request over).
  * - `reading_body`: always `ambiguous` (the status line arrived; the body is truncated).
  * - `awaiting_response`: walks the `cause` chain (depth {@link MAX_CAUSE_DEPTH}, including
- *   `AggregateError.errors` from Happy Eyeballs). An ambiguous signal anywhere wins; else a
- *   code from {@link NOT_SENT_CODES} gives `not_sent`; else `ambiguous`. A chain holding a
+ *   `AggregateError.errors` from Happy Eyeballs; at most 32 errors). An ambiguous signal anywhere
+ *   wins; else a code from {@link NOT_SENT_CODES} gives `not_sent`, unless the bounds left part of
+ *   the chain unread (an ambiguous signal may be there); else `ambiguous`. A chain holding a
  *   OnceError (of any copy of oncefetch: a `fetch` that is another oncefetch client's) is never
  *   `not_sent`: it ends a whole operation, whose requests may have left before the connect error
  *   in its chain (its lookup's, its store's, its last attempt's).
@@ -184,8 +189,9 @@ function describe(chain: readonly ErrorFacts[]): string {
  */
 export function classifyTransportError(error: unknown, phase: AttemptPhase): Classification {
   let chain: ErrorFacts[];
+  let cut: boolean;
   try {
-    chain = collectChain(error);
+    ({ facts: chain, cut } = collectChain(error));
   } catch {
     // A hostile getter or revoked Proxy: we know nothing, so assume the worst.
     return phase === 'before_dispatch'
@@ -204,6 +210,8 @@ export function classifyTransportError(error: unknown, phase: AttemptPhase): Cla
   }
   const once = chain.find((node) => node.once);
   if (once !== undefined) return { class: 'ambiguous', reason: `oncefetch error ${once.code ?? ''}` };
+  // an ambiguous signal may lie past the bounds: a connect error read before them proves nothing
+  if (cut) return { class: 'ambiguous', reason: `cause chain cut before its end: ${describe(chain)}` };
   for (const node of chain) {
     const signal = isNotSentSignal(node);
     if (signal !== undefined) return { class: 'not_sent', reason: signal };
