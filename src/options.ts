@@ -174,13 +174,16 @@ const budget: s.Check<unknown> = (v) => {
 /** The methods of the store contract ({@link OnceStore}), all required. */
 const STORE_METHODS = ['claim', 'get', 'compareAndSet', 'list', 'purge', 'close'] as const;
 /**
- * A store object with every method of the contract. One missing was accepted, and failed later, far
+ * A store object with every method of the contract, and a name. One missing was accepted, and failed later, far
  * from its cause (`client.close()`: StoreError "close failed: store[name] is not a function").
  */
 const store: s.Check<OnceStore> = (v) => {
   const missing = STORE_METHODS.filter((m) => typeof (v as Partial<OnceStore> | null)?.[m] !== 'function');
   if (typeof v !== 'object' || missing.length === STORE_METHODS.length) return new s.Issue('must be a store object (memoryStore(), sqliteStore({ path }), …), not a path');
-  return missing.length === 0 ? (v as OnceStore) : new s.Issue(`is missing ${missing.join('(), ')}() (see the store contract, OnceStore)`);
+  if (missing.length > 0) return new s.Issue(`is missing ${missing.join('(), ')}() (see the store contract, OnceStore)`);
+  // (it starts every StoreError's message and, in browsers, names the Web Locks of its records)
+  const { name } = v as { name?: unknown };
+  return typeof name === 'string' && name !== '' ? (v as OnceStore) : new s.Issue("needs a name, a non-empty string such as 'mystore:orders' (see the store contract, OnceStore)");
 };
 
 const optionsCheck = s.obj(

@@ -71,6 +71,25 @@ describe('a store missing a method of the contract', () => {
   });
 });
 
+describe('a store without a name', () => {
+  // `name` is part of the contract: it starts every StoreError's message and, in browsers, names
+  // the Web Locks of the store's records. Missing, it read "undefined: claim failed: …".
+  it.each<[string, unknown]>([
+    ['missing', undefined],
+    ['empty', ''],
+    ['not a string', 42],
+  ])('%s: createClient and wrapFetch throw a TypeError saying so, nothing asked of the store', (_, name) => {
+    const { store, calls } = partial([]);
+    const nameless = { ...store, name } as unknown as OnceStore;
+    if (name === undefined) delete (nameless as { name?: unknown }).name;
+    const error = thrown(() => createClient({ store: nameless, fetch: noFetch }));
+    expect(error).toBeInstanceOf(TypeError);
+    expect(error.message).toBe('createClient: option "store" needs a name, a non-empty string such as \'mystore:orders\' (see the store contract, OnceStore)');
+    expect(thrown(() => wrapFetch(noFetch, { store: nameless })).message).toMatch(/^wrapFetch: option "store" needs a name/);
+    expect(calls).toEqual([]);
+  });
+});
+
 describe('stores that keep the contract are accepted', () => {
   it('the built-in memory store, a plain object with every method, and a class whose methods are on its prototype', async () => {
     class Over implements OnceStore {
