@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { longTimeout, sleep, untilAborted } from './backoff/sleep.js';
+import { MAX_TIMER_MS, longTimeout, sleep, untilAborted } from './backoff/sleep.js';
 import { StoreError } from './errors.js';
 import type { OnceStats } from './events.js';
 import { LET_GO_WAIT_MS, awaitAbandon } from './engine/acquire.js';
@@ -330,7 +330,15 @@ function shutdownOf(engine: Engine, store: OnceStore): { admit: <T>(method: stri
       // (then the cancel writes of joined calls' once.signal, which may outlive both calls: see `cancelling`)
       const busy = work.size > 0 ? work : engine.cancelling;
       if (busy.size > 0) {
-        await untilAborted(Promise.allSettled(busy), stop.signal);
+        // (a cancel write's bound is an unref'd timer, so that it holds no process after a close that
+        // stopped waiting for it; while this close waits for it, the process stays up: a store hung on
+        // nothing the process waits for would have it exit under the close, the code after never run)
+        const hold = busy === work ? undefined : setTimeout(() => undefined, MAX_TIMER_MS);
+        try {
+          await untilAborted(Promise.allSettled(busy), stop.signal);
+        } finally {
+          clearTimeout(hold);
+        }
         continue;
       }
       // The writes the calls left going in the background: what a call learned after its send, until

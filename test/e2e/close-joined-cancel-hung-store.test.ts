@@ -119,4 +119,25 @@ describe('the bound on that wait keeps no process alive', () => {
     expect(result.requests).toBe(1);
     expect(result.effects).toBe(0);
   }, 30_000);
+  it('a process with nothing else left to wait for: close() without waitMs still returns by that bound and the code after it runs (not an exit under it, code 13); 1 request, 0 effects', async () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('../helpers/joined-cancel-close-returns.ts', import.meta.url))], {
+      cwd: fileURLToPath(new URL('../../', import.meta.url)),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    const kill = setTimeout(() => child.kill('SIGKILL'), 20_000);
+    const code = await new Promise<number | null>((done) => child.once('exit', (c) => done(c)));
+    clearTimeout(kill);
+    console.log(`child (close() without waitMs, deadlineMs 1500): exit code ${code}; stdout ${JSON.stringify(stdout.trim())}${stderr === '' ? '' : `; stderr ${stderr.trim().slice(0, 300)}`}`);
+    expect(code).toBe(0);
+    const result = JSON.parse(stdout.trim()) as { outcomes: string[]; closeMs: number; requests: number; effects: number };
+    expect(result.outcomes).toEqual([RetriesExhaustedError.name, RetriesExhaustedError.name]);
+    // (the bound counts from the cancel, before the close; the slack is for a loaded machine's timers)
+    expect(result.closeMs).toBeLessThanOrEqual(1_500 + 1_500);
+    expect(result.requests).toBe(1);
+    expect(result.effects).toBe(0);
+  }, 30_000);
 });
