@@ -76,6 +76,16 @@ describe('CallDeadline.whenEnded', () => {
   });
 });
 
+describe('CallDeadline.remaining', () => {
+  it('is exactly the deadline less the time spent', () => {
+    const deadline = new CallDeadline(1_000, T0, SCOPE, undefined);
+    expect(deadline.remaining(T0)).toBe(1_000);
+    expect(deadline.remaining(T0 + 999)).toBe(1);
+    expect(deadline.remaining(T0 + 1_000)).toBe(0);
+    deadline.dispose();
+  });
+});
+
 describe('CallDeadline.attemptSignal', () => {
   it("aborts with the caller's reason when the caller aborts during the attempt", () => {
     const user = new AbortController();
@@ -175,5 +185,21 @@ describe('waitWhileOwned', () => {
     controller.abort(reason);
     await vi.advanceTimersByTimeAsync(0);
     expect(rejected).toHaveBeenCalledWith(reason);
+  });
+
+  it('reads grow from about 25 ms to at most 1 s apart (no polling storm, no long blind spell)', async () => {
+    const get = vi.fn(() => Promise.resolve(record('in_flight', T0 + 600_000)));
+    const readsAt: number[] = [];
+    const done = vi.fn();
+    void waitWhileOwned(storeOf(get), 'id', { now: Date.now, random: () => 0.999, maxWaitMs: 10_000, onRead: () => readsAt.push(Date.now()) }).then(done);
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(done).toHaveBeenCalledTimes(1);
+    const gaps = readsAt.slice(1).map((at, i) => at - (readsAt[i] as number));
+    expect(gaps[0]).toBeGreaterThanOrEqual(12);
+    expect(gaps[0]).toBeLessThanOrEqual(25);
+    for (let i = 1; i < gaps.length - 1; i++) expect(gaps[i]).toBeGreaterThanOrEqual(gaps[i - 1] as number);
+    expect(Math.max(...gaps)).toBeLessThanOrEqual(1_000);
+    expect(gaps[gaps.length - 2]).toBeGreaterThanOrEqual(950);
+    expect(readsAt.length).toBeLessThan(25);
   });
 });
