@@ -95,24 +95,34 @@ describe("client.close() without waitMs after a joined call's once.signal cancel
   });
 });
 
+/** Runs test/helpers/joined-cancel-child.ts in `mode`; its exit code, output, and when it printed and exited. */
+async function runChild(mode: 'exit' | 'returns'): Promise<{ code: number | null; stdout: string; stderr: string; exitMs: number }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('../helpers/joined-cancel-child.ts', import.meta.url)), mode], {
+    cwd: fileURLToPath(new URL('../../', import.meta.url)),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  let printedAt: number | undefined;
+  child.stdout.on('data', (c: Buffer) => {
+    stdout += c.toString();
+    if (printedAt === undefined && stdout.includes('\n')) printedAt = performance.now();
+  });
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+  const kill = setTimeout(() => child.kill('SIGKILL'), 20_000);
+  const code = await new Promise<number | null>((done) => child.once('exit', (c) => done(c)));
+  const exitedAt = performance.now();
+  clearTimeout(kill);
+  return { code, stdout: stdout.trim(), stderr: stderr.trim(), exitMs: printedAt === undefined ? Infinity : Math.round(exitedAt - printedAt) };
+}
+
+type ChildResult = { outcomes: string[]; closeMs: number; requests: number; effects: number };
+
 describe('the bound on that wait keeps no process alive', () => {
   it('a process whose close({ waitMs: 300 }) left such a write hung exits at once, not at retry.deadlineMs (60 s); 1 request, 0 effects', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('../helpers/joined-cancel-exit.ts', import.meta.url))], {
-      cwd: fileURLToPath(new URL('../../', import.meta.url)),
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    const printed = new Promise<number>((done) => child.stdout.on('data', () => stdout.includes('\n') && done(performance.now())));
-    const kill = setTimeout(() => child.kill('SIGKILL'), 20_000);
-    const exited = new Promise<number>((done) => child.once('exit', () => done(performance.now())));
-    const [printedAt, exitedAt] = await Promise.all([printed, exited]);
-    clearTimeout(kill);
-    const result = JSON.parse(stdout.trim()) as { outcomes: string[]; closeMs: number; requests: number; effects: number };
-    const exitMs = Math.round(exitedAt - printedAt);
-    console.log(`child: ${stdout.trim()}; exited ${exitMs} ms after its last line${stderr === '' ? '' : `; stderr ${stderr}`}`);
+    const { stdout, stderr, exitMs } = await runChild('exit');
+    console.log(`child: ${stdout}; exited ${exitMs} ms after its last line${stderr === '' ? '' : `; stderr ${stderr}`}`);
+    const result = JSON.parse(stdout) as ChildResult;
     expect(result.outcomes).toEqual([RetriesExhaustedError.name, RetriesExhaustedError.name]);
     expect(result.closeMs).toBeLessThan(2_000);
     expect(exitMs).toBeLessThan(5_000);
@@ -120,20 +130,10 @@ describe('the bound on that wait keeps no process alive', () => {
     expect(result.effects).toBe(0);
   }, 30_000);
   it('a process with nothing else left to wait for: close() without waitMs still returns by that bound and the code after it runs (not an exit under it, code 13); 1 request, 0 effects', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('../helpers/joined-cancel-close-returns.ts', import.meta.url))], {
-      cwd: fileURLToPath(new URL('../../', import.meta.url)),
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    const kill = setTimeout(() => child.kill('SIGKILL'), 20_000);
-    const code = await new Promise<number | null>((done) => child.once('exit', (c) => done(c)));
-    clearTimeout(kill);
-    console.log(`child (close() without waitMs, deadlineMs 1500): exit code ${code}; stdout ${JSON.stringify(stdout.trim())}${stderr === '' ? '' : `; stderr ${stderr.trim().slice(0, 300)}`}`);
+    const { code, stdout, stderr } = await runChild('returns');
+    console.log(`child (close() without waitMs, deadlineMs 1500): exit code ${code}; stdout ${JSON.stringify(stdout)}${stderr === '' ? '' : `; stderr ${stderr.slice(0, 300)}`}`);
     expect(code).toBe(0);
-    const result = JSON.parse(stdout.trim()) as { outcomes: string[]; closeMs: number; requests: number; effects: number };
+    const result = JSON.parse(stdout) as ChildResult;
     expect(result.outcomes).toEqual([RetriesExhaustedError.name, RetriesExhaustedError.name]);
     // (the bound counts from the cancel, before the close; the slack is for a loaded machine's timers)
     expect(result.closeMs).toBeLessThanOrEqual(1_500 + 1_500);

@@ -1,9 +1,13 @@
 /**
  * Child process of close-joined-cancel-hung-store.test.ts: a joined call's `once.signal` cancel whose
- * background write never settles (the store's reads hang from the cancel on), then
- * `client.close({ waitMs: 300 })`, with `retry.deadlineMs` 60 s. Prints one JSON line (the calls'
- * outcomes, how long close() took, the provider's requests and orders) and returns: the process
- * should exit then, held by nothing of oncefetch's (the test measures when it exits).
+ * background write never settles (the store's reads hang from the cancel on, on nothing the process
+ * waits for: no socket, no timer). Prints one JSON line (the calls' outcomes, how long close() took,
+ * the provider's requests and orders). Its argument picks the close:
+ * - `exit`: `client.close({ waitMs: 300 })`, `retry.deadlineMs` 60 s, then the provider closes and
+ *   the line is printed: the process should exit then, held by nothing of oncefetch's (the test
+ *   measures when it exits);
+ * - `returns`: the provider closed first, then `client.close()` without `waitMs`, `retry.deadlineMs`
+ *   1.5 s: close() should return by that bound (from the cancel), and the code after it run.
  */
 import { createClient, memoryStore } from '../../src/index.js';
 import type { OnceStore } from '../../src/index.js';
@@ -29,8 +33,10 @@ const fetch = (async (input: RequestInfo | URL, init?: RequestInit) => {
   await wait(100);
   return globalThis.fetch(input, init);
 }) as typeof globalThis.fetch;
-const client = createClient({ store, fetch, telemetry: false, retry: { maxAttempts: 1, deadlineMs: 60_000, budget: false } });
-const ref = 'JC-EXIT';
+const mode = process.argv[2];
+if (mode !== 'exit' && mode !== 'returns') throw new TypeError(`joined-cancel-child: 'exit' or 'returns', not ${String(mode)}`);
+const client = createClient({ store, fetch, telemetry: false, retry: { maxAttempts: 1, deadlineMs: mode === 'exit' ? 60_000 : 1_500, budget: false } });
+const ref = mode === 'exit' ? 'JC-EXIT' : 'JC-CLOSE-RETURNS';
 const post = (signal?: AbortSignal): Promise<string> =>
   client
     .fetch(`${provider.url}/orders`, {
@@ -51,10 +57,15 @@ await wait(20);
 hang = true;
 cancel.abort(new Error('the joiner cancels'));
 const outcomes = await Promise.all([owner, joiner]);
+// (what the provider saw, read as it closes: after client.close() for `exit`, before it for `returns`)
+let seen = { requests: 0, effects: 0 };
+const closeProvider = async (): Promise<void> => {
+  seen = { requests: provider.requests.length, effects: provider.effects };
+  await provider.close();
+};
+if (mode === 'returns') await closeProvider();
 const started = Date.now();
-await client.close({ waitMs: 300 });
+await client.close(mode === 'exit' ? { waitMs: 300 } : {});
 const closeMs = Date.now() - started;
-const requests = provider.requests.length;
-const effects = provider.effects;
-await provider.close();
-console.log(JSON.stringify({ outcomes, closeMs, requests, effects }));
+if (mode === 'exit') await closeProvider();
+console.log(JSON.stringify({ outcomes, closeMs, ...seen }));
