@@ -95,10 +95,10 @@ describe('a connect-phase code raised on an established socket is no proof', () 
 });
 
 describe('the walk bounds: 8 levels of cause, 32 errors', () => {
-  /** a chain of `length` errors: ECONNREFUSED on top, plain wrappers below it */
-  function chainOf(length: number): Error {
-    let node: unknown = undefined;
-    for (let i = 1; i < length; i++) node = new Error(`wrapper ${i}`, node === undefined ? undefined : { cause: node });
+  /** a chain of `length` errors: ECONNREFUSED on top, plain wrappers below it, `bottom` (if given) the deepest */
+  function chainOf(length: number, bottom?: Error): Error {
+    let node: unknown = bottom;
+    for (let i = bottom === undefined ? 1 : 2; i < length; i++) node = new Error(`wrapper ${i}`, node === undefined ? undefined : { cause: node });
     return coded('ECONNREFUSED', { syscall: 'connect' }, node);
   }
 
@@ -110,6 +110,22 @@ describe('the walk bounds: 8 levels of cause, 32 errors', () => {
     const result = classifyTransportError(chainOf(9), 'awaiting_response');
     expect(result.class).toBe('ambiguous');
     expect(result.reason).toMatch(/cause chain cut/);
+  });
+
+  // A connect error is proof of not_sent only when nothing was left unread: an ambiguous signal
+  // past the bounds would have won (f1d0032).
+  it('a TimeoutError within the depth bound, under a connect error, is seen; past it, the cut walk is still ambiguous', () => {
+    const timeout = (): Error => Object.assign(new Error('timed out'), { name: 'TimeoutError' });
+    expect(classifyTransportError(chainOf(8, timeout()), 'awaiting_response').class).toBe('ambiguous');
+    const cut = classifyTransportError(chainOf(12, timeout()), 'awaiting_response');
+    expect(cut.class).toBe('ambiguous');
+    expect(cut.reason).toMatch(/cause chain cut/);
+  });
+
+  it('a reset on read past the node bound (a wide AggregateError of refusals): ambiguous', () => {
+    const refusals = Array.from({ length: 40 }, () => refused());
+    const reset = coded('ECONNRESET', { syscall: 'read' });
+    expect(classifyTransportError(fetchFailed(new AggregateError([...refusals, reset])), 'awaiting_response').class).toBe('ambiguous');
   });
 
   /** fetch failed → AggregateError → `n` refusals: n + 2 errors, 3 levels */
@@ -130,6 +146,17 @@ describe('the walk bounds: 8 levels of cause, 32 errors', () => {
     const top = refused();
     (top as { cause?: unknown }).cause = top;
     expect(classifyTransportError(top, 'awaiting_response').class).toBe('not_sent');
+    // a two-error cycle
+    const a = refused();
+    const b = fetchFailed(a);
+    (a as { cause?: unknown }).cause = b;
+    expect(classifyTransportError(b, 'awaiting_response').class).toBe('not_sent');
+  });
+
+  it('a chain read to its end is proof: a short chain, and the Happy Eyeballs aggregate', () => {
+    expect(classifyTransportError(chainOf(6), 'awaiting_response').class).toBe('not_sent');
+    const agg = fetchFailed(new AggregateError([coded('ECONNREFUSED'), coded('ETIMEDOUT', { syscall: 'connect' })]));
+    expect(classifyTransportError(agg, 'awaiting_response').class).toBe('not_sent');
   });
 });
 
