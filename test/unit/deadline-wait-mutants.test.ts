@@ -21,17 +21,22 @@ afterEach(() => {
 });
 
 describe('CallDeadline.whenEnded', () => {
+  /** Asks `deadline.whenEnded(fn, graceMs)` now: `fn` has not run `ms` - 1 ms later, and has run once at `ms`. */
+  function expectFiresIn(deadline: CallDeadline, graceMs: number, ms: number): void {
+    const fn = vi.fn();
+    deadline.whenEnded(fn, graceMs);
+    vi.advanceTimersByTime(ms - 1);
+    expect(fn).not.toHaveBeenCalled();
+    vi.advanceTimersByTime(1);
+    expect(fn).toHaveBeenCalledTimes(1);
+  }
+
   it('asked after the caller aborted: fires graceMs after the abort, not after the asking', () => {
     const user = new AbortController();
     const deadline = new CallDeadline(60_000, Date.now(), SCOPE, user.signal);
     user.abort(new Error('caller'));
     vi.advanceTimersByTime(100);
-    const fn = vi.fn();
-    deadline.whenEnded(fn, 500);
-    vi.advanceTimersByTime(399);
-    expect(fn).not.toHaveBeenCalled();
-    vi.advanceTimersByTime(1);
-    expect(fn).toHaveBeenCalledTimes(1);
+    expectFiresIn(deadline, 500, 400);
     deadline.dispose();
   });
 
@@ -51,12 +56,7 @@ describe('CallDeadline.whenEnded', () => {
     vi.advanceTimersByTime(1_000);
     expect(deadline.passed).toBeDefined();
     vi.advanceTimersByTime(100);
-    const fn = vi.fn();
-    deadline.whenEnded(fn, 500);
-    vi.advanceTimersByTime(399);
-    expect(fn).not.toHaveBeenCalled();
-    vi.advanceTimersByTime(1);
-    expect(fn).toHaveBeenCalledTimes(1);
+    expectFiresIn(deadline, 500, 400);
     deadline.dispose();
   });
 
@@ -66,12 +66,7 @@ describe('CallDeadline.whenEnded', () => {
     user.abort(new Error('caller'));
     vi.advanceTimersByTime(1_000);
     expect(deadline.passed).toBeDefined();
-    const fn = vi.fn();
-    deadline.whenEnded(fn, 1_500);
-    vi.advanceTimersByTime(499);
-    expect(fn).not.toHaveBeenCalled();
-    vi.advanceTimersByTime(1);
-    expect(fn).toHaveBeenCalledTimes(1);
+    expectFiresIn(deadline, 1_500, 500);
     deadline.dispose();
   });
 });
