@@ -267,6 +267,7 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
         };
         db.onclose = () => {
           if (connection === opened) connection = undefined;
+          restore();
         };
       },
       () => {
@@ -390,16 +391,47 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
       }
     });
 
+  /**
+   * The rows this store object last wrote that hold a live lease, by id: requests of this page that may be on
+   * the wire. A connection closed under us (site data cleared, a `Clear-Site-Data` header) took them; they are
+   * put back at once where absent, so that a tab calling the ref meanwhile waits for this one and reconciles
+   * instead of claiming it afresh (the engine's own write-back waits for its next write: up to `leaseMs`/3).
+   */
+  const owned = new Map<string, Row>();
+  const remember = (row: Row): void => {
+    // A finished record holds no lease either (applyEvent drops it on the way to a terminal state).
+    if (row.leaseExpiresAt === null) owned.delete(row.id);
+    else owned.set(row.id, row);
+  };
+  const restore = (attempt = 0): void => {
+    const now = Date.now();
+    const writes: Promise<unknown>[] = [];
+    for (const [id, row] of owned) {
+      // As the engine's write-back: only a row whose lease and expiry are still ahead, and only where no row is.
+      if (closed || row.leaseExpiresAt! <= now || row.expiresAt <= now) owned.delete(id);
+      else writes.push(readModifyWrite(id, (current) => (current === undefined ? row : undefined)));
+    }
+    // The clear may still run (Chromium fails an open during it with an AbortError): again, 20 ms on, then
+    // twice as long each time, 6 times (1.26 s in all). Past that, the engine writes the record back on its
+    // next write (a renewal, every `leaseMs`/3, or its answer).
+    Promise.all(writes).then(
+      () => undefined,
+      () => {
+        if (attempt < 6 && !closed) setTimeout(() => restore(attempt + 1), 20 << attempt);
+      },
+    );
+  };
+
   return {
     name,
 
     claim(record: OperationRecord): Promise<ClaimResult> {
       return guard('claim', `claiming record ${record.id}`, async () => {
         const { data, columns } = encodeRecord(record, 'claim');
-        const existing = await readModifyWrite(record.id, (current) =>
-          current === undefined ? { id: record.id, data, ...columns } : undefined,
-        );
+        const row = { id: record.id, data, ...columns };
+        const existing = await readModifyWrite(record.id, (current) => (current === undefined ? row : undefined));
         if (existing !== undefined) return { created: false, record: read(existing, record.id) };
+        remember(row);
         return { created: true, record: JSON.parse(data) as OperationRecord };
       });
     },
@@ -415,14 +447,19 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
       return guard('compareAndSet', `updating record ${id}`, async (): Promise<CompareAndSetResult> => {
         checkCompareAndSet(id, expectedGeneration, next);
         const { data, columns } = encodeRecord(next, 'compareAndSet');
+        const row = { id, data, ...columns };
         let written = false;
         // Like SQLite's `UPDATE … WHERE generation = ?`, the check uses the row's column, not its text.
-        const current = await readModifyWrite(id, (row) => {
-          if (!isRow(row) || row.generation !== expectedGeneration) return undefined;
+        const current = await readModifyWrite(id, (stored) => {
+          if (!isRow(stored) || stored.generation !== expectedGeneration) return undefined;
           written = true;
-          return { id, data, ...columns };
+          return row;
         });
-        if (written) return { ok: true };
+        if (written) {
+          remember(row);
+          return { ok: true };
+        }
+        owned.delete(id); // moved on without us: no longer ours to put back
         return { ok: false, current: current === undefined ? undefined : read(current, id) };
       });
     },

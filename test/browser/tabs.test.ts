@@ -291,6 +291,29 @@ describe.runIf(available)('one tab against another in headless Chromium', { time
     await page.close();
   });
 
+  for (const storageTypes of ['indexeddb', 'all']) {
+    it(`site data cleared mid-request (${storageTypes}; 'all' takes Chromium's Web Locks too), then another tab calls the ref 150 ms later: the owner puts its record back when its connection is closed under it, so the new tab waits for it and replays its 201: one POST`, async () => {
+      const owner = await openPage();
+      const c = call({ leaseMs: 5_000, inFlightWaitMs: 10_000 });
+      site.delayMs.set(c.ref, 1_500);
+      const running = post(owner, c);
+      await until(() => effects(c.ref) === 1, 5_000, 'the POST to arrive');
+      const late = await openPage(); // loaded, but first uses navigator.locks after the clear
+      const cdp = await context.newCDPSession(owner);
+      await cdp.send('Storage.clearDataForOrigin', { origin: site.url, storageTypes });
+      const clearedAt = Date.now();
+      await new Promise((r) => setTimeout(r, 150));
+      const calledAfterMs = Date.now() - clearedAt;
+      const [got, other] = await Promise.all([running, post(late, c)]);
+      console.info(`[tabs] site data cleared (${storageTypes}) mid-request, a new tab calling ${calledAfterMs} ms later: owner ${got.status ?? got.error?.message}, new tab ${other.status ?? other.error?.message} (${other.ms} ms); effects=${effects(c.ref)}`);
+      expect(got).toMatchObject({ ok: true, status: 201 });
+      expect(other).toMatchObject({ ok: true, status: 201 });
+      expect(effects(c.ref)).toBe(1);
+      await owner.close();
+      await late.close();
+    });
+  }
+
   it('another tab upgrades the database while a request is on the wire (a newer oncefetch whose layout keeps our store and index): the call records its 201 at the new version; the next call replays it', async () => {
     const [a, b] = [await openPage(), await openPage()];
     const c = call();

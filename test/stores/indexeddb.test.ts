@@ -166,6 +166,94 @@ describe('indexedDbStore', () => {
     await deleteIdb(dbName);
   });
 
+  it("its connection closed under it (site data cleared): the rows it wrote with a live lease are put back where absent; a released, an expired, a finished row, one another writer took over and one written meanwhile are not; after close(), nothing", async () => {
+    const dbName = freshDbName();
+    const connections: IDBDatabase[] = [];
+    const realOpen = indexedDB.open.bind(indexedDB);
+    const open = vi.spyOn(indexedDB, 'open').mockImplementation((...args: Parameters<IDBFactory['open']>) => {
+      const req = realOpen(...args);
+      req.addEventListener('success', () => connections.push(req.result));
+      return req;
+    });
+    const clearRows = async (): Promise<void> => {
+      const db = await new Promise<IDBDatabase>((resolve, reject) => {
+        const req = realOpen(dbName);
+        req.onsuccess = () => resolve(req.result);
+        req.onerror = () => reject(req.error);
+      });
+      await new Promise<void>((resolve, reject) => {
+        const tx = db.transaction('records', 'readwrite');
+        tx.objectStore('records').clear();
+        tx.oncomplete = () => resolve();
+        tx.onabort = () => reject(tx.error);
+      });
+      db.close();
+    };
+    /** What a browser does when the user clears site data: closes the connection, then fires `close` on it. */
+    const forceClose = (): void => {
+      const db = connections[0]!; // `store` opens first
+      db.close();
+      db.onclose?.call(db, new Event('close'));
+    };
+    try {
+      const now = Date.now();
+      const fresh = (ref: string, leaseMs = 60_000): OperationRecord =>
+        newRecord({
+          scope: { tenant: 't1', action: 'create-order', ref },
+          key: `key-${ref}`,
+          keySource: 'minted',
+          fingerprint: 'c'.repeat(64),
+          request: { method: 'POST', url: 'https://api.example.test/orders' },
+          owner: 'owner',
+          now,
+          leaseMs,
+          retentionMs: 3_600_000,
+        });
+      const store = indexedDbStore({ dbName });
+      const other = indexedDbStore({ dbName });
+      const live = fresh('live');
+      const sent = fresh('sent');
+      const released = fresh('released');
+      const expired = fresh('expired', -1);
+      const finished = fresh('finished');
+      const taken = fresh('taken');
+      const meanwhile = fresh('meanwhile');
+      for (const r of [live, sent, released, expired, finished, taken, meanwhile]) expect((await store.claim(r)).created).toBe(true);
+      const step = (r: OperationRecord, event: Parameters<typeof applyEvent>[1]): OperationRecord => applyEvent(r, event, now, 'owner');
+      const sentNext = step(sent, { type: 'attempt_started', attemptId: 'a-sent' });
+      expect(await store.compareAndSet(sent.id, sent.generation, sentNext)).toEqual({ ok: true });
+      expect(await store.compareAndSet(released.id, released.generation, step(released, { type: 'release' }))).toEqual({ ok: true });
+      const started = step(finished, { type: 'attempt_started', attemptId: 'a-fin' });
+      const done = step(started, { type: 'attempt_finished', class: 'success', status: 201, reason: 'created', result: null });
+      expect(await store.compareAndSet(finished.id, finished.generation, started)).toEqual({ ok: true });
+      expect(await store.compareAndSet(finished.id, started.generation, done)).toEqual({ ok: true });
+      // Another tab moves `taken` on; our next write to it finds that out.
+      const theirs = step(taken, { type: 'renew', leaseExpiresAt: now + 90_000 });
+      expect(await other.compareAndSet(taken.id, taken.generation, theirs)).toEqual({ ok: true });
+      expect((await store.compareAndSet(taken.id, taken.generation, step(taken, { type: 'release' }))).ok).toBe(false);
+
+      await clearRows();
+      const newer = { ...meanwhile, key: 'key-of-another-tab' };
+      expect((await other.claim(newer)).created).toBe(true); // claimed afresh between the clear and the close
+      forceClose();
+      await vi.waitFor(async () => expect(await other.get(live.id)).toEqual(live), { timeout: 2_000, interval: 10 });
+      expect(await other.get(sent.id)).toEqual(sentNext);
+      expect(await other.get(meanwhile.id)).toEqual(newer);
+      for (const gone of [released, expired, finished, taken]) expect(await other.get(gone.id), gone.ref).toBeUndefined();
+
+      // Once closed, a close under it puts nothing back.
+      await clearRows();
+      await store.close();
+      forceClose();
+      await new Promise((r) => setTimeout(r, 100));
+      expect(await other.list()).toEqual([]);
+      await other.close();
+    } finally {
+      open.mockRestore();
+      await deleteIdb(dbName);
+    }
+  });
+
   it('a foreign row (not written by oncefetch) is a StoreError for get, claim and list, never absent', async () => {
     const dbName = freshDbName();
     const store = indexedDbStore({ dbName });
