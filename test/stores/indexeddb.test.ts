@@ -37,7 +37,7 @@ describeStoreContract('indexedDbStore (custom store name, relaxed durability)', 
 });
 
 let n = 0;
-function sample(ref = `r${++n}`): OperationRecord {
+function sample(ref = `r${++n}`, at: { now: number; leaseMs: number; retentionMs: number } = { now: 1_000, leaseMs: 100, retentionMs: 1_000 }): OperationRecord {
   return newRecord({
     scope: { tenant: 't1', action: 'create-order', ref },
     key: `key-${ref}`,
@@ -45,9 +45,7 @@ function sample(ref = `r${++n}`): OperationRecord {
     fingerprint: 'c'.repeat(64),
     request: { method: 'POST', url: 'https://api.example.test/orders' },
     owner: 'owner',
-    now: 1_000,
-    leaseMs: 100,
-    retentionMs: 1_000,
+    ...at,
   });
 }
 
@@ -197,18 +195,7 @@ describe('indexedDbStore', () => {
     };
     try {
       const now = Date.now();
-      const fresh = (ref: string, leaseMs = 60_000): OperationRecord =>
-        newRecord({
-          scope: { tenant: 't1', action: 'create-order', ref },
-          key: `key-${ref}`,
-          keySource: 'minted',
-          fingerprint: 'c'.repeat(64),
-          request: { method: 'POST', url: 'https://api.example.test/orders' },
-          owner: 'owner',
-          now,
-          leaseMs,
-          retentionMs: 3_600_000,
-        });
+      const fresh = (ref: string, leaseMs = 60_000): OperationRecord => sample(ref, { now, leaseMs, retentionMs: 3_600_000 });
       const store = indexedDbStore({ dbName });
       const other = indexedDbStore({ dbName });
       const live = fresh('live');
