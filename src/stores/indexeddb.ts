@@ -260,10 +260,11 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
         clearTimeout(timer);
         everOpened = true;
         // Another tab deleting or upgrading the database must not be blocked by us:
-        // let go, and reconnect on the next call.
-        db.onversionchange = () => {
+        // let go, and reconnect on the next call. A deletion takes our leased rows: put them back.
+        db.onversionchange = (event) => {
           db.close();
           if (connection === opened) connection = undefined;
+          if (event.newVersion === null) restore();
         };
         db.onclose = () => {
           if (connection === opened) connection = undefined;
@@ -393,9 +394,10 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
 
   /**
    * The rows this store object last wrote that hold a live lease, by id: requests of this page that may be on
-   * the wire. A connection closed under us (site data cleared, a `Clear-Site-Data` header) took them; they are
-   * put back at once where absent, so that a tab calling the ref meanwhile waits for this one and reconciles
-   * instead of claiming it afresh (the engine's own write-back waits for its next write: up to `leaseMs`/3).
+   * the wire. A connection closed under us (site data cleared, a `Clear-Site-Data` header) or a deletion of
+   * the database (another tab's `deleteDatabase`) took them; they are put back at once where absent, so that
+   * a tab calling the ref meanwhile waits for this one and reconciles instead of claiming it afresh (the
+   * engine's own write-back waits for its next write: up to `leaseMs`/3).
    */
   const owned = new Map<string, Row>();
   const remember = (row: Row): void => {

@@ -241,6 +241,23 @@ describe('indexedDbStore', () => {
     }
   });
 
+  it("another tab deletes the database: the rows this store holds a live lease on are put back in the new database; a released one is not", async () => {
+    const dbName = freshDbName();
+    const now = Date.now();
+    const store = indexedDbStore({ dbName });
+    const live = sample('deleted-live', { now, leaseMs: 60_000, retentionMs: 3_600_000 });
+    const released = sample('deleted-released', { now, leaseMs: 60_000, retentionMs: 3_600_000 });
+    for (const r of [live, released]) expect((await store.claim(r)).created).toBe(true);
+    expect(await store.compareAndSet(released.id, released.generation, applyEvent(released, { type: 'release' }, now, 'owner'))).toEqual({ ok: true });
+    await deleteIdb(dbName, 1_000);
+    const reader = indexedDbStore({ dbName });
+    await vi.waitFor(async () => expect(await reader.get(live.id)).toEqual(live), { timeout: 2_000, interval: 10 });
+    expect(await reader.get(released.id)).toBeUndefined();
+    await reader.close();
+    await store.close();
+    await deleteIdb(dbName);
+  });
+
   it('a foreign row (not written by oncefetch) is a StoreError for get, claim and list, never absent', async () => {
     const dbName = freshDbName();
     const store = indexedDbStore({ dbName });
