@@ -14,18 +14,7 @@ import { captureBody, readBody } from '../../src/operation/body.js';
 
 const utf8 = (text: string): Uint8Array<ArrayBuffer> => new TextEncoder().encode(text);
 
-function streamOf(chunks: readonly unknown[], onCancel?: (reason: unknown) => void | Promise<void>): ReadableStream<Uint8Array> {
-  let i = 0;
-  return new ReadableStream<Uint8Array>({
-    pull(controller) {
-      if (i < chunks.length) controller.enqueue(chunks[i++] as Uint8Array);
-      else controller.close();
-    },
-    cancel(reason) {
-      return onCancel?.(reason);
-    },
-  });
-}
+import { streamOf } from '../helpers/streams.js';
 
 const never = (): void => undefined;
 

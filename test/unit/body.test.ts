@@ -4,18 +4,7 @@ import { captureBody, DEFAULT_MAX_BODY_BYTES } from '../../src/operation/body.js
 
 const utf8 = (text: string): Uint8Array => new TextEncoder().encode(text);
 
-function streamOf(chunks: readonly unknown[], onCancel?: (reason: unknown) => void): ReadableStream<Uint8Array> {
-  let i = 0;
-  return new ReadableStream<Uint8Array>({
-    pull(controller) {
-      if (i < chunks.length) controller.enqueue(chunks[i++] as Uint8Array);
-      else controller.close();
-    },
-    cancel(reason) {
-      onCancel?.(reason);
-    },
-  });
-}
+import { streamOf } from '../helpers/streams.js';
 
 describe('captureBody', () => {
   it('documents a 1 MiB default cap', () => {
@@ -120,7 +109,9 @@ describe('captureBody', () => {
 
   it('rejects a stream that yields something other than Uint8Array', async () => {
     let cancelled = false;
-    const stream = streamOf(['text'], () => (cancelled = true));
+    const stream = streamOf(['text'], () => {
+      cancelled = true;
+    });
     await expect(captureBody(stream)).rejects.toThrow(/Uint8Array chunks, got string/);
     expect(cancelled).toBe(true);
   });

@@ -22,32 +22,14 @@ import {
   deliveryUnresolved,
   inProgressAnswer,
   lateDeliveryUnsettled,
-  newRecord,
   parseRecord,
   refMinted,
   resendNeedsDedupe,
   scopeOfId,
 } from '../../src/operation/record.js';
-import type { OperationRecord, RecordEvent, RecordedClass, ResultSnapshot } from '../../src/operation/record.js';
+import type { OperationRecord, RecordEvent, RecordedClass } from '../../src/operation/record.js';
 
-const T0 = 1_700_000_000_000;
-const LEASE_MS = 1_000;
-const RETENTION_MS = 60_000;
-const snapshot: ResultSnapshot = { kind: 'response', source: 'attempt', status: 201, statusText: 'Created', headers: [], body: '', bodyTruncated: false };
-
-function fresh(): OperationRecord {
-  return newRecord({
-    scope: { tenant: 't', action: 'a', ref: 'r' },
-    key: 'k-1',
-    keySource: 'caller',
-    fingerprint: 'f'.repeat(64),
-    request: { method: 'POST', url: 'http://127.0.0.1/orders' },
-    owner: 'o1',
-    now: T0,
-    leaseMs: LEASE_MS,
-    retentionMs: RETENTION_MS,
-  });
-}
+import { LEASE_MS, RETENTION_MS, T0, fresh, snapshot } from '../helpers/record-fixture.js';
 
 const started: RecordEvent = { type: 'attempt_started', attemptId: 'a1' };
 const finished = (cls: RecordedClass, status: number | null = null): RecordEvent => ({

@@ -1,25 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { isOnceError } from '../../src/errors.js';
-import { IllegalTransitionError, applyEvent, newRecord, parseRecord } from '../../src/operation/record.js';
+import { IllegalTransitionError, applyEvent, parseRecord } from '../../src/operation/record.js';
 import type { OperationRecord, OperationState, RecordEvent } from '../../src/operation/record.js';
 import { settledAt } from '../../src/reconcile/lookup.js';
 
-const T0 = 1_700_000_000_000;
-const snapshot = { kind: 'response' as const, source: 'attempt' as const, status: 201, statusText: 'Created', headers: [], body: '', bodyTruncated: false };
-
-function fresh(): OperationRecord {
-  return newRecord({
-    scope: { tenant: 't', action: 'a', ref: 'r' },
-    key: 'k-1',
-    keySource: 'minted',
-    fingerprint: 'f'.repeat(64),
-    request: { method: 'POST', url: 'http://127.0.0.1/orders' },
-    owner: 'o1',
-    now: T0,
-    leaseMs: 1000,
-    retentionMs: 60_000,
-  });
-}
+import { T0, fresh, snapshot } from '../helpers/record-fixture.js';
 
 const started: RecordEvent = { type: 'attempt_started', attemptId: 'a1' };
 const finished = (cls: 'success' | 'terminal' | 'not_sent' | 'retryable' | 'ambiguous' | 'conflict'): RecordEvent => ({
