@@ -30,6 +30,16 @@ function provider() {
   return { fetch, keys, calls: () => keys.length };
 }
 
+/** A fetch that answers 201 and keeps the record as the store holds it at each send. */
+function seenAtSend(store: OnceStore): { seen: (OperationRecord | undefined)[]; fetch: typeof globalThis.fetch } {
+  const seen: (OperationRecord | undefined)[] = [];
+  const fetch = (async (): Promise<Response> => {
+    seen.push(await store.get(recordId(SCOPE)));
+    return new Response('{"id":"o-1"}', { status: 201 });
+  }) as typeof globalThis.fetch;
+  return { seen, fetch };
+}
+
 /** A pending record of the request above (same fingerprint), its lease held by `owner` until `expiresAt`. */
 async function seeded(store: OnceStore, owner: string, expiresAt: number): Promise<OperationRecord> {
   const fingerprint = await fingerprintRequest({ method: 'POST', url: normaliseUrl(URL_ORDERS), body: new TextEncoder().encode(BODY), contentType: 'application/json' });
@@ -144,11 +154,7 @@ describe('what the claim or takeover writes before the send', () => {
   it("a takeover holds a full lease (now + leaseMs) under the new owner while its attempt is on the wire", async () => {
     const store = memoryStore();
     await seeded(store, 'other', NOW - 1);
-    const seen: (OperationRecord | undefined)[] = [];
-    const fetch = (async (): Promise<Response> => {
-      seen.push(await store.get(recordId(SCOPE)));
-      return new Response('{"id":"o-1"}', { status: 201 });
-    }) as typeof globalThis.fetch;
+    const { seen, fetch } = seenAtSend(store);
     const c = client(store, fetch, [], { owner: 'me', leaseMs: 30_000 });
     await c.fetch(URL_ORDERS, { ...post, once: { action: SCOPE.action, ref: SCOPE.ref } });
     expect(seen).toHaveLength(1);
@@ -172,11 +178,7 @@ describe('what the claim or takeover writes before the send', () => {
 
   it('a new operation is claimed with its first attempt open (in_flight) under a full lease, before the send', async () => {
     const store = memoryStore();
-    const seen: (OperationRecord | undefined)[] = [];
-    const fetch = (async (): Promise<Response> => {
-      seen.push(await store.get(recordId(SCOPE)));
-      return new Response('{"id":"o-1"}', { status: 201 });
-    }) as typeof globalThis.fetch;
+    const { seen, fetch } = seenAtSend(store);
     const c = client(store, fetch, [], { owner: 'me', leaseMs: 30_000 });
     await c.fetch(URL_ORDERS, { ...post, once: { action: SCOPE.action, ref: SCOPE.ref } });
     expect(seen[0]?.state).toBe('in_flight');

@@ -66,6 +66,14 @@ const LATER = T + 100 + SETTLE_MS + 1_000;
 const found = (): Promise<Response> => Promise.resolve(new Response('{"id":"o-1"}', { status: 200, headers: { 'content-type': 'application/json' } }));
 
 /** A lookup that counts its calls and answers `answer`. */
+/** The record as recover() left it: still ambiguous, its lease released. */
+async function leftAmbiguousUnleased(store: OnceStore, id: string): Promise<OperationRecord | undefined> {
+  const left = await store.get(id);
+  expect(left?.state).toBe('ambiguous');
+  expect(left?.lease).toBeNull();
+  return left;
+}
+
 function counting(answer: () => Promise<Response | null>): { calls: number; fn: () => Promise<Response | null> } {
   const c = { calls: 0, fn: async () => (c.calls++, answer()) };
   return c;
@@ -91,9 +99,7 @@ describe('recover(): the settle window of an "absent" answer', () => {
     expect(lookup.calls).toBe(1);
     expect(report.absent).toEqual([]);
     expect(report.stillAmbiguous.map((s) => s.ref)).toEqual(['S-2']);
-    const left = await store.get(rec.id);
-    expect(left?.state).toBe('ambiguous');
-    expect(left?.lease).toBeNull();
+    await leftAmbiguousUnleased(store, rec.id);
   });
 });
 
@@ -104,9 +110,7 @@ describe('recover(): what each answer leaves, and what it reports', () => {
     const c = client(store, () => LATER, { lookups: { [ACTION]: () => Promise.reject(new Error('lookup down')) } });
     const report = await c.recover();
     expect(report.stillAmbiguous.map((s) => s.ref)).toEqual(['U-1']);
-    const left = await store.get(rec.id);
-    expect(left?.state).toBe('ambiguous');
-    expect(left?.lease).toBeNull();
+    const left = await leftAmbiguousUnleased(store, rec.id);
     expect(left?.evidence.filter((e) => e.kind === 'lookup').map((e) => e.detail)).toEqual(['unknown: recover: lookup failed: lookup down']);
     expect(c.stats().lookups).toBe(1);
   });
@@ -122,22 +126,15 @@ describe('recover(): what each answer leaves, and what it reports', () => {
     expect(c.stats().lookups).toBe(1);
   });
 
-  it('no lookup registered for the action: still ambiguous, no lookup counted or noted', async () => {
+  it.each([
+    ['no lookup registered for the action', 'N-1', ACTION, 'other'],
+    ["an action named like an Object.prototype member ('constructor'), only another action's lookup registered", 'N-2', 'constructor', ACTION],
+  ])('%s: still ambiguous, not asked, no lookup counted or noted', async (_name, ref, action, registered) => {
     const store = memoryStore();
-    const rec = await ambiguousOf(store, { ref: 'N-1' });
-    const c = client(store, () => LATER, { lookups: { other: found } });
+    const rec = await ambiguousOf(store, { ref, action });
+    const c = client(store, () => LATER, { lookups: { [registered]: found } });
     const report = await c.recover();
-    expect(report.stillAmbiguous.map((s) => s.ref)).toEqual(['N-1']);
-    expect(c.stats().lookups).toBe(0);
-    expect((await store.get(rec.id))?.evidence.filter((e) => e.kind === 'lookup')).toEqual([]);
-  });
-
-  it("an action named like an Object.prototype member ('constructor') has no lookup unless registered: not asked, nothing noted", async () => {
-    const store = memoryStore();
-    const rec = await ambiguousOf(store, { ref: 'N-2', action: 'constructor' });
-    const c = client(store, () => LATER, { lookups: { [ACTION]: found } });
-    const report = await c.recover();
-    expect(report.stillAmbiguous.map((s) => s.ref)).toEqual(['N-2']);
+    expect(report.stillAmbiguous.map((s) => s.ref)).toEqual([ref]);
     expect(c.stats().lookups).toBe(0);
     expect((await store.get(rec.id))?.evidence.filter((e) => e.kind === 'lookup')).toEqual([]);
   });
@@ -241,9 +238,7 @@ describe('recover(): aborting', () => {
       return new Promise<never>(() => undefined);
     };
     await expect(client(store, () => LATER, { lookups: { [ACTION]: lookup } }).recover({ signal: ac.signal })).rejects.toThrow('shutting down');
-    const left = await store.get(rec.id);
-    expect(left?.state).toBe('ambiguous');
-    expect(left?.lease).toBeNull();
+    await leftAmbiguousUnleased(store, rec.id);
   });
 });
 
@@ -381,23 +376,29 @@ describe('recover(): the record taken from it during its lookup', () => {
   });
 });
 
+/** `inner`, counting its list() calls that ask for pending records. */
+function countingPendingLists(inner: OnceStore): { store: OnceStore; pendingLists: () => number } {
+  let pendingLists = 0;
+  const store: OnceStore = Object.assign(Object.create(inner) as OnceStore, {
+    list: (q: Parameters<OnceStore['list']>[0]) => {
+      if (q?.states?.includes('pending') === true) pendingLists++;
+      return inner.list(q);
+    },
+  });
+  return { store, pendingLists: () => pendingLists };
+}
+
 describe('recover(): reading past records it leaves out', () => {
   it('past many plain pending records, each round asks for at least twice as many rows: a few list() calls, not one per record', async () => {
     const inner = memoryStore();
     for (let i = 0; i < 40; i++) await plainPending(inner, `W-${String(i).padStart(2, '0')}`, T - 1_000 + i);
     const rec = await clearedByDedupe(inner, 'P-4');
-    let pendingLists = 0;
-    const store: OnceStore = Object.assign(Object.create(inner) as OnceStore, {
-      list: (q: Parameters<OnceStore['list']>[0]) => {
-        if (q?.states?.includes('pending') === true) pendingLists++;
-        return inner.list(q);
-      },
-    });
+    const { store, pendingLists } = countingPendingLists(inner);
     const strict = client(store, () => LATER, { lookups: { [ACTION]: () => Promise.reject(new Error('lookup down')) } });
     const report = await strict.recover({ limit: 1 });
     expect(report.stillAmbiguous.map((s) => s.ref)).toEqual(['P-4']);
     expect((await inner.get(rec.id))?.state).toBe('ambiguous');
-    expect(pendingLists).toBeLessThanOrEqual(7);
+    expect(pendingLists()).toBeLessThanOrEqual(7);
   });
 
   it('stops reading once it has limit records to settle, though more pending records follow', async () => {
@@ -405,15 +406,9 @@ describe('recover(): reading past records it leaves out', () => {
     await plainPending(inner, 'V-0', T - 1_000);
     await clearedByDedupe(inner, 'P-5');
     for (let i = 1; i <= 6; i++) await plainPending(inner, `V-${i}`, T + 200 + i);
-    let pendingLists = 0;
-    const store: OnceStore = Object.assign(Object.create(inner) as OnceStore, {
-      list: (q: Parameters<OnceStore['list']>[0]) => {
-        if (q?.states?.includes('pending') === true) pendingLists++;
-        return inner.list(q);
-      },
-    });
+    const { store, pendingLists } = countingPendingLists(inner);
     const strict = client(store, () => LATER, { lookups: { [ACTION]: () => Promise.reject(new Error('lookup down')) } });
     expect((await strict.recover({ limit: 1 })).stillAmbiguous.map((s) => s.ref)).toEqual(['P-5']);
-    expect(pendingLists).toBe(2);
+    expect(pendingLists()).toBe(2);
   });
 });
