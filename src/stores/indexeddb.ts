@@ -405,13 +405,15 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
     if (row.leaseExpiresAt === null) owned.delete(row.id);
     else owned.set(row.id, row);
   };
+  /** Writes `row` where no row of its id is; resolves to the row found instead, if any (a claim's insert). */
+  const putIfAbsent = (row: Row): Promise<unknown> => readModifyWrite(row.id, (current) => (current === undefined ? row : undefined));
   const restore = (attempt = 0): void => {
     const now = Date.now();
     const writes: Promise<unknown>[] = [];
     for (const [id, row] of owned) {
       // As the engine's write-back: only a row whose lease and expiry are still ahead, and only where no row is.
       if (closed || row.leaseExpiresAt! <= now || row.expiresAt <= now) owned.delete(id);
-      else writes.push(readModifyWrite(id, (current) => (current === undefined ? row : undefined)));
+      else writes.push(putIfAbsent(row));
     }
     // The clear may still run (Chromium fails an open during it with an AbortError): again, 20 ms on, then
     // twice as long each time, 6 times (1.26 s in all). Past that, the engine writes the record back on its
@@ -431,7 +433,7 @@ export function indexedDbStore(options: IndexedDbStoreOptions = {}): OnceStore {
       return guard('claim', `claiming record ${record.id}`, async () => {
         const { data, columns } = encodeRecord(record, 'claim');
         const row = { id: record.id, data, ...columns };
-        const existing = await readModifyWrite(record.id, (current) => (current === undefined ? row : undefined));
+        const existing = await putIfAbsent(row);
         if (existing !== undefined) return { created: false, record: read(existing, record.id) };
         remember(row);
         return { created: true, record: JSON.parse(data) as OperationRecord };

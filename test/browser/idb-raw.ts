@@ -39,19 +39,29 @@ export async function corruptIdbRecord(dbName: string, storeName: string, id: st
   }
 }
 
-/** Writes `value` as the row of `id`, whatever it is (a foreign app's data). */
-export async function putRawRow(dbName: string, storeName: string, id: string, value: unknown): Promise<void> {
+/** Runs `write` on object store `storeName` in one readwrite transaction of a second connection. */
+async function writeRaw(dbName: string, storeName: string, write: (store: IDBObjectStore) => void): Promise<void> {
   const db = await request(indexedDB.open(dbName));
   try {
     await new Promise<void>((resolve, reject) => {
       const tx = db.transaction(storeName, 'readwrite');
-      tx.objectStore(storeName).put(value, id);
+      write(tx.objectStore(storeName));
       tx.oncomplete = () => resolve();
       tx.onabort = () => reject(tx.error ?? new Error('write aborted'));
     });
   } finally {
     db.close();
   }
+}
+
+/** Writes `value` as the row of `id`, whatever it is (a foreign app's data). */
+export function putRawRow(dbName: string, storeName: string, id: string, value: unknown): Promise<void> {
+  return writeRaw(dbName, storeName, (store) => store.put(value, id));
+}
+
+/** Deletes every row of `storeName`, as clearing the site's data does (the database and its layout stay). */
+export function clearRawRows(dbName: string, storeName: string): Promise<void> {
+  return writeRaw(dbName, storeName, (store) => store.clear());
 }
 
 /**

@@ -10,7 +10,7 @@ import { DeadlineExceededError, StoreError, createClient } from '../../src/index
 import { applyEvent, newRecord, recordId, type OperationRecord } from '../../src/operation/record.js';
 import { indexedDbStore } from '../../src/stores/indexeddb.js';
 import { describeStoreContract } from '../../src/testing/store-contract.js';
-import { blockIdb, corruptIdbRecord, deleteIdb, freshDbName, openIdbAt, putRawRow } from '../browser/idb-raw.js';
+import { blockIdb, clearRawRows, corruptIdbRecord, deleteIdb, freshDbName, openIdbAt, putRawRow } from '../browser/idb-raw.js';
 
 describeStoreContract('indexedDbStore (fake-indexeddb)', {
   durable: true,
@@ -173,20 +173,7 @@ describe('indexedDbStore', () => {
       req.addEventListener('success', () => connections.push(req.result));
       return req;
     });
-    const clearRows = async (): Promise<void> => {
-      const db = await new Promise<IDBDatabase>((resolve, reject) => {
-        const req = realOpen(dbName);
-        req.onsuccess = () => resolve(req.result);
-        req.onerror = () => reject(req.error);
-      });
-      await new Promise<void>((resolve, reject) => {
-        const tx = db.transaction('records', 'readwrite');
-        tx.objectStore('records').clear();
-        tx.oncomplete = () => resolve();
-        tx.onabort = () => reject(tx.error);
-      });
-      db.close();
-    };
+    const clearRows = (): Promise<void> => clearRawRows(dbName, 'records');
     /** What a browser does when the user clears site data: closes the connection, then fires `close` on it. */
     const forceClose = (): void => {
       const db = connections[0]!; // `store` opens first
