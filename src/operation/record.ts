@@ -342,8 +342,20 @@ export interface NewRecordInput {
  * goes up by one per write, and the low 20 bits count those writes (from 1).
  */
 export function firstGeneration(): number {
-  return globalThis.crypto.getRandomValues(new Uint32Array(1))[0]! * 2 ** 20 + 1;
+  if (generationsLeft === 0) {
+    globalThis.crypto.getRandomValues(generationPool);
+    generationsLeft = generationPool.length;
+  }
+  return generationPool[--generationsLeft]! * 2 ** 20 + 1;
 }
+
+/**
+ * Random words for {@link firstGeneration}, drawn 256 at a time: one `getRandomValues` call costs
+ * about as much for 1 KiB as for 4 bytes (7 µs in Node 20 here, a tenth of a call's CPU), as
+ * `randomUUID()` buffers its own. Each word is used once.
+ */
+const generationPool = new Uint32Array(256);
+let generationsLeft = 0;
 
 /** A fresh `pending` record, leased to its creator, at {@link firstGeneration}. */
 export function newRecord(input: NewRecordInput): OperationRecord {
