@@ -89,7 +89,9 @@ async function post(call: TabCall): Promise<TabOutcome> {
   }
   const ms = Math.round(performance.now() - started);
   // (a third-party frame whose storage the browser blocks is refused the query too: SecurityError)
-  const snapshot = await navigator.locks.query().catch((): LockManagerSnapshot => ({ held: [], pending: [] }));
+  // (and a tab without Web Locks has none to query)
+  const none: LockManagerSnapshot = { held: [], pending: [] };
+  const snapshot = navigator.locks === undefined ? none : await navigator.locks.query().catch(() => none);
   const name = lockName(call.dbName, call.ref);
   const locks = { held: (snapshot.held ?? []).filter((l) => l.name === name).length, pending: (snapshot.pending ?? []).filter((l) => l.name === name).length };
   return { ...outcome, ms, locks };
@@ -157,6 +159,17 @@ function upgrade(dbName: string, version: number, dropIndex = false): Promise<st
       req.result.close();
       resolve(blocked ? 'upgraded after blocked' : 'upgraded');
     };
+    req.onerror = () => resolve(`error ${String(req.error)}`);
+  });
+}
+
+/** Deletes database `dbName` (as another tab of the site may, or its own code on logout); resolves with what happened. */
+function deleteDatabase(dbName: string): Promise<string> {
+  return new Promise<string>((resolve) => {
+    const req = indexedDB.deleteDatabase(dbName);
+    let blocked = false;
+    req.onblocked = () => (blocked = true);
+    req.onsuccess = () => resolve(blocked ? 'deleted after blocked' : 'deleted');
     req.onerror = () => resolve(`error ${String(req.error)}`);
   });
 }
@@ -231,7 +244,7 @@ async function generation(dbName: string, id: string): Promise<number | undefine
   }
 }
 
-const api = { post, start, stored, holdLock, stealLock, hangInTransaction, upgrade, casRace, casSetup, generation };
+const api = { post, start, stored, holdLock, stealLock, hangInTransaction, upgrade, deleteDatabase, casRace, casSetup, generation };
 declare global {
   interface Window {
     tabsTest: typeof api;

@@ -66,9 +66,11 @@ describe.runIf(available)('one tab against another in headless Chromium', { time
     await site?.close();
   });
 
-  async function openPage(): Promise<Page> {
+  /** A tab of the site, loaded; with `locks: false`, one whose `navigator.locks` is undefined (a browser or frame without Web Locks). */
+  async function openPage(o: { locks?: boolean } = {}): Promise<Page> {
     const page = await context.newPage();
     page.on('pageerror', (e) => console.error(`[page error] ${e.message}`));
+    if (o.locks === false) await page.addInitScript(() => Object.defineProperty(Navigator.prototype, 'locks', { get: () => undefined, configurable: true }));
     await page.goto(`${site.url}/`);
     await page.waitForSelector('body[data-ready="true"]', { state: 'attached', timeout: 10_000 });
     return page;
@@ -313,6 +315,29 @@ describe.runIf(available)('one tab against another in headless Chromium', { time
       await late.close();
     });
   }
+
+  it("another tab deletes the database while a request is on the wire, and a tab without Web Locks calls the ref 150 ms later: the owner, told of the deletion, puts its record back, so that tab waits for it and replays its 201: one POST", async () => {
+    // With Web Locks the lock alone would make the late tab wait: without them only the record can.
+    const [owner, deleter, lockless] = [await openPage(), await openPage(), await openPage({ locks: false })];
+    expect(await lockless.evaluate(() => navigator.locks)).toBeUndefined();
+    const c = call({ leaseMs: 5_000, inFlightWaitMs: 10_000 });
+    site.delayMs.set(c.ref, 1_500);
+    const running = post(owner, c);
+    await until(() => effects(c.ref) === 1, 5_000, 'the POST to arrive');
+    const deleted = await deleter.evaluate(([d]) => window.tabsTest.deleteDatabase(d), [c.dbName] as const);
+    const deletedAt = Date.now();
+    await new Promise((r) => setTimeout(r, 150));
+    const calledAfterMs = Date.now() - deletedAt;
+    const [got, other] = await Promise.all([running, post(lockless, c)]);
+    console.info(`[tabs] database deleted mid-request (${deleted}), a tab without Web Locks calling ${calledAfterMs} ms later: owner ${got.status ?? got.error?.message}, that tab ${other.status ?? other.error?.message} (${other.ms} ms, events ${other.events.join(',')}); effects=${effects(c.ref)}`);
+    expect(deleted).toBe('deleted');
+    expect(got).toMatchObject({ ok: true, status: 201 });
+    expect(other).toMatchObject({ ok: true, status: 201 });
+    expect(effects(c.ref)).toBe(1);
+    // it found the owner's record in flight (put back), not a finished one: the owner was still on the wire
+    expect(other.events).toEqual(['waiting', 'replay']);
+    await Promise.all([owner.close(), deleter.close(), lockless.close()]);
+  });
 
   it('another tab upgrades the database while a request is on the wire (a newer oncefetch whose layout keeps our store and index): the call records its 201 at the new version; the next call replays it', async () => {
     const [a, b] = [await openPage(), await openPage()];
